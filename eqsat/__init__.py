@@ -1,0 +1,1 @@
+"""eqsat: an ONNX tensor-graph superoptimizer by equality saturation."""

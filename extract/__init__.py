@@ -1,0 +1,1 @@
+"""Extraction of a cheapest acyclic term DAG from a serialized e-graph (extraction-gym JSON)."""

@@ -1,0 +1,1 @@
+"""Operator axioms, rule generator, Z3 verifier and the committed rule corpus."""
