@@ -1,1 +1,25 @@
 """Operator axioms, rule generator, Z3 verifier and the committed rule corpus."""
+
+from __future__ import annotations
+
+from eqsat.rules.rule import Rule, RuleError, parse, unparse
+
+
+def starter_rules() -> list[Rule]:
+    """The hand-written starter rules (see :mod:`eqsat.rules.starter`)."""
+    from eqsat.rules.starter import STARTER_RULES
+
+    return list(STARTER_RULES)
+
+
+def corpus_or_starter() -> list[Rule]:
+    """The rules ``optimize`` uses by default: the verified corpus when one is committed, else the starter set."""
+    try:
+        from eqsat.rules.corpus import load_corpus_rules
+    except ImportError:
+        return starter_rules()
+    rules = load_corpus_rules()
+    return rules if rules else starter_rules()
+
+
+__all__ = ["Rule", "RuleError", "parse", "unparse", "starter_rules", "corpus_or_starter"]

@@ -1,0 +1,227 @@
+"""Rewrite rules over registry operators: the pattern language, its parser and a numpy interpreter.
+
+A pattern is an S-expression ``(op PARAM... INPUT...)`` whose arguments follow the registry's order
+(parameters first, then tensor inputs; ``concat`` takes exactly two inputs here). Leaves are tensor
+variables ``?x``; parameter positions hold integer literals, tuple literals ``[1 1]``, parameter variables
+``?k`` or (on a right-hand side) parameter expressions built from ``(dim ?x AXIS)``, ``(rank ?x)``,
+``(+ e e)``, ``(- e e)`` and ``(* e e)``. Conditions use the same language:
+``(= e e)``, ``(!= e e)``, ``(< e e)``, ``(<= e e)`` and ``(= (shape ?a) (shape ?b))``.
+
+A :class:`Rule` has one or two (two-output rule) left-hand sides with as many right-hand sides. Soundness of
+shapes is not the rule's job: the e-graph engine only merges a right-hand side after checking it is
+well-shaped and has the left-hand side's shape.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from eqsat import ops
+
+Sexp = Any  # str | int | tuple[int, ...] literal | list[Sexp]
+
+_TOKEN = re.compile(r"\(|\)|\[|\]|[^\s()\[\]]+")
+
+
+class RuleError(ValueError):
+    """A rule or pattern is malformed."""
+
+
+@dataclass(frozen=True)
+class Vec:
+    """A tuple literal ``[a b ...]`` in a pattern (its items may be expressions)."""
+
+    items: tuple[Sexp, ...]
+
+
+def parse(text: str) -> Sexp:
+    """Parse one pattern S-expression."""
+    tokens = _TOKEN.findall(text)
+    pos = 0
+
+    def expr() -> Sexp:
+        nonlocal pos
+        if pos >= len(tokens):
+            raise RuleError(f"unexpected end of pattern: {text!r}")
+        tok = tokens[pos]
+        pos += 1
+        if tok in "([":
+            close = ")" if tok == "(" else "]"
+            items = []
+            while pos < len(tokens) and tokens[pos] != close:
+                items.append(expr())
+            if pos >= len(tokens):
+                raise RuleError(f"missing {close!r} in {text!r}")
+            pos += 1
+            return list(items) if tok == "(" else Vec(tuple(items))
+        if tok in ")]":
+            raise RuleError(f"unexpected {tok!r} in {text!r}")
+        if re.fullmatch(r"-?\d+", tok):
+            return int(tok)
+        return tok
+
+    out = expr()
+    if pos != len(tokens):
+        raise RuleError(f"trailing tokens in pattern {text!r}")
+    return out
+
+
+def unparse(e: Sexp) -> str:
+    """Inverse of :func:`parse`."""
+    if isinstance(e, list):
+        return "(" + " ".join(unparse(x) for x in e) + ")"
+    if isinstance(e, Vec):
+        return "[" + " ".join(unparse(x) for x in e.items) + "]"
+    return str(e)
+
+
+def is_var(e: Sexp) -> bool:
+    """True for a variable ``?name``."""
+    return isinstance(e, str) and e.startswith("?")
+
+
+def split_args(e: list) -> tuple[ops.OpSpec, list[Sexp], list[Sexp]]:
+    """Split an operator application into (spec, parameter args, tensor args), checking arity."""
+    spec = ops.get(e[0])
+    n_params = len(spec.params)
+    n_inputs = 2 if spec.variadic else len(spec.inputs)
+    if len(e) - 1 != n_params + n_inputs:
+        raise RuleError(f"{e[0]} takes {n_params} parameters and {n_inputs} inputs in patterns: {unparse(e)}")
+    return spec, e[1:1 + n_params], e[1 + n_params:]
+
+
+def tensor_vars(e: Sexp) -> set[str]:
+    """Tensor variables of a pattern."""
+    if is_var(e):
+        return {e}
+    if isinstance(e, list):
+        _, _, ins = split_args(e)
+        return set().union(*(tensor_vars(x) for x in ins)) if ins else set()
+    return set()
+
+
+def param_vars(e: Sexp) -> set[str]:
+    """Parameter variables bound in parameter positions of a pattern."""
+    out: set[str] = set()
+    if isinstance(e, list):
+        _, params, ins = split_args(e)
+        for p in params:
+            out |= _expr_vars(p)
+        for x in ins:
+            out |= param_vars(x)
+    return out
+
+
+def _expr_vars(e: Sexp) -> set[str]:
+    if is_var(e):
+        return {e}
+    if isinstance(e, Vec):
+        return set().union(*(_expr_vars(x) for x in e.items)) if e.items else set()
+    if isinstance(e, list) and e and e[0] in ("+", "-", "*"):
+        return set().union(*(_expr_vars(x) for x in e[1:]))
+    return set()
+
+
+def has_expressions(e: Sexp) -> bool:
+    """True when a parameter position holds a computed expression (so it cannot be a match pattern)."""
+    if isinstance(e, list):
+        _, params, ins = split_args(e)
+        return any(isinstance(p, list) or (isinstance(p, Vec) and any(isinstance(i, list) for i in p.items))
+                   for p in params) or any(has_expressions(x) for x in ins)
+    return False
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rewrite ``lhs => rhs`` (or a two-output rule with two of each)."""
+
+    name: str
+    lhs: tuple[str, ...]
+    rhs: tuple[str, ...]
+    conditions: tuple[str, ...] = ()
+    bidirectional: bool = False
+    origin: str = "starter"
+    status: str = "proved"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.lhs) != len(self.rhs) or not 1 <= len(self.lhs) <= 2:
+            raise RuleError(f"{self.name}: needs one or two left and right sides of equal count")
+        lv = set().union(*(tensor_vars(parse(s)) for s in self.lhs))
+        rv = set().union(*(tensor_vars(parse(s)) for s in self.rhs))
+        if not rv <= lv:
+            raise RuleError(f"{self.name}: right-hand side uses unbound variables {sorted(rv - lv)}")
+        if any(has_expressions(parse(s)) for s in self.lhs):
+            raise RuleError(f"{self.name}: a left-hand side may not compute parameters")
+
+    @property
+    def multi(self) -> bool:
+        """True for a two-output rule."""
+        return len(self.lhs) == 2
+
+    def directions(self) -> list[Rule]:
+        """The one-way rules this rule stands for (the reverse only where it is a valid pattern)."""
+        out = [Rule(self.name, self.lhs, self.rhs, self.conditions, False, self.origin, self.status, self.meta)]
+        if self.bidirectional:
+            rev = Rule.__new__(Rule)
+            try:
+                rev.__init__(self.name + "-rev", self.rhs, self.lhs, self.conditions, False, self.origin,
+                             self.status, self.meta)
+            except RuleError:
+                return out
+            out.append(rev)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# numpy interpretation (for testing rules on random tensors)
+
+
+def eval_param(e: Sexp, env: Mapping[str, Any]) -> Any:
+    """Evaluate a parameter expression given bound tensors/parameters."""
+    if is_var(e):
+        v = env[e]
+        return tuple(int(i) for i in v) if isinstance(v, tuple) else v
+    if isinstance(e, int):
+        return e
+    if isinstance(e, Vec):
+        return tuple(int(eval_param(i, env)) for i in e.items)
+    if isinstance(e, list):
+        head = e[0]
+        if head == "dim":
+            return int(np.shape(env[e[1]])[int(eval_param(e[2], env))])
+        if head == "rank":
+            return int(np.ndim(env[e[1]]))
+        if head == "shape":
+            return tuple(np.shape(env[e[1]]))
+        a, b = (eval_param(x, env) for x in e[1:3])
+        return {"+": a + b, "-": a - b, "*": a * b}[head]
+    raise RuleError(f"cannot evaluate parameter {unparse(e)}")
+
+
+def evaluate(e: Sexp, env: Mapping[str, Any], modulus: int | None = None) -> np.ndarray:
+    """Evaluate a pattern with the registry's semantics (float, or exact modulo ``modulus``)."""
+    if is_var(e):
+        return env[e]
+    if not isinstance(e, list):
+        raise RuleError(f"not a tensor expression: {unparse(e)}")
+    spec, params, ins = split_args(e)
+    args = [evaluate(x, env, modulus) for x in ins]
+    # a parameter may refer to the shape of a sub-expression bound only in the env
+    p = spec.normalize({name: eval_param(v, env) for (name, _), v in zip(spec.params, params, strict=True)})
+    spec.shape(p, [np.shape(a) for a in args])  # raises OpError on ill-shaped application
+    return spec.evaluate(p, args) if modulus is None else spec.evaluate_mod(p, args, modulus)
+
+
+def check_condition(c: str, env: Mapping[str, Any]) -> bool:
+    """Evaluate a rule condition under bound values."""
+    e = parse(c)
+    if e[0] == "!=" and is_var(e[1]) and isinstance(env.get(e[1]), np.ndarray):
+        return env[e[1]] is not env[e[2]]  # distinct tensors (e-classes) in the e-graph
+    op, a, b = e[0], eval_param(e[1], env), eval_param(e[2], env)
+    return {"=": a == b, "!=": a != b, "<": a < b, "<=": a <= b}[op]

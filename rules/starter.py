@@ -1,0 +1,51 @@
+"""The starter rule set: hand-written substitutions from TASO's operator properties.
+
+These are the rules the engine uses until the generated, Z3-verified corpus replaces them. Each is tested
+numerically on random tensors (tests/test_rules_starter.py). Shape soundness is checked by the engine when
+a right-hand side is merged, so conditions here only state what shapes cannot (e.g. split offsets).
+"""
+
+from __future__ import annotations
+
+from eqsat.rules.rule import Rule
+
+_CONV = "?st ?pd ?dl ?g"
+
+STARTER_RULES: tuple[Rule, ...] = (
+    Rule("ewadd-comm", ("(ewadd ?a ?b)",), ("(ewadd ?b ?a)",)),
+    Rule("ewadd-assoc", ("(ewadd (ewadd ?a ?b) ?c)",), ("(ewadd ?a (ewadd ?b ?c))",), bidirectional=True),
+    Rule("ewmul-comm", ("(ewmul ?a ?b)",), ("(ewmul ?b ?a)",)),
+    Rule("ewmul-assoc", ("(ewmul (ewmul ?a ?b) ?c)",), ("(ewmul ?a (ewmul ?b ?c))",), bidirectional=True),
+    Rule("ewmul-distrib", ("(ewmul (ewadd ?a ?b) ?c)",), ("(ewadd (ewmul ?a ?c) (ewmul ?b ?c))",),
+         bidirectional=True),
+    Rule("matmul-assoc", ("(matmul (matmul ?a ?b) ?c)",), ("(matmul ?a (matmul ?b ?c))",), bidirectional=True),
+    Rule("matmul-linear-right", ("(matmul ?a (ewadd ?b ?c))",), ("(ewadd (matmul ?a ?b) (matmul ?a ?c))",),
+         bidirectional=True),
+    Rule("matmul-linear-left", ("(matmul (ewadd ?a ?b) ?c)",), ("(ewadd (matmul ?a ?c) (matmul ?b ?c))",),
+         bidirectional=True),
+    Rule("smul-matmul", ("(smul (matmul ?a ?b) ?s)",), ("(matmul ?a (smul ?b ?s))",), bidirectional=True),
+    Rule("conv-relu-fuse", (f"(relu (conv2d {_CONV} 0 ?x ?w ?b))",), (f"(conv2d {_CONV} 1 ?x ?w ?b)",),
+         bidirectional=True),
+    Rule("relu-transpose", ("(relu (transpose ?p ?x))",), ("(transpose ?p (relu ?x))",), bidirectional=True),
+    Rule("relu-concat", ("(concat ?ax (relu ?a) (relu ?b))",), ("(relu (concat ?ax ?a ?b))",), bidirectional=True),
+    Rule("ewadd-concat", ("(concat ?ax (ewadd ?a ?b) (ewadd ?c ?d))",),
+         ("(ewadd (concat ?ax ?a ?c) (concat ?ax ?b ?d))",),
+         conditions=("(= (shape ?a) (shape ?b))", "(= (shape ?c) (shape ?d))"), bidirectional=True),
+    Rule("split-concat-first", ("(split ?ax 0 ?n (concat ?ax ?a ?b))",), ("?a",)),
+    Rule("split-concat-second", ("(split ?ax ?s ?n (concat ?ax ?a ?b))",), ("?b",),
+         conditions=("(= ?s (dim ?a ?ax))",)),
+    Rule("concat-of-splits", ("(concat ?ax (split ?ax 0 ?n ?x) (split ?ax ?n ?m ?x))",), ("?x",)),
+    Rule("transpose-matmul", ("(transpose [1 0] (matmul ?a ?b))",),
+         ("(matmul (transpose [1 0] ?b) (transpose [1 0] ?a))",), bidirectional=True),
+    # two-output rules
+    Rule("fuse-matmul-shared-lhs", ("(matmul ?x ?w1)", "(matmul ?x ?w2)"),
+         ("(split (- (rank ?x) 1) 0 (dim ?w1 (- (rank ?w1) 1)) "
+          "(matmul ?x (concat (- (rank ?w1) 1) ?w1 ?w2)))",
+          "(split (- (rank ?x) 1) (dim ?w1 (- (rank ?w1) 1)) (dim ?w2 (- (rank ?w2) 1)) "
+          "(matmul ?x (concat (- (rank ?w1) 1) ?w1 ?w2)))"),
+         conditions=("(!= ?w1 ?w2)",)),
+    Rule("fuse-conv-shared-input", (f"(conv2d {_CONV} ?act ?x ?w1 ?b1)", f"(conv2d {_CONV} ?act ?x ?w2 ?b2)"),
+         (f"(split 1 0 (dim ?w1 0) (conv2d {_CONV} ?act ?x (concat 0 ?w1 ?w2) (concat 0 ?b1 ?b2)))",
+          f"(split 1 (dim ?w1 0) (dim ?w2 0) (conv2d {_CONV} ?act ?x (concat 0 ?w1 ?w2) (concat 0 ?b1 ?b2)))"),
+         conditions=("(!= ?w1 ?w2)", "(= ?g 1)")),
+)
