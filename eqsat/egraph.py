@@ -364,18 +364,29 @@ def _saturate_in_process(program: str, roots: list[str], limits: Limits,
     report("done", (clean_serialized(json.loads(ser.to_json())), reason))
 
 
+def _explain(e: BaseException) -> str:
+    msg = f"{type(e).__name__}: {e}"
+    if "Illegal merge" in msg and "shape" in msg:
+        return ("shape conflict: two tensors with different shapes ended up in one e-class. This is an eqsat bug "
+                f"(a rule or shape rule is wrong); please report it with the model. egglog said: {msg}")
+    return msg
+
+
 def _child_main(conn: Any, program: str, roots: list[str], limits: Limits) -> None:
     try:
-        limit = limits.memory_limit_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ValueError, OSError):  # pragma: no cover - platform without RLIMIT_AS
+        # the limit is on memory the engine adds to what the forked process already maps
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * resource.getpagesize()
+        limit = mapped + limits.memory_limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+    except (ValueError, OSError):  # pragma: no cover - platform without /proc or RLIMIT_AS
         pass
     try:
         _saturate_in_process(program, roots, limits, lambda kind, payload: conn.send((kind, payload)))
     except MemoryError:
         conn.send(("error", "memory limit"))
-    except Exception as e:  # egglog errors cross the process boundary as text
-        conn.send(("error", f"{type(e).__name__}: {e}"))
+    except BaseException as e:  # egglog errors (and Rust panics) cross the process boundary as text
+        conn.send(("error", _explain(e)))
     finally:
         conn.close()
 
@@ -409,7 +420,12 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
             if kind == "iter" and progress:
                 progress(payload)
 
-        _saturate_in_process(program, cg.output_globals, limits, rep)
+        try:
+            _saturate_in_process(program, cg.output_globals, limits, rep)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # a Rust panic is a BaseException
+            raise EngineError(_explain(e)) from e
         iters = [p for k, p in msgs if k == "iter"]
         egraph, reason = msgs[-1][1]
         return SaturationResult(egraph, iters, reason, time.perf_counter() - t0, program, cg.tensor_of_global)
@@ -424,10 +440,9 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
         completed = max((it.iteration for it in iters), default=-1)
         if completed < 0 or attempt_limits.iter_limit == 0:
             raise EngineError(f"e-graph engine failed before the first iteration: {error}")
-        # rerun, stopping before the iteration that blew a limit
-        attempt_limits = Limits(min(completed - 1, attempt_limits.iter_limit - 1) if completed >= 1 else 0,
-                                limits.node_limit, limits.time_limit, limits.multi_iters, limits.memory_limit_mb)
-        attempt_limits.iter_limit = max(attempt_limits.iter_limit, 0)
+        # rerun, stopping after the last iteration that completed (or one earlier if serializing it failed)
+        attempt_limits = Limits(max(0, min(completed, attempt_limits.iter_limit - 1)), limits.node_limit,
+                                limits.time_limit, limits.multi_iters, limits.memory_limit_mb)
         if progress:
             print(f"  engine stopped ({error}); redoing {attempt_limits.iter_limit} iteration(s)")
 
@@ -450,13 +465,15 @@ def _run_child(program: str, roots: list[str], limits: Limits,
                 break
             if not parent.poll(min(remaining, 1.0)):
                 if not proc.is_alive() and not parent.poll(0):
+                    proc.join(1)
                     error = f"engine process died (exit code {proc.exitcode}; likely the memory limit)"
                     break
                 continue
             try:
                 kind, payload = parent.recv()
             except EOFError:
-                error = f"engine process died (exit code {proc.exitcode})"
+                proc.join(1)
+                error = f"engine process died (exit code {proc.exitcode}; likely the memory limit)"
                 break
             if kind == "iter":
                 iters.append(payload)

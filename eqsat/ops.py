@@ -263,7 +263,11 @@ def _patches(x: np.ndarray, kh: int, kw: int, strides: Shape, pads: Shape, dil: 
              fill: Any = 0) -> np.ndarray:
     """Gather sliding windows: (N, C, H, W) -> (N, C, kh, kw, OH, OW)."""
     n, c, h, w = x.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
+    if x.dtype == object:  # np.pad would fill with numpy int64 scalars, which overflow in exact arithmetic
+        xp = np.full((n, c, h + pads[0] + pads[2], w + pads[1] + pads[3]), fill, dtype=object)
+        xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + w] = x
+    else:
+        xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
     oh = _conv_out(h, kh, strides[0], pads[0] + pads[2], dil[0])
     ow = _conv_out(w, kw, strides[1], pads[1] + pads[3], dil[1])
     out = np.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
@@ -952,6 +956,54 @@ def _import_bn(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     return [("batchnorm", {"epsilon": float(attrs.get("epsilon", 1e-5))}, list(ins), [outs[0]])]
 
 
+# -- batch-norm folding (weight transforms; precomputed at export when their inputs are weights) ---------
+
+def _bn_factor(eps: float, scale: np.ndarray, var: np.ndarray) -> np.ndarray:
+    return scale / np.sqrt(var + eps)
+
+
+def _bnfold_export(which: str) -> Callable[[Params, list[str], list[str], ExportContext], list[OnnxNode]]:
+    def export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+        eps = ctx.add_initializer(np.array(p["epsilon"], dtype=np.float32), outs[0] + "_eps")
+        if which == "w":
+            w, scale, var = ins
+        else:
+            b, scale, bias, mean, var = ins
+        f = [ctx.fresh(outs[0] + s) for s in ("_v", "_sd", "_f")]
+        nodes: list[OnnxNode] = [("Add", [var, eps], [f[0]], {}), ("Sqrt", [f[0]], [f[1]], {}),
+                                 ("Div", [scale, f[1]], [f[2]], {})]
+        if which == "w":
+            shp = ctx.add_initializer(np.array([-1, 1, 1, 1], dtype=np.int64), outs[0] + "_shape")
+            f4 = ctx.fresh(outs[0] + "_f4")
+            return nodes + [("Reshape", [f[2], shp], [f4], {}), ("Mul", [w, f4], outs, {})]
+        d, m = ctx.fresh(outs[0] + "_d"), ctx.fresh(outs[0] + "_m")
+        return nodes + [("Sub", [b, mean], [d], {}), ("Mul", [d, f[2]], [m], {}), ("Add", [m, bias], outs, {})]
+
+    return export
+
+
+BNFOLD_W = _register(OpSpec(
+    name="bnfold_w", inputs=("w", "scale", "var"), params=(("epsilon", "float"),), defaults={"epsilon": 1e-5},
+    doc="conv kernel with a following batch norm folded in: w * scale / sqrt(var + eps) per output channel",
+    shape_fn=lambda p, w, s, v: (require(len(w) == 4 and s == (w[0],) and v == (w[0],),
+                                         f"bnfold_w: bad shapes {w}, {s}, {v}"), w)[1],
+    numpy_fn=lambda p, w, s, v: (w * _bn_factor(p["epsilon"], s, v).reshape(-1, 1, 1, 1)).astype(w.dtype),
+    modular_fn=None, flops_fn=lambda p, ins, out: 2 * math.prod(out), export_fn=_bnfold_export("w"),
+    egglog_shape=lambda: [_rule("", ["(= (vec-length s_w) 4)", f"(= s_scale (vec-of {_vget('s_w', 0)}))",
+                                     "(= s_var s_scale)"], "s_w")],
+))
+BNFOLD_B = _register(OpSpec(
+    name="bnfold_b", inputs=("b", "scale", "bias", "mean", "var"), params=(("epsilon", "float"),),
+    defaults={"epsilon": 1e-5}, doc="conv bias with a following batch norm folded in: (b - mean) * f + bias",
+    shape_fn=lambda p, b, *rest: (require(all(r == b for r in rest) and len(b) == 1,
+                                          f"bnfold_b: bad shapes {b}, {rest}"), b)[1],
+    numpy_fn=lambda p, b, s, bias, m, v: ((b - m) * _bn_factor(p["epsilon"], s, v) + bias).astype(b.dtype),
+    modular_fn=None, flops_fn=lambda p, ins, out: 4 * math.prod(out), export_fn=_bnfold_export("b"),
+    egglog_shape=lambda: [_rule("", ["(= (vec-length s_b) 1)", "(= s_scale s_b)", "(= s_bias s_b)",
+                                     "(= s_mean s_b)", "(= s_var s_b)"], "s_b")],
+))
+
+
 # -- opaque ----------------------------------------------------------------------------------------------
 
 def _opaque_shape(p: Params, *xs: Shape) -> Shape:
@@ -975,6 +1027,96 @@ OPAQUE = _register(OpSpec(
     export_fn=None,  # written by eqsat.onnx_io (it needs the original attributes and all outputs at once)
     egglog_shape=lambda: [],  # shapes of opaque outputs are set as facts when the graph is loaded
 ))
+
+
+# -- constants (TASO's C_pool, I_conv, I_matmul, I_ewmul; a zero bias) -------------------------------------
+# Zero-input operators whose parameters give their shape. They appear in generated rules (eqsat.rules) and
+# export as an initializer; work that only reads constants and weights is folded like work on weights.
+
+
+def _const_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext, spec_name: str) -> list[OnnxNode]:
+    arr = np.asarray(REGISTRY[spec_name].numpy_fn(p), dtype=np.float32)
+    name = ctx.add_initializer(arr, outs[0] + "_const")
+    return [("Identity", [name], outs, {})]
+
+
+def _const_spec(name: str, params: tuple[tuple[str, str], ...], shape_fn: Callable[..., Shape],
+                numpy_fn: Callable[..., np.ndarray], modular_fn: Callable[..., np.ndarray], egg_result: str,
+                egg_facts: list[str], doc: str) -> OpSpec:
+    return _register(OpSpec(
+        name=name, inputs=(), params=params, doc=doc,
+        shape_fn=shape_fn, numpy_fn=numpy_fn, modular_fn=modular_fn,
+        flops_fn=lambda p, ins, out: 0,
+        export_fn=lambda p, ins, outs, ctx: _const_export(p, ins, outs, ctx, name),
+        egglog_shape=lambda: [_rule("", egg_facts, egg_result)],
+    ))
+
+
+def _kernel_of(p: Params) -> tuple[int, int]:
+    kh, kw = p["kernel"]
+    require(kh > 0 and kw > 0, f"constant kernel {p['kernel']} must be positive")
+    return kh, kw
+
+
+def _const_pool_np(p: Params) -> np.ndarray:
+    kh, kw = _kernel_of(p)
+    return np.full((p["channels"], 1, kh, kw), 1.0 / (kh * kw), dtype=np.float32)
+
+
+def _const_pool_mod(p: Params, m: int) -> np.ndarray:
+    kh, kw = _kernel_of(p)
+    out = np.empty((p["channels"], 1, kh, kw), dtype=object)
+    out[...] = pow(kh * kw, -1, m)
+    return out
+
+
+def _iconv(p: Params, one: Any, zero: Any, dtype: Any) -> np.ndarray:
+    kh, kw = _kernel_of(p)
+    require(kh % 2 == 1 and kw % 2 == 1, f"const_iconv: kernel {p['kernel']} must be odd")
+    c = p["channels"]
+    out = np.full((c, c, kh, kw), zero, dtype=dtype)
+    for i in range(c):
+        out[i, i, kh // 2, kw // 2] = one
+    return out
+
+
+def _pos(v: int, what: str) -> int:
+    require(v > 0, f"{what} must be positive, got {v}")
+    return v
+
+
+CONST_POOL = _const_spec(
+    "const_pool", (("kernel", "ints"), ("channels", "int")),
+    lambda p: (_pos(p["channels"], "const_pool channels"), 1) + _kernel_of(p),
+    _const_pool_np, lambda p, m: _const_pool_mod(p, m),
+    "(vec-of channels 1 (vec-get kernel 0) (vec-get kernel 1))", ["(> channels 0)"],
+    "C_pool: a depthwise (channels, 1, kh, kw) kernel of 1/(kh*kw); conv with it (groups=channels) is an "
+    "average pool counting padding")
+CONST_ICONV = _const_spec(
+    "const_iconv", (("kernel", "ints"), ("channels", "int")),
+    lambda p: (_pos(p["channels"], "const_iconv channels"), p["channels"]) + _kernel_of(p),
+    lambda p: _iconv(p, 1.0, 0.0, np.float32), lambda p, m: _iconv(p, 1, 0, object),
+    "(vec-of channels channels (vec-get kernel 0) (vec-get kernel 1))", ["(> channels 0)"],
+    "I_conv: the identity kernel (channels, channels, kh, kw), 1 at the centre where out == in")
+CONST_IMATMUL = _const_spec(
+    "const_imatmul", (("n", "int"),),
+    lambda p: (_pos(p["n"], "const_imatmul n"),) * 2,
+    lambda p: np.eye(p["n"], dtype=np.float32),
+    lambda p, m: np.array([[1 if i == j else 0 for j in range(p["n"])] for i in range(p["n"])], dtype=object)
+    .reshape(p["n"], p["n"]),
+    "(vec-of n n)", ["(> n 0)"], "I_matmul: the n x n identity matrix")
+CONST_IEWMUL = _const_spec(
+    "const_iewmul", (("shape", "ints"),),
+    lambda p: tuple(_pos(d, "const_iewmul dim") for d in p["shape"]),
+    lambda p: np.ones(p["shape"], dtype=np.float32),
+    lambda p, m: np.full(p["shape"], 1, dtype=object),
+    "shape", [], "I_ewmul: a tensor of ones of the given shape")
+CONST_ZERO = _const_spec(
+    "const_zero", (("shape", "ints"),),
+    lambda p: tuple(_pos(d, "const_zero dim") for d in p["shape"]),
+    lambda p: np.zeros(p["shape"], dtype=np.float32),
+    lambda p, m: np.full(p["shape"], 0, dtype=object),
+    "shape", [], "a tensor of zeros of the given shape (the bias of a conv with a constant kernel)")
 
 
 # ---------------------------------------------------------------------------------------------------------

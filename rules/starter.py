@@ -26,6 +26,8 @@ STARTER_RULES: tuple[Rule, ...] = (
     Rule("smul-matmul", ("(smul (matmul ?a ?b) ?s)",), ("(matmul ?a (smul ?b ?s))",), bidirectional=True),
     Rule("conv-relu-fuse", (f"(relu (conv2d {_CONV} 0 ?x ?w ?b))",), (f"(conv2d {_CONV} 1 ?x ?w ?b)",),
          bidirectional=True),
+    Rule("conv-batchnorm-fold", (f"(batchnorm ?eps (conv2d {_CONV} 0 ?x ?w ?b) ?s ?bb ?m ?v)",),
+         (f"(conv2d {_CONV} 0 ?x (bnfold_w ?eps ?w ?s ?v) (bnfold_b ?eps ?b ?s ?bb ?m ?v))",)),
     Rule("relu-transpose", ("(relu (transpose ?p ?x))",), ("(transpose ?p (relu ?x))",), bidirectional=True),
     Rule("relu-concat", ("(concat ?ax (relu ?a) (relu ?b))",), ("(relu (concat ?ax ?a ?b))",), bidirectional=True),
     Rule("ewadd-concat", ("(concat ?ax (ewadd ?a ?b) (ewadd ?c ?d))",),

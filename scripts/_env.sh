@@ -1,0 +1,14 @@
+# Shared by demo.sh and test.sh: create .venv (Python >= 3.11) and install eqsat with the given extras.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3.12 python3.13 python3; do
+    if command -v "$cand" >/dev/null 2>&1; then PY="$cand"; break; fi
+  done
+fi
+"$PY" -c 'import sys; assert sys.version_info >= (3, 11), "eqsat needs Python >= 3.11"'
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${EXTRAS:-}]"
