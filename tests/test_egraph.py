@@ -68,7 +68,8 @@ def test_two_matmuls_sharing_an_input_get_a_fused_form() -> None:
     fused = [n for n in nodes.values() if n["op"] == "matmul"
              and res.egraph["class_data"][n["eclass"]]["shape"] == [8, 48]]
     assert fused, "matmul over concatenated weights is missing"
-    splits = [n for n in nodes.values() if n["op"] == "split" and nodes[n["children"][0]]["eclass"] == fused[0]["eclass"]]
+    splits = [n for n in nodes.values()
+              if n["op"] == "split" and nodes[n["children"][0]]["eclass"] == fused[0]["eclass"]]
     assert {(s["params"]["start"], s["params"]["size"]) for s in splits} >= {(0, 32), (32, 16)}
     assert res.rules_fired.get("fuse-matmul-shared-lhs", 0) >= 1
 
@@ -132,7 +133,7 @@ def test_selection_round_trip_preserves_semantics() -> None:
 
     g = _zoo_of_ops()
     res = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=2), in_process=True)
-    for nid, n in res.egraph["nodes"].items():
+    for n in res.egraph["nodes"].values():
         n["cost"] = 1.0
     sel = extract_greedy(load_egraph(res.egraph)).selection
     g2 = E.selection_to_graph(res.egraph, sel, g, E.tensor_names_by_class(res)).validate()
