@@ -13,13 +13,19 @@ def starter_rules() -> list[Rule]:
 
 
 def corpus_or_starter() -> list[Rule]:
-    """The rules ``optimize`` uses by default: the verified corpus when one is committed, else the starter set."""
+    """The rules ``optimize`` uses by default: the verified corpus (else the starter set) plus the hand-written
+    rules over operators the generator does not cover (batch-norm folding)."""
+    from eqsat.rules.starter import EXTRA_RULES
+
     try:
         from eqsat.rules.corpus import load_corpus_rules
     except ImportError:
         return starter_rules()
     rules = load_corpus_rules()
-    return rules if rules else starter_rules()
+    if not rules:
+        return starter_rules()
+    names = {r.name for r in rules}
+    return rules + [r for r in EXTRA_RULES if r.name not in names]
 
 
 __all__ = ["Rule", "RuleError", "parse", "unparse", "starter_rules", "corpus_or_starter"]

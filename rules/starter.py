@@ -30,6 +30,7 @@ STARTER_RULES: tuple[Rule, ...] = (
          (f"(conv2d {_CONV} 0 ?x (bnfold_w ?eps ?w ?s ?v) (bnfold_b ?eps ?b ?s ?bb ?m ?v))",)),
     Rule("relu-transpose", ("(relu (transpose ?p ?x))",), ("(transpose ?p (relu ?x))",), bidirectional=True),
     Rule("relu-concat", ("(concat ?ax (relu ?a) (relu ?b))",), ("(relu (concat ?ax ?a ?b))",), bidirectional=True),
+    Rule("relu-split", ("(split ?ax ?s ?n (relu ?x))",), ("(relu (split ?ax ?s ?n ?x))",), bidirectional=True),
     Rule("ewadd-concat", ("(concat ?ax (ewadd ?a ?b) (ewadd ?c ?d))",),
          ("(ewadd (concat ?ax ?a ?c) (concat ?ax ?b ?d))",),
          conditions=("(= (shape ?a) (shape ?b))", "(= (shape ?c) (shape ?d))"), bidirectional=True),
@@ -51,3 +52,7 @@ STARTER_RULES: tuple[Rule, ...] = (
           f"(split 1 (dim ?w1 0) (dim ?w2 0) (conv2d {_CONV} ?act ?x (concat 0 ?w1 ?w2) (concat 0 ?b1 ?b2)))"),
          conditions=("(!= ?w1 ?w2)", "(= ?g 1)")),
 )
+
+#: Hand-written rules over operators outside the generator's TASO operator set (batch-norm folding). They are
+#: added to the generated corpus by default and tested numerically like every other rule.
+EXTRA_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in ("conv-batchnorm-fold",))
