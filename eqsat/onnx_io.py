@@ -96,7 +96,19 @@ def _eval_node(node: onnx.NodeProto, values: Sequence[np.ndarray | None], opset:
     g = helper.make_graph([n], "fold", inputs, [helper.make_value_info(o, onnx.TypeProto()) for o in outs])
     m = helper.make_model(g, opset_imports=opset, ir_version=ir_version)
     feeds = {f"i{k}": v for k, v in enumerate(values) if v is not None}
-    return [np.asarray(r) for r in ReferenceEvaluator(m).run(None, feeds)]
+    # onnxruntime honours old opset semantics (the reference evaluator runs e.g. Softmax-1 as Softmax-13);
+    # the reference evaluator covers what onnxruntime cannot run
+    try:
+        import onnxruntime as ort
+
+        typed = shape_inference.infer_shapes(m)
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(typed.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return [np.asarray(r) for r in sess.run(None, feeds)]
+    except Exception:
+        return [np.asarray(r) for r in ReferenceEvaluator(m).run(None, feeds)]
 
 
 class _Importer:
@@ -243,7 +255,8 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
            for k, v in imp.weights.items() if k in used and k not in small]
     real = [helper.make_tensor_value_info(i.name, _elem_type(i.dtype), list(i.shape)) for i in inputs]
     inits = [numpy_helper.from_array(v, k) for k, v in small.items()]
-    g2 = helper.make_graph(live_nodes, g.name or "g", real + big, list(g.output), inits)
+    known = [vi for vi in g.value_info if vi.name not in imp.weights]  # e.g. shapes of custom-op outputs
+    g2 = helper.make_graph(live_nodes, g.name or "g", real + big, list(g.output), inits, value_info=known)
     m2 = helper.make_model(g2, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     try:
         inferred = shape_inference.infer_shapes(m2, strict_mode=False, data_prop=True)
@@ -306,7 +319,7 @@ def _opaque(imp: _Importer, node: onnx.NodeProto) -> list[Node]:
             continue  # nobody reads it (e.g. a Dropout mask): export gives the slot a fresh name
         if shape is None or not dtype:
             raise ModelLoadError(f"{imp.label}: cannot infer the static shape of {name!r} produced by "
-                                 f"{node.op_type}; fix dynamic input shapes with --input-shape")
+                                 f"{node.op_type}; fix dynamic input shapes with --input-shape, or give the model value_info for it")
         params = {"key": key, "index": k, "op_type": node.op_type, "domain": node.domain, "attrs": attrs,
                   "shape": shape, "dtype": dtype, "n_outputs": len(node.output),
                   "slots": "" if "0" not in slots else slots}

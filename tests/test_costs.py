@@ -1,0 +1,109 @@
+"""Cost models: analytic properties, onnxruntime measurements, the persistent cache, GPU skip path."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from eqsat import ops
+from eqsat.gpu import AnalyticCostModel, CachedCostModel, CostCache, CostModel, OnnxRuntimeCostModel, get_cost_model
+from eqsat.ops import CostKey
+
+
+def _mm(a: tuple[int, ...], b: tuple[int, ...]) -> CostKey:
+    return ops.get("matmul").cost_key({}, [a, b], a[:-1] + b[-1:])
+
+
+def _conv(act: int) -> CostKey:
+    spec = ops.get("conv2d")
+    p = spec.normalize({"pads": (1, 1, 1, 1), "act": act})
+    return spec.cost_key(p, [(1, 16, 32, 32), (16, 16, 3, 3), (16,)], (1, 16, 32, 32))
+
+
+def test_analytic_is_deterministic_and_positive() -> None:
+    m = AnalyticCostModel()
+    k = _mm((64, 256), (256, 256))
+    assert m.cost(k) == m.cost(k) > 0
+    assert m.cost(ops.get("reshape").cost_key({"shape": (256, 64)}, [(64, 256)], (256, 64))) == 0
+
+
+def test_analytic_prefers_fused_kernels() -> None:
+    m = AnalyticCostModel()
+    two = 2 * m.cost(_mm((64, 256), (256, 256)))
+    fused = m.cost(_mm((64, 256), (256, 512)))
+    assert fused < two
+    relu = ops.get("relu").cost_key({}, [(1, 16, 32, 32)], (1, 16, 32, 32))
+    assert m.cost(_conv(1)) < m.cost(_conv(0)) + m.cost(relu)
+
+
+def test_onnxruntime_model_measures_positive_times() -> None:
+    m = OnnxRuntimeCostModel(warmup=1, repeats=3)
+    costs = m.costs([_mm((8, 16), (16, 8)), _conv(1)])
+    assert all(math.isfinite(v) and v > 0 for v in costs.values())
+    assert m.device_identity()["onnxruntime"]
+
+
+class _Counting(CostModel):
+    name = "counting"
+
+    def __init__(self, ident: str = "dev-a") -> None:
+        self.calls = 0
+        self.ident = ident
+
+    def cost(self, key: CostKey) -> float:
+        self.calls += 1
+        return 1.5
+
+    def device_identity(self) -> dict[str, str]:
+        return {"model": self.name, "device": self.ident}
+
+
+def test_cache_hit_does_not_measure_again(tmp_path) -> None:
+    inner = _Counting()
+    cached = CachedCostModel(inner, CostCache(tmp_path))
+    keys = [_mm((4, 4), (4, 4)), _mm((4, 8), (8, 4))]
+    assert cached.costs(keys) == {k: 1.5 for k in keys}
+    assert inner.calls == 2
+    cached.costs(keys)
+    assert inner.calls == 2 and cached.hits == 2
+    # persistent: a new process-level object over the same directory hits too
+    other = _Counting()
+    assert CachedCostModel(other, CostCache(tmp_path)).cost(keys[0]) == 1.5
+    assert other.calls == 0
+
+
+def test_device_identity_change_invalidates(tmp_path) -> None:
+    CachedCostModel(_Counting("dev-a"), CostCache(tmp_path)).cost(_mm((4, 4), (4, 4)))
+    b = _Counting("dev-b")
+    CachedCostModel(b, CostCache(tmp_path)).cost(_mm((4, 4), (4, 4)))
+    assert b.calls == 1
+    devices = {e[0] for e in CostCache(tmp_path).entries()}
+    assert len(devices) == 2
+
+
+def test_corrupt_cache_is_recovered_with_a_warning(tmp_path) -> None:
+    (tmp_path / "costs.sqlite").write_bytes(b"this is not a database" * 100)
+    with pytest.warns(RuntimeWarning, match="unreadable"):
+        cache = CostCache(tmp_path)
+    inner = _Counting()
+    assert CachedCostModel(inner, cache).cost(_mm((4, 4), (4, 4))) == 1.5
+    assert list(tmp_path.glob("costs.corrupt-*.sqlite"))
+
+
+def test_unknown_cost_model_name() -> None:
+    with pytest.raises(ValueError, match="unknown cost model"):
+        get_cost_model("abacus")
+
+
+@pytest.mark.gpu
+def test_cupy_model_on_a_gpu() -> None:
+    from eqsat.gpu import CupyCostModel
+
+    try:
+        m = CupyCostModel(warmup=1, repeats=3)
+    except RuntimeError as e:
+        pytest.skip(f"CUDA/CuPy not available: {e}")
+    assert m.cost(_mm((64, 64), (64, 64))) > 0
+    assert m.cost(_conv(1)) > 0
+    assert m.device_identity()["gpu"]

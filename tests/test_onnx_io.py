@@ -1,0 +1,107 @@
+"""ONNX import/export edge cases and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from eqsat import onnx_io
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset >= 13 else 7
+    return m
+
+
+def _vi(name, shape, t=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def test_truncated_file_is_a_clear_error(tmp_path) -> None:
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString()[:-7])
+    with pytest.raises(onnx_io.ModelLoadError, match="m.onnx"):
+        onnx_io.load_model(path)
+
+
+def test_missing_file_is_a_clear_error(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="no such model"):
+        onnx_io.load_model(tmp_path / "nope.onnx")
+
+
+def test_empty_graph_is_a_clear_error() -> None:
+    with pytest.raises(onnx_io.ModelLoadError, match="empty"):
+        onnx_io.load_model(_model([], [], []))
+
+
+def test_dynamic_dims_name_the_input_and_can_be_fixed() -> None:
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["batch", 3])], [_vi("y", ["batch", 3])])
+    with pytest.raises(onnx_io.ModelLoadError, match=r"'x'.*--input-shape x="):
+        onnx_io.load_model(m)
+    g = onnx_io.load_model(m, input_shapes={"x": (4, 3)})
+    assert g.shapes["y"] == (4, 3)
+    with pytest.raises(onnx_io.ModelLoadError, match="unknown inputs"):
+        onnx_io.load_model(m, input_shapes={"x": (4, 3), "z": (1,)})
+
+
+def test_unknown_op_in_custom_domain_is_kept() -> None:
+    node = helper.make_node("Mystery", ["x"], ["m"], domain="com.example", alpha=0.5)
+    relu = helper.make_node("Relu", ["m"], ["y"])
+    vi = _vi("m", [2, 3])
+    g = helper.make_graph([node, relu], "g", [_vi("x", [2, 3])], [_vi("y", [2, 3])], value_info=[vi])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    graph = onnx_io.load_model(m)
+    assert graph.op_histogram()["Mystery"] == 1
+    out = onnx_io.to_onnx(graph)
+    kept = [n for n in out.graph.node if n.op_type == "Mystery"]
+    assert kept and kept[0].domain == "com.example" and kept[0].attribute[0].f == pytest.approx(0.5)
+
+
+def test_identical_initializers_are_stored_once() -> None:
+    w = np.ones((3, 3), np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"]), helper.make_node("MatMul", ["a", "w2"], ["y"])]
+    m = _model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 3])],
+               [numpy_helper.from_array(w, "w1"), numpy_helper.from_array(w.copy(), "w2")])
+    out = onnx_io.to_onnx(onnx_io.load_model(m))
+    assert len(out.graph.initializer) == 1
+    assert onnx_io.check_equal(m, out).ok
+
+
+@pytest.mark.parametrize("opset", [9, 13, 21])
+def test_split_pieces_export_as_one_split(opset: int) -> None:
+    split_attr = {"split": [2, 4]} if opset < 13 else {}
+    ins = ["x"] if opset < 13 else ["x", "sizes"]
+    inits = [] if opset < 13 else [numpy_helper.from_array(np.array([2, 4], np.int64), "sizes")]
+    nodes = [helper.make_node("Split", ins, ["a", "b"], axis=1, **split_attr),
+             helper.make_node("Relu", ["a"], ["y1"]), helper.make_node("Tanh", ["b"], ["y2"])]
+    m = _model(nodes, [_vi("x", [3, 6])], [_vi("y1", [3, 2]), _vi("y2", [3, 4])], inits, opset=opset)
+    g = onnx_io.load_model(m)
+    assert g.op_histogram()["split"] == 2
+    out = onnx_io.to_onnx(g)
+    assert [n.op_type for n in out.graph.node].count("Split") == 1
+    assert out.opset_import[0].version == opset
+    assert onnx_io.check_equal(m, out).ok
+
+
+def test_gemm_attributes_round_trip() -> None:
+    rng = np.random.default_rng(0)
+    a = numpy_helper.from_array(rng.standard_normal((5, 4)).astype(np.float32), "A")
+    c = numpy_helper.from_array(rng.standard_normal((5,)).astype(np.float32), "C")
+    node = helper.make_node("Gemm", ["x", "A", "C"], ["y"], transA=1, transB=1, alpha=0.5, beta=2.0)
+    m = _model([node], [_vi("x", [4, 3])], [_vi("y", [3, 5])], [a, c])
+    g = onnx_io.load_model(m)
+    assert "opaque" not in {n.op for n in g.nodes}
+    assert onnx_io.check_equal(m, onnx_io.to_onnx(g)).ok
+
+
+def test_integer_tensors_stay_opaque_and_graph_is_equal() -> None:
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Reshape", ["x", "s"], ["r"]),
+             helper.make_node("Relu", ["r"], ["y"])]
+    m = _model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    g = onnx_io.load_model(m)
+    assert onnx_io.check_equal(m, onnx_io.to_onnx(g)).ok
+    assert g.op_histogram()["relu"] == 1

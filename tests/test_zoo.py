@@ -1,0 +1,48 @@
+"""The onnx package's light zoo: import -> export round trips, numerically equal under onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from eqsat import onnx_io, zoo
+
+
+@pytest.mark.parametrize("name", zoo.zoo_names())
+def test_zoo_round_trip(name: str) -> None:
+    model = zoo.load_zoo_model(name, seed=0)
+    graph = onnx_io.load_model(model)
+    assert graph.op_histogram()["conv2d"] >= 5
+    out = onnx_io.to_onnx(graph)
+    onnx.checker.check_model(out, full_check=True)
+    assert [o.name for o in out.graph.output] == [o.name for o in model.graph.output]
+    assert [i.name for i in out.graph.input] == [i.name for i in model.graph.input]
+    report = onnx_io.check_equal(model, out)
+    assert report.ok, report.summary()
+
+
+def test_zoo_weights_are_seeded_and_finite() -> None:
+    a, b, c = (zoo.load_zoo_model("squeezenet", seed=s) for s in (0, 0, 1))
+    wa, wb, wc = ({t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer} for m in (a, b, c))
+    name = next(k for k, v in wa.items() if v.ndim == 4)
+    np.testing.assert_array_equal(wa[name], wb[name])
+    assert not np.array_equal(wa[name], wc[name])
+    out = onnx_io.run_onnxruntime(a, onnx_io.random_feeds(a))[0]
+    assert np.all(np.isfinite(out)) and out.std() > 0
+
+
+def test_numpy_evaluation_matches_onnxruntime_on_squeezenet() -> None:
+    model = zoo.load_zoo_model("squeezenet")
+    graph = onnx_io.load_model(model)
+    feeds = onnx_io.random_feeds(graph, seed=3)
+    ours = graph.evaluate(feeds, onnx_io.onnx_opaque_evaluator(graph))[0]
+    ref = onnx_io.run_onnxruntime(model, feeds)[0]
+    np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(zoo.builtin_models()))
+def test_builtin_models_round_trip(name: str) -> None:
+    model = zoo.builtin_models()[name]()
+    out = onnx_io.to_onnx(onnx_io.load_model(model))
+    assert onnx_io.check_equal(model, out).ok
