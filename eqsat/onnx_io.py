@@ -319,7 +319,8 @@ def _opaque(imp: _Importer, node: onnx.NodeProto) -> list[Node]:
             continue  # nobody reads it (e.g. a Dropout mask): export gives the slot a fresh name
         if shape is None or not dtype:
             raise ModelLoadError(f"{imp.label}: cannot infer the static shape of {name!r} produced by "
-                                 f"{node.op_type}; fix dynamic input shapes with --input-shape, or give the model value_info for it")
+                                 f"{node.op_type}; fix dynamic input shapes with --input-shape, or give the "
+                                 "model value_info for it")
         params = {"key": key, "index": k, "op_type": node.op_type, "domain": node.domain, "attrs": attrs,
                   "shape": shape, "dtype": dtype, "n_outputs": len(node.output),
                   "slots": "" if "0" not in slots else slots}

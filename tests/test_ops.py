@@ -123,7 +123,8 @@ def test_opaque_node_round_trips_through_onnx() -> None:
     y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 5])
     node = helper.make_node("Softmax", ["x"], ["s"], axis=1)
     relu = helper.make_node("Relu", ["s"], ["y"])
-    model = helper.make_model(helper.make_graph([node, relu], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(helper.make_graph([node, relu], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13)])
     from eqsat.onnx_io import load_model
 
     g = load_model(model)
