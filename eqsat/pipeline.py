@@ -104,6 +104,16 @@ def graph_cost(graph: Graph, cost_model: Any) -> float:
     return float(sum(costs[k] for k in keys))
 
 
+def _progress_every(say: Callable[[str], None], total: int) -> Callable[[int, int], None]:
+    step = max(1, total // 10)
+
+    def report(done: int, total: int) -> None:
+        if done % step == 0 or done == total:
+            say(f"  priced {done}/{total}")
+
+    return report
+
+
 def _default_rules() -> list[Rule]:
     from eqsat.rules import corpus_or_starter
 
@@ -150,7 +160,8 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     keys = engine.node_cost_keys(sat.egraph)
     unique = {k for k in keys.values() if k is not None}
     say(f"costing {len(unique)} operator configurations with {getattr(cost_model, 'name', cost_model)}")
-    costs = cost_model.costs(unique)
+    costs = cost_model.costs(unique, progress=_progress_every(say, len(unique))) if progress else \
+        cost_model.costs(unique)
     node_costs = {nid: (costs[k] if k is not None else 0.0) for nid, k in keys.items()}
     for nid, c in node_costs.items():
         sat.egraph["nodes"][nid]["cost"] = float(c)

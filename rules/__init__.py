@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eqsat.rules.rule import Rule, RuleError, parse, unparse
+from eqsat.rules.rule import Rule, RuleError, parse, tensor_vars, unparse
 
 
 def starter_rules() -> list[Rule]:
@@ -25,7 +25,20 @@ def corpus_or_starter() -> list[Rule]:
     if not rules:
         return starter_rules()
     names = {r.name for r in rules}
-    return rules + [r for r in EXTRA_RULES if r.name not in names]
+    return [r for r in rules if engine_worthy(r)] + [r for r in EXTRA_RULES if r.name not in names]
 
 
-__all__ = ["Rule", "RuleError", "parse", "unparse", "starter_rules", "corpus_or_starter"]
+def engine_worthy(rule: Rule) -> bool:
+    """Whether the engine should run a rule by default.
+
+    A two-output rule whose left-hand sides share no tensor matches every pair of matching nodes in a model
+    (e.g. any two relus -> one relu over a concat); that is quadratic growth of the e-graph for merges that
+    only pay off when the two sides share an input, so such rules are left out.
+    """
+    if not rule.multi:
+        return True
+    a, b = (tensor_vars(parse(side)) for side in rule.lhs)
+    return bool(a & b)
+
+
+__all__ = ["Rule", "RuleError", "parse", "unparse", "starter_rules", "corpus_or_starter", "engine_worthy"]

@@ -1,0 +1,65 @@
+"""``eqsat costs``: prefill the measured-cost cache for a model, and list what the cache holds."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _bar(done: int, total: int) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    print(f"\r  [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", file=sys.stderr, flush=True)
+    if done == total:
+        print(file=sys.stderr)
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    """Measure every operator configuration the optimizer will price for MODEL (its saturated e-graph)."""
+    from eqsat import egraph, onnx_io
+    from eqsat.gpu import get_cost_model
+    from eqsat.rules import corpus_or_starter
+
+    model = get_cost_model("gpu" if args.device == "gpu" else "measured")
+    graph = onnx_io.load_model(args.model, input_shapes=dict(args.input_shape or []))
+    sat = egraph.saturate(graph, corpus_or_starter(), egraph.Limits(iter_limit=args.iter_limit,
+                                                                     time_limit=args.time_limit))
+    keys = {k for k in egraph.node_cost_keys(sat.egraph).values() if k is not None}
+    print(f"measuring {len(keys)} operator configurations with {model.name}", file=sys.stderr)
+    costs = model.costs(keys, progress=_bar)
+    hits = getattr(model, "hits", 0)
+    print(f"{len(costs)} configurations priced ({hits} already cached); total {sum(costs.values()):.3f} ms")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """List cached costs (device hash, key, milliseconds)."""
+    from eqsat.gpu import CostCache
+
+    cache = CostCache(args.cache_dir)
+    entries = cache.entries()
+    print(f"cache {cache.path}: {len(entries)} entries")
+    for device, key, ms, _ in entries[: args.limit]:
+        print(f"  {device}  {ms:10.4f} ms  {key}")
+    if len(entries) > args.limit:
+        print(f"  ... {len(entries) - args.limit} more (use --limit)")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``eqsat costs measure|show`` to the main CLI."""
+    from eqsat.cli import _parse_shape
+
+    p = subparsers.add_parser("costs", help="measured operator costs and their cache")
+    sub = p.add_subparsers(dest="costs_command", required=True)
+    m = sub.add_parser("measure", help="prefill the cost cache for a model")
+    m.add_argument("model")
+    m.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    m.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224")
+    m.add_argument("--iter-limit", type=int, default=10)
+    m.add_argument("--time-limit", type=float, default=30.0)
+    m.set_defaults(func=cmd_measure)
+    s = sub.add_parser("show", help="list cached costs")
+    s.add_argument("--cache-dir", default=None)
+    s.add_argument("--limit", type=int, default=50)
+    s.set_defaults(func=cmd_show)
