@@ -593,7 +593,8 @@ def weight_only_classes(egraph: Mapping[str, Any]) -> set[str]:
             c = n["eclass"]
             if c in wo or n["op"] in ("Input", "opaque") or egraph["class_data"][c]["type"] != "T":
                 continue
-            if n["op"] == "Weight" or (n["children"] and all(nodes[k]["eclass"] in wo for k in n["children"])):
+            # a Weight, a constant leaf (no tensor inputs, e.g. const_pool), or work on weight-only classes
+            if n["op"] == "Weight" or all(nodes[k]["eclass"] in wo for k in n["children"]):
                 wo.add(c)
                 changed = True
     return wo
@@ -606,7 +607,7 @@ def node_cost_keys(egraph: Mapping[str, Any]) -> dict[str, ops.CostKey | None]:
     keys: dict[str, ops.CostKey | None] = {}
     for nid, n in nodes.items():
         kids = [nodes[k]["eclass"] for k in n["children"]]
-        if n["op"] in ("Input", "Weight", "TNil", "TCons") or (kids and all(k in wo for k in kids)):
+        if n["op"] in ("Input", "Weight", "TNil", "TCons") or n["eclass"] in wo and all(k in wo for k in kids):
             keys[nid] = None
             continue
         spec = ops.get(n["op"])

@@ -381,7 +381,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     consts: dict[str, np.ndarray] = dict(graph.weights)
     live: list[Node] = []
     for n in graph.nodes:
-        if n.op != "opaque" and n.inputs and all(i in consts for i in n.inputs):
+        if n.op != "opaque" and all(i in consts for i in n.inputs):  # constants and weight transforms
             consts[n.output] = n.spec.evaluate(n.p, [consts[i] for i in n.inputs])
         else:
             live.append(n)

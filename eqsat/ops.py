@@ -1004,6 +1004,87 @@ BNFOLD_B = _register(OpSpec(
 ))
 
 
+# -- data-layout variants: the same result computed from differently laid-out operands ------------------
+
+def _swap_last(s: Shape) -> Shape:
+    return s[:-2] + (s[-1], s[-2])
+
+
+def _matmul_t_shape(p: Params, a: Shape, b: Shape) -> Shape:
+    require(len(a) == 2 and len(b) == 2, f"matmul_t: operands need rank 2, got {a} and {b}")
+    return _matmul_shape({}, _swap_last(a) if p["trans_a"] else a, _swap_last(b) if p["trans_b"] else b)
+
+
+def _matmul_t_np(p: Params, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.matmul(np.swapaxes(a, -1, -2) if p["trans_a"] else a, np.swapaxes(b, -1, -2) if p["trans_b"] else b)
+
+
+def _matmul_t_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    if ctx.opset >= 11:  # Gemm's bias input is optional from opset 11
+        return [("Gemm", list(ins), outs, {"transA": p["trans_a"], "transB": p["trans_b"]})]
+    a, b = ins
+    nodes: list[OnnxNode] = []
+    if p["trans_a"]:
+        a = ctx.fresh(outs[0] + "_aT")
+        nodes.append(("Transpose", [ins[0]], [a], {"perm": [1, 0]}))
+    if p["trans_b"]:
+        b = ctx.fresh(outs[0] + "_bT")
+        nodes.append(("Transpose", [ins[1]], [b], {"perm": [1, 0]}))
+    return nodes + [("MatMul", [a, b], outs, {})]
+
+
+MATMUL_T = _register(OpSpec(
+    name="matmul_t", inputs=("a", "b"), params=(("trans_a", "int"), ("trans_b", "int")),
+    doc="layout variant of 2-D matmul: op(a) @ op(b) with op = transpose where the flag is set "
+        "(cuBLAS transpose flags; ONNX Gemm transA/transB)",
+    shape_fn=_matmul_t_shape, numpy_fn=_matmul_t_np,
+    modular_fn=lambda p, a, b, m: _matmul_t_np(p, np.asarray(a, dtype=object), np.asarray(b, dtype=object)) % m,
+    flops_fn=lambda p, ins, out: 2 * math.prod(out) * (ins[0][-2] if p["trans_a"] else ins[0][-1]),
+    export_fn=_matmul_t_export,
+    egglog_shape=lambda: [_rule("", [
+        "(= (vec-length s_a) 2)", "(= (vec-length s_b) 2)",
+        "(= (vec-get s_a (- 1 trans_a)) (vec-get s_b trans_b))",
+    ], "(vec-of (vec-get s_a trans_a) (vec-get s_b (- 1 trans_b)))")],
+))
+
+
+def _nchw(s: Shape) -> Shape:
+    return (s[0], s[3], s[1], s[2])
+
+
+def _nhwc(s: Shape) -> Shape:
+    return (s[0], s[2], s[3], s[1])
+
+
+def _conv_nhwc_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    x, w, b = ins
+    xc, yc = ctx.fresh(outs[0] + "_nchw_in"), ctx.fresh(outs[0] + "_nchw_out")
+    conv = _conv_export(p, [xc, w, b], [yc], ctx)
+    return [("Transpose", [x], [xc], {"perm": [0, 3, 1, 2]}), *conv,
+            ("Transpose", [yc], outs, {"perm": [0, 2, 3, 1]})]
+
+
+CONV2D_NHWC = _register(OpSpec(
+    name="conv2d_nhwc", inputs=("x", "w", "b"), params=CONV2D.params, defaults=CONV2D.defaults,
+    doc="layout variant of conv2d: input and output in NHWC (kernel OIHW); exported as Transpose-Conv-Transpose",
+    shape_fn=lambda p, x, w, b: _nhwc(_conv_shape(p, _nchw(x) if len(x) == 4 else x, w, b)),
+    numpy_fn=lambda p, x, w, b: np.ascontiguousarray(np.transpose(
+        _conv_np(p, np.transpose(x, (0, 3, 1, 2)), w, b), (0, 2, 3, 1))),
+    modular_fn=lambda p, x, w, b, m: np.transpose(
+        _conv_mod(p, np.transpose(np.asarray(x, dtype=object), (0, 3, 1, 2)), w, b, m), (0, 2, 3, 1)),
+    flops_fn=CONV2D.flops_fn, export_fn=_conv_nhwc_export,
+    egglog_shape=lambda: [_rule("", [
+        "(= (vec-length s_x) 4)", "(= (vec-length s_w) 4)",
+        f"(= {_vget('s_x', 3)} (* groups {_vget('s_w', 1)}))",
+        f"(= s_b (vec-of {_vget('s_w', 0)}))",
+    ], f"(vec-of {_vget('s_x', 0)} {_conv_dim_nhwc(0)} {_conv_dim_nhwc(1)} {_vget('s_w', 0)})")],
+))
+
+
+def _conv_dim_nhwc(i: int) -> str:
+    return _conv_dim(i).replace(_vget("s_x", 2 + i), _vget("s_x", 1 + i))
+
+
 # -- opaque ----------------------------------------------------------------------------------------------
 
 def _opaque_shape(p: Params, *xs: Shape) -> Shape:

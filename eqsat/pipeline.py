@@ -86,7 +86,7 @@ def graph_cost_keys(graph: Graph) -> list[CostKey | None]:
     const = set(graph.weights)
     keys: list[CostKey | None] = []
     for n in graph.nodes:
-        if n.op != "opaque" and n.inputs and all(i in const for i in n.inputs):
+        if n.op != "opaque" and all(i in const for i in n.inputs):  # constants and weight transforms
             const.add(n.output)
             keys.append(None)
         elif n.op == "opaque":
@@ -114,25 +114,27 @@ def _progress_every(say: Callable[[str], None], total: int) -> Callable[[int, in
     return report
 
 
-def _default_rules() -> list[Rule]:
+def _default_rules(layouts: bool) -> list[Rule]:
     from eqsat.rules import corpus_or_starter
+    from eqsat.rules.layout import LAYOUT_RULES
 
-    return corpus_or_starter()
+    return corpus_or_starter() + (list(LAYOUT_RULES) if layouts else [])
 
 
 def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model: Any = None,
              rules: Sequence[Rule] | None = None, time_limit: float = 60.0, node_limit: int = 50_000,
              iter_limit: int = 10, multi_iters: int = 1, solver: str = "cpsat",
              input_shapes: Mapping[str, tuple[int, ...]] | None = None, check: bool = True,
-             dump_egraph: str | Path | None = None, memory_limit_mb: int = 8192,
+             dump_egraph: str | Path | None = None, memory_limit_mb: int = 8192, layouts: bool = True,
              progress: Callable[[str], None] | None = None) -> OptimizeResult:
     """Optimize an ONNX model by equality saturation and exact DAG extraction.
 
     ``time_limit`` (seconds) bounds the whole run: 40 % for saturation and 50 % for extraction.
-    ``node_limit`` / ``iter_limit`` bound the e-graph. The result is never costlier than the input under
-    ``cost_model`` (the analytic roofline model by default), and its outputs are checked against the
-    original with onnxruntime (rtol 1e-4) unless ``check`` is False; a mismatch raises
-    :class:`NumericMismatch` naming the rewrites that fired.
+    ``node_limit`` / ``iter_limit`` bound the e-graph. ``rules`` defaults to the verified corpus plus, with
+    ``layouts``, the data-layout rules (transposed-operand matmuls, NHWC convolutions). The result is never
+    costlier than the input under ``cost_model`` (the analytic roofline model by default), and its outputs
+    are checked against the original with onnxruntime (rtol 1e-4) unless ``check`` is False; a mismatch
+    raises :class:`NumericMismatch` naming the rewrites that fired.
     """
     from eqsat.extract import extract, load_egraph
     from eqsat.gpu import get_cost_model
@@ -148,7 +150,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     stages["import"] = time.perf_counter() - t
     say(f"imported {len(graph.nodes)} nodes ({sum(1 for n in graph.nodes if n.op == 'opaque')} opaque)")
 
-    rules = list(rules) if rules is not None else _default_rules()
+    rules = list(rules) if rules is not None else _default_rules(layouts)
     limits = engine.Limits(iter_limit=iter_limit, node_limit=node_limit, time_limit=0.4 * time_limit,
                            multi_iters=multi_iters, memory_limit_mb=memory_limit_mb)
     t = time.perf_counter()

@@ -40,6 +40,11 @@ CASES = [
     ("avgpool", {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1), "count_include_pad": 1}, [(1, 2, 7, 7)]),
     ("batchnorm", {"epsilon": 1e-3}, [(2, 3, 4, 4), (3,), (3,), (3,), (3,)]),
     ("bnfold_w", {"epsilon": 1e-5}, [(4, 3, 3, 3), (4,), (4,)]),
+    ("matmul_t", {"trans_a": 1, "trans_b": 0}, [(4, 3), (4, 5)]),
+    ("matmul_t", {"trans_a": 1, "trans_b": 1}, [(4, 3), (5, 4)]),
+    ("matmul_t", {"trans_a": 0, "trans_b": 1}, [(3, 4), (5, 4)]),
+    ("conv2d_nhwc", {"pads": (1, 1, 1, 1), "act": 1}, [(1, 8, 8, 3), (4, 3, 3, 3), (4,)]),
+    ("conv2d_nhwc", {"strides": (2, 2), "groups": 2}, [(2, 9, 7, 4), (6, 2, 3, 3), (6,)]),
     ("bnfold_b", {"epsilon": 1e-5}, [(4,), (4,), (4,), (4,), (4,)]),
 ]
 

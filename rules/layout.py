@@ -1,0 +1,30 @@
+"""Data-layout rewrites: they add layout variants (matmul with transposed operands, NHWC convolutions with
+explicit, costed layout conversions) as members of the same e-class, so extraction picks substitutions and
+layouts jointly. Every rule is tested numerically (tests/test_layout.py)."""
+
+from __future__ import annotations
+
+from eqsat.rules.rule import Rule
+
+_CONV = "?st ?pd ?dl ?g ?act"
+TO_NHWC, TO_NCHW = "[0 2 3 1]", "[0 3 1 2]"
+
+LAYOUT_RULES: tuple[Rule, ...] = (
+    # matmul with transposed operands: cuBLAS / Gemm flags instead of explicit transposes
+    Rule("layout-matmul-ta", ("(matmul (transpose [1 0] ?a) ?b)",), ("(matmul_t 1 0 ?a ?b)",), bidirectional=True),
+    Rule("layout-matmul-tb", ("(matmul ?a (transpose [1 0] ?b))",), ("(matmul_t 0 1 ?a ?b)",), bidirectional=True),
+    Rule("layout-matmul-tab", ("(matmul (transpose [1 0] ?a) (transpose [1 0] ?b))",), ("(matmul_t 1 1 ?a ?b)",),
+         bidirectional=True),
+    # (B^T A^T)^T: the product computed transposed (TASO found it faster for BERT's largest matmul)
+    Rule("layout-matmul-transposed-product", ("(matmul ?a ?b)",), ("(transpose [1 0] (matmul_t 1 1 ?b ?a))",),
+         conditions=("(= (rank ?a) 2)",)),
+    Rule("transpose-transpose-2d", ("(transpose [1 0] (transpose [1 0] ?x))",), ("?x",)),
+    # NHWC convolutions with explicit layout conversions; conversions cancel between NHWC neighbours
+    Rule("layout-conv-nhwc", (f"(conv2d {_CONV} ?x ?w ?b)",),
+         (f"(transpose {TO_NCHW} (conv2d_nhwc {_CONV} (transpose {TO_NHWC} ?x) ?w ?b))",)),
+    Rule("layout-nhwc-nchw-cancel", (f"(transpose {TO_NHWC} (transpose {TO_NCHW} ?x))",), ("?x",)),
+    Rule("layout-nchw-nhwc-cancel", (f"(transpose {TO_NCHW} (transpose {TO_NHWC} ?x))",), ("?x",)),
+    Rule("layout-relu-nchw", (f"(relu (transpose {TO_NCHW} ?x))",), (f"(transpose {TO_NCHW} (relu ?x))",)),
+    Rule("layout-ewadd-nchw", (f"(ewadd (transpose {TO_NCHW} ?a) (transpose {TO_NCHW} ?b))",),
+         (f"(transpose {TO_NCHW} (ewadd ?a ?b))",), conditions=("(= (shape ?a) (shape ?b))",)),
+)

@@ -1,0 +1,80 @@
+"""Layout variants: every layout rule holds numerically, and extraction picks a layout when it is cheaper."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eqsat import onnx_io, zoo
+from eqsat.gpu import AnalyticCostModel
+from eqsat.pipeline import optimize
+from eqsat.rules.layout import LAYOUT_RULES
+from eqsat.rules.rule import check_condition, evaluate, parse
+
+CONV = {"?st": (1, 1), "?pd": (1, 1, 1, 1), "?dl": (1, 1), "?g": 1, "?act": 0}
+SHAPES = {
+    "layout-matmul-ta": [{"?a": (4, 3), "?b": (4, 5)}, {"?a": (1, 6), "?b": (1, 2)}, {"?a": (7, 7), "?b": (7, 7)}],
+    "layout-matmul-tb": [{"?a": (3, 4), "?b": (5, 4)}, {"?a": (6, 1), "?b": (2, 1)}, {"?a": (7, 7), "?b": (7, 7)}],
+    "layout-matmul-tab": [{"?a": (4, 3), "?b": (5, 4)}, {"?a": (1, 6), "?b": (2, 1)}, {"?a": (7, 7), "?b": (7, 7)}],
+    "layout-matmul-transposed-product": [{"?a": (3, 4), "?b": (4, 5)}, {"?a": (1, 6), "?b": (6, 2)},
+                                         {"?a": (8, 8), "?b": (8, 8)}],
+    "transpose-transpose-2d": [{"?x": (3, 4)}, {"?x": (1, 5)}, {"?x": (6, 6)}],
+    "layout-conv-nhwc": [{**CONV, "?x": (1, 3, 6, 6), "?w": (4, 3, 3, 3), "?b": (4,)},
+                         {**CONV, "?act": 1, "?st": (2, 2), "?x": (2, 4, 7, 5), "?w": (2, 4, 3, 3), "?b": (2,)},
+                         {**CONV, "?g": 2, "?pd": (0, 0, 0, 0), "?x": (1, 4, 5, 5), "?w": (6, 2, 1, 1), "?b": (6,)}],
+    "layout-nhwc-nchw-cancel": [{"?x": (1, 4, 5, 3)}, {"?x": (2, 1, 1, 1)}, {"?x": (1, 2, 3, 4)}],
+    "layout-nchw-nhwc-cancel": [{"?x": (1, 3, 4, 5)}, {"?x": (2, 1, 1, 1)}, {"?x": (1, 2, 3, 4)}],
+    "layout-relu-nchw": [{"?x": (1, 4, 5, 3)}, {"?x": (2, 1, 1, 1)}, {"?x": (1, 2, 3, 4)}],
+    "layout-ewadd-nchw": [{"?a": (1, 4, 5, 3), "?b": (1, 4, 5, 3)}, {"?a": (2, 1, 1, 1), "?b": (2, 1, 1, 1)},
+                          {"?a": (1, 2, 3, 4), "?b": (1, 2, 3, 4)}],
+}
+
+
+def test_every_layout_rule_has_shape_sets() -> None:
+    assert {r.name for r in LAYOUT_RULES} == set(SHAPES)
+
+
+@pytest.mark.parametrize("rule", LAYOUT_RULES, ids=lambda r: r.name)
+def test_layout_rule_numerically(rule) -> None:
+    rng = np.random.default_rng(0)
+    for binding in SHAPES[rule.name]:
+        env = {k: (rng.standard_normal(v) if k not in CONV else v) for k, v in binding.items()}
+        assert all(check_condition(c, env) for c in rule.conditions)
+        for d in rule.directions():
+            left, right = evaluate(parse(d.lhs[0]), env), evaluate(parse(d.rhs[0]), env)
+            np.testing.assert_allclose(left, right, rtol=1e-9, atol=1e-9, err_msg=f"{d.name} {binding}")
+
+
+class _PreferVariants(AnalyticCostModel):
+    """A device on which the layout variants are much faster (as on a GPU with NHWC tensor cores)."""
+
+    def cost(self, key):
+        c = super().cost(key)
+        return c * 0.1 if key.op in ("conv2d_nhwc", "matmul_t") else c
+
+
+def test_extraction_picks_cheaper_layouts_and_export_stays_equal() -> None:
+    model = zoo.small_cnn()
+    res = optimize(model, cost_model=_PreferVariants(), time_limit=30)
+    ops_used = {n.op for n in res.graph.nodes}
+    assert "conv2d_nhwc" in ops_used
+    assert res.numeric.ok
+    # back in standard ONNX: only standard ops, and Transposes around the convolutions
+    types = [n.op_type for n in res.model.graph.node]
+    assert "Transpose" in types and "Conv" in types
+
+
+def test_plain_cost_model_keeps_nchw() -> None:
+    res = optimize(zoo.small_cnn(), time_limit=30)
+    assert "conv2d_nhwc" not in {n.op for n in res.graph.nodes}
+    assert res.cost_after <= res.cost_before
+
+
+def test_transposed_operand_matmul_exports_as_gemm() -> None:
+    res = optimize(zoo.bert_attention_block(), cost_model=_PreferVariants(), time_limit=30)
+    assert "matmul_t" in {n.op for n in res.graph.nodes}
+    assert res.numeric.ok
+    feeds = onnx_io.random_feeds(res.model, seed=5)
+    a = onnx_io.run_onnxruntime(zoo.bert_attention_block(), feeds)[0]
+    b = onnx_io.run_onnxruntime(res.model, feeds)[0]
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
