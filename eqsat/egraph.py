@@ -432,8 +432,9 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
 
     attempt_limits = limits
     while True:
+        # each attempt gets the full allowance: a rerun redoes the iterations that already fitted in it
         iters, done, error = _run_child(program, cg.output_globals, attempt_limits, progress,
-                                        deadline=t0 + limits.time_limit * 1.5 + 30)
+                                        deadline=time.perf_counter() + limits.time_limit * 1.5 + 30)
         if done is not None:
             egraph, reason = done
             return SaturationResult(egraph, iters, reason, time.perf_counter() - t0, program, cg.tensor_of_global)

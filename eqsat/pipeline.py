@@ -41,6 +41,7 @@ class OptimizeResult:
     numeric: Any = None
     cost_model: str = ""
     kept_original: bool = False
+    latency_ms: tuple[float, float] | None = None  # measured end to end (original, optimized) when verified
 
     @property
     def speedup(self) -> float:
@@ -59,6 +60,8 @@ class OptimizeResult:
             ("saturation", f"{len(self.iterations) - 1} iterations, stopped: {self.stop_reason}"),
             ("e-graph", f"{last.enodes} e-nodes, {last.eclasses} e-classes" if last else "-"),
             ("extraction", f"{self.solver_status}, bound {_fmt(self.solver_bound)}, gap {_fmt(self.solver_gap)}"),
+            ("end-to-end latency", "-" if self.latency_ms is None else
+             f"{self.latency_ms[0]:.4f} ms -> {self.latency_ms[1]:.4f} ms (onnxruntime CPU, median)"),
             ("numeric check", str(self.numeric.summary() if hasattr(self.numeric, "summary") else self.numeric)),
         ]
         rows += [(f"time: {k}", f"{v:.2f} s") for k, v in self.stage_seconds.items()]
@@ -126,6 +129,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
              iter_limit: int = 10, multi_iters: int = 1, solver: str = "cpsat",
              input_shapes: Mapping[str, tuple[int, ...]] | None = None, check: bool = True,
              dump_egraph: str | Path | None = None, memory_limit_mb: int = 8192, layouts: bool = True,
+             verify_latency: bool | None = None,
              progress: Callable[[str], None] | None = None) -> OptimizeResult:
     """Optimize an ONNX model by equality saturation and exact DAG extraction.
 
@@ -134,7 +138,9 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     ``layouts``, the data-layout rules (transposed-operand matmuls, NHWC convolutions). The result is never
     costlier than the input under ``cost_model`` (the analytic roofline model by default), and its outputs
     are checked against the original with onnxruntime (rtol 1e-4) unless ``check`` is False; a mismatch
-    raises :class:`NumericMismatch` naming the rewrites that fired.
+    raises :class:`NumericMismatch` naming the rewrites that fired. With ``verify_latency`` (default: when the
+    cost model measures onnxruntime) both models are also timed end to end and the original is kept unless
+    the optimized one is faster.
     """
     from eqsat.extract import extract, load_egraph
     from eqsat.gpu import get_cost_model
@@ -189,6 +195,21 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     model = onnx_io.to_onnx(new_graph)
     stages["export"] = time.perf_counter() - t
 
+    latency = None
+    if verify_latency is None:
+        verify_latency = "onnxruntime" in getattr(cost_model, "name", "")
+    if verify_latency and not kept:
+        from eqsat.gpu.cpu_measure import end_to_end_latency
+
+        t = time.perf_counter()
+        feeds = onnx_io.random_feeds(graph, seed=0)
+        latency = tuple(end_to_end_latency([original_proto, model], [feeds, feeds]))
+        stages["latency"] = time.perf_counter() - t
+        say(f"end to end: original {latency[0]:.4f} ms, optimized {latency[1]:.4f} ms")
+        if latency[1] >= latency[0]:  # the estimate did not hold on this machine: never ship a slower model
+            new_graph, cost_after, kept = graph, cost_before, True
+            model = onnx_io.to_onnx(graph)
+
     numeric = None
     if check:
         t = time.perf_counter()
@@ -200,4 +221,4 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
                                   f"rewrites involved: {fired or 'none'}. Nothing was written.")
     return OptimizeResult(model, new_graph, graph, cost_before, cost_after, sat.iterations, sat.stop_reason,
                           sat.rules_fired, ext.status, ext.bound, ext.gap, ext.cost, stages, numeric,
-                          getattr(cost_model, "name", type(cost_model).__name__), kept)
+                          getattr(cost_model, "name", type(cost_model).__name__), kept, latency)
