@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,32 +24,12 @@ ZOO = ["squeezenet", "resnet50", "inception_v1", "densenet121", "shufflenet", "a
 BUILTIN = ["bert_attention_block", "nasrnn_cell"]
 
 
-def _session(model, threads: int = 1):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-
-
-def latencies(models: list, repeats: int, warmup: int = 5) -> list[float]:
-    """Median wall time (ms) of each model, runs interleaved so drift hits all models alike."""
+def latencies(models: list, rounds: int) -> list[float]:
+    """Median end-to-end wall time (ms) of each model (onnxruntime CPU, one thread, interleaved runs)."""
     from eqsat import onnx_io
+    from eqsat.gpu.cpu_measure import end_to_end_latency
 
-    sessions = [_session(m) for m in models]
-    feeds = [onnx_io.random_feeds(m, seed=0) for m in models]
-    for s, f in zip(sessions, feeds, strict=True):
-        for _ in range(warmup):
-            s.run(None, f)
-    times: list[list[float]] = [[] for _ in models]
-    for _ in range(repeats):
-        for k, (s, f) in enumerate(zip(sessions, feeds, strict=True)):
-            t = time.perf_counter()
-            s.run(None, f)
-            times[k].append((time.perf_counter() - t) * 1e3)
-    return [statistics.median(t) for t in times]
+    return end_to_end_latency(models, [onnx_io.random_feeds(m, seed=0) for m in models], rounds=rounds)
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -109,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args(argv)
     rows1, rho = part1(args.models, args.repeats)
-    rows2 = part2(args.builtin, args.repeats * 10, args.time_limit)
+    rows2 = part2(args.builtin, args.repeats, args.time_limit)
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 check=True).stdout.strip()
