@@ -11,4 +11,6 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${EXTRAS:-}]"
+spec="."
+if [ -n "${EXTRAS:-}" ]; then spec=".[${EXTRAS}]"; fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec"
