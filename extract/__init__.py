@@ -1,1 +1,60 @@
-"""Extraction of a cheapest acyclic term DAG from a serialized e-graph (extraction-gym JSON)."""
+"""Extraction of a cheapest acyclic term DAG from a serialized e-graph (extraction-gym JSON).
+
+Public API::
+
+    eg = load_egraph("egraph.json")            # or an already-parsed dict
+    ext = extract(eg)                          # CP-SAT (default) or extract(eg, solver="greedy")
+    ext.selection, ext.cost, ext.status        # class -> node, DAG cost, "optimal"/"feasible"/"greedy"
+    validate_selection(eg, ext.selection)      # independent check; returns the DAG cost
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .cpsat import extract_cpsat
+from .egraph_json import SerializedEGraph, load_egraph
+from .greedy import extract_greedy
+from .result import Extraction, NoFiniteChoice
+from .validate import InvalidExtraction, validate_selection
+
+__all__ = [
+    "Extraction",
+    "InvalidExtraction",
+    "NoFiniteChoice",
+    "SOLVERS",
+    "SerializedEGraph",
+    "extract",
+    "extract_cpsat",
+    "extract_greedy",
+    "load_egraph",
+    "validate_selection",
+]
+
+SOLVERS = ("cpsat", "greedy")
+_CPSAT_OPTIONS = frozenset({"time_limit", "num_workers", "random_seed", "log_progress"})
+
+
+def extract(eg: SerializedEGraph | str | Path | Mapping[str, Any], *, solver: str = "cpsat",
+            **kw: Any) -> Extraction:
+    """Extract a cheapest acyclic DAG with the named solver (``"cpsat"`` or ``"greedy"``).
+
+    ``kw`` are passed to :func:`extract_cpsat` (``time_limit``, ``num_workers``, ``random_seed``,
+    ``log_progress``); the greedy extractor ignores these options. ``eg`` may also be a path or a
+    parsed JSON dict, which is loaded first.
+
+    Raises:
+        ValueError: unknown solver; TypeError: unknown option; NoFiniteChoice: no extraction exists.
+    """
+    unknown = set(kw) - _CPSAT_OPTIONS
+    if unknown:
+        raise TypeError(f"unknown extraction option(s): {', '.join(sorted(unknown))}")
+    if not isinstance(eg, SerializedEGraph):
+        eg = load_egraph(eg)
+    if solver == "cpsat":
+        return extract_cpsat(eg, **kw)
+    if solver == "greedy":
+        return extract_greedy(eg)
+    raise ValueError(f"unknown extraction solver {solver!r}; choose one of {', '.join(SOLVERS)}")

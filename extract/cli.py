@@ -1,0 +1,94 @@
+"""``eqsat extract``: extract a cheapest acyclic DAG from an extraction-gym JSON e-graph."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import SOLVERS, extract, load_egraph
+from .result import Extraction
+
+__all__ = ["register", "main", "run"]
+
+
+def _fmt(x: float | None, digits: int = 6) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("egraph", metavar="EGRAPH.json", help="e-graph in extraction-gym / egraph-serialize JSON")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
+                   help="seconds for the CP-SAT extractor (default: 60)")
+    p.add_argument("--solver", choices=SOLVERS, default="cpsat", help="extractor (default: cpsat)")
+    p.add_argument("--workers", type=int, default=8, metavar="N", help="CP-SAT workers (default: 8)")
+    p.add_argument("--seed", type=int, default=None, help="CP-SAT random seed")
+    p.add_argument("--log", action="store_true", help="print the CP-SAT search log")
+    p.add_argument("--out", metavar="SELECTION.json", help="write {selection, cost, status} as JSON")
+
+
+def _report(path: str, eg_nodes: int, eg_classes: int, load_s: float, ext: Extraction) -> str:
+    gap = "-" if ext.gap is None else f"{100 * ext.gap:.4f} %"
+    lines = [
+        f"e-graph      {path}",
+        f"nodes        {eg_nodes}",
+        f"classes      {eg_classes}",
+        f"greedy cost  {_fmt(ext.greedy_cost)}",
+        f"final cost   {_fmt(ext.cost)}",
+        f"status       {ext.status} ({ext.solver})",
+        f"bound        {_fmt(ext.bound)}",
+        f"gap          {gap}",
+        f"time         {ext.seconds:.2f} s (+ {load_s:.2f} s loading)",
+        f"selected     {len(ext.selection)} classes",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute the ``extract`` subcommand for parsed ``args``; returns the exit status."""
+    try:
+        t = time.perf_counter()
+        eg = load_egraph(args.egraph)
+        load_s = time.perf_counter() - t
+        kw = {} if args.solver == "greedy" else {
+            "time_limit": args.time_limit, "num_workers": args.workers, "random_seed": args.seed,
+            "log_progress": args.log}
+        ext = extract(eg, solver=args.solver, **kw)
+    except (OSError, ValueError) as e:
+        print(f"eqsat extract: error: {e}", file=sys.stderr)
+        return 2
+    print(_report(args.egraph, eg.num_nodes, eg.num_classes, load_s, ext))
+    if args.out:
+        out = Path(args.out)
+        try:
+            if out.parent != Path():
+                out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps({"selection": ext.selection, "cost": ext.cost, "status": ext.status},
+                                      indent=1) + "\n", encoding="utf-8")
+        except OSError as e:
+            print(f"eqsat extract: error: cannot write {out}: {e}", file=sys.stderr)
+            return 2
+        print(f"wrote        {out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``extract`` subcommand to an argparse ``subparsers`` object."""
+    p = subparsers.add_parser("extract", help="extract a cheapest acyclic DAG from an e-graph JSON file",
+                              description=__doc__)
+    _add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point: ``python -m eqsat.extract.cli EGRAPH.json [options]``."""
+    parser = argparse.ArgumentParser(prog="eqsat extract", description=__doc__)
+    _add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

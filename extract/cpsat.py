@@ -1,0 +1,312 @@
+"""Exact DAG extraction with OR-Tools CP-SAT (topological levels inside SCCs, greedy hint and fallback).
+
+Pipeline (each step its own function): greedy DAG solution (upper bound and hint) -> pruning -> model
+building -> solving -> decoding -> independent validation -> pick the better of solver and greedy.
+
+Model: a boolean per kept e-node and per kept e-class; root classes active; an active class picks exactly
+one node; a chosen node activates each of its child classes (``add_implication``). Acyclicity uses an
+integer level per class, only for classes inside a non-trivial strongly connected component (SCC) of the
+class graph and only for edges inside that SCC: ``level[c] > level[d]`` enforced by the node's literal
+(no big-M). With negative costs every active non-root class must also have a chosen parent, so that
+"active" equals "reachable" and the objective equals the DAG cost. Costs are scaled to integers; the
+reported cost is recomputed exactly from the chosen nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from .egraph_json import SerializedEGraph
+from .greedy import greedy_choices, strongly_connected_components
+from .result import Extraction
+from .validate import InvalidExtraction, validate_selection
+
+__all__ = ["extract_cpsat", "prune", "build_model", "solve_model", "decode", "add_hint"]
+
+MAX_SCALE = 1e6
+# keep |sum of scaled costs| well inside int64 and exactly representable in a double
+_SCALED_LIMIT = 2.0**52
+_Choice = tuple[dict[str, str], float, str, "float | None"]  # selection, cost, status, bound
+
+
+# ------------------------------------------------------------------------------------------ pruning
+def _usable_nodes(eg: SerializedEGraph, allowed: list[bool]) -> list[bool]:
+    """Allowed nodes whose child classes all have an acyclic derivation from allowed nodes."""
+    pending = [len(k) for k in eg.node_children]
+    parents: list[list[int]] = [[] for _ in range(eg.num_classes)]
+    for n, kids in enumerate(eg.node_children):
+        for d in kids:
+            parents[d].append(n)
+    grounded = [False] * eg.num_classes
+    usable = [False] * eg.num_nodes
+    stack = [n for n in range(eg.num_nodes) if allowed[n] and pending[n] == 0]
+    while stack:
+        n = stack.pop()
+        usable[n] = True
+        c = eg.node_class[n]
+        if grounded[c]:
+            continue
+        grounded[c] = True
+        for p in parents[c]:
+            pending[p] -= 1
+            if pending[p] == 0 and allowed[p]:
+                stack.append(p)
+    return usable
+
+
+def prune(eg: SerializedEGraph, upper_bound: float | None) -> dict[int, list[int]]:
+    """Kept classes (reachable from the roots through usable nodes) -> their kept node indices.
+
+    Drops self-loop nodes, nodes that depend on a class without an acyclic derivation, classes not
+    reachable from the roots, and -- only when ``upper_bound`` is given and every cost is non-negative --
+    nodes whose own cost exceeds ``upper_bound``.
+    """
+    costs = eg.node_cost
+    limit = upper_bound if upper_bound is not None and min(costs) >= 0 else math.inf
+    allowed = [eg.node_class[n] not in kids and costs[n] <= limit for n, kids in enumerate(eg.node_children)]
+    usable = _usable_nodes(eg, allowed)
+    kept: dict[int, list[int]] = {}
+    stack = list(eg.roots)
+    for r in stack:
+        kept[r] = []
+    while stack:
+        c = stack.pop()
+        for n in eg.class_nodes[c]:
+            if usable[n]:
+                kept[c].append(n)
+                for d in eg.node_children[n]:
+                    if d not in kept:
+                        kept[d] = []
+                        stack.append(d)
+    return kept
+
+
+# -------------------------------------------------------------------------------------------- model
+@dataclass
+class ExtractionModel:
+    """A built CP-SAT model plus the variable maps needed to decode and hint it."""
+
+    model: cp_model.CpModel
+    node_vars: dict[int, cp_model.IntVar]
+    class_vars: dict[int, cp_model.IntVar]
+    level_vars: dict[int, cp_model.IntVar]
+    component: dict[int, int]
+    scale: float
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def cost_scale(costs: list[float]) -> float:
+    """Factor turning costs into integers: 1 if all are integral, else 1e6 (smaller if it could overflow)."""
+    if not costs:
+        return 1.0
+    biggest = max(abs(c) for c in costs)
+    scale = 1.0 if all(float(c).is_integer() for c in costs) else MAX_SCALE
+    while scale > 1e-6 and biggest * scale * len(costs) > _SCALED_LIMIT:
+        scale /= 10.0
+    return scale
+
+
+def build_model(eg: SerializedEGraph, kept: dict[int, list[int]]) -> ExtractionModel:
+    """Build the CP-SAT model over the kept classes / nodes (see the module docstring)."""
+    m = cp_model.CpModel()
+    avar = {c: m.new_bool_var(f"a{c}") for c in kept}
+    xvar = {n: m.new_bool_var(f"x{n}") for ns in kept.values() for n in ns}
+    for r in eg.roots:
+        m.add(avar[r] == 1)
+    succ: dict[int, list[int]] = {c: [] for c in kept}
+    for c, ns in kept.items():
+        m.add(sum(xvar[n] for n in ns) == avar[c])
+        targets: dict[int, None] = {}
+        for n in ns:
+            for d in eg.node_children[n]:
+                m.add_implication(xvar[n], avar[d])
+                targets[d] = None
+        succ[c] = list(targets)
+    comp = {v: i for i, members in enumerate(strongly_connected_components(succ)) for v in members}
+    levels, n_order = _add_order_constraints(eg, m, kept, xvar, comp)
+    if any(eg.node_cost[n] < 0 for n in xvar):
+        _add_parent_constraints(eg, m, kept, xvar, avar)
+    scale = cost_scale([eg.node_cost[n] for n in xvar])
+    m.minimize(sum(round(eg.node_cost[n] * scale) * x for n, x in xvar.items()))
+    stats = {"nodes": len(xvar), "classes": len(avar), "scc_classes": len(levels),
+             "order_constraints": n_order}
+    return ExtractionModel(m, xvar, avar, levels, comp, scale, stats)
+
+
+def _add_order_constraints(eg: SerializedEGraph, m: cp_model.CpModel, kept: dict[int, list[int]],
+                           xvar: dict[int, cp_model.IntVar],
+                           comp: dict[int, int]) -> tuple[dict[int, cp_model.IntVar], int]:
+    """Levels for classes in non-trivial SCCs; ``level[c] > level[d]`` if a node of c using d is chosen.
+
+    Returns the level variables and the number of order constraints.
+    """
+    sizes: dict[int, int] = {}
+    for k in comp.values():
+        sizes[k] = sizes.get(k, 0) + 1
+    levels = {c: m.new_int_var(0, sizes[comp[c]] - 1, f"l{c}") for c in kept if sizes[comp[c]] > 1}
+    count = 0
+    for c, ns in kept.items():
+        if c not in levels:
+            continue
+        for n in ns:
+            for d in eg.node_children[n]:
+                if comp[d] == comp[c]:
+                    m.add(levels[c] > levels[d]).only_enforce_if(xvar[n])
+                    count += 1
+    return levels, count
+
+
+def _add_parent_constraints(eg: SerializedEGraph, m: cp_model.CpModel, kept: dict[int, list[int]],
+                            xvar: dict[int, cp_model.IntVar], avar: dict[int, cp_model.IntVar]) -> None:
+    """An active non-root class needs a chosen parent node (so active == reachable; needed for costs < 0)."""
+    parents: dict[int, list[int]] = {c: [] for c in kept}
+    for ns in kept.values():
+        for n in ns:
+            for d in eg.node_children[n]:
+                parents[d].append(n)
+    roots = set(eg.roots)
+    for c, ps in parents.items():
+        if c not in roots:
+            m.add_bool_or([xvar[p] for p in ps]).only_enforce_if(avar[c])
+
+
+def add_hint(em: ExtractionModel, eg: SerializedEGraph, selection: dict[int, int]) -> None:
+    """Hint a complete solution: the given (acyclic) selection, with consistent levels."""
+    chosen = set(selection.values())
+    for n, x in em.node_vars.items():
+        em.model.add_hint(x, n in chosen)
+    for c, a in em.class_vars.items():
+        em.model.add_hint(a, c in selection)
+    levels = _selection_levels(eg, selection, em.component)
+    for c, lv in em.level_vars.items():
+        em.model.add_hint(lv, levels.get(c, 0))
+
+
+def _selection_levels(eg: SerializedEGraph, selection: dict[int, int],
+                      comp: dict[int, int]) -> dict[int, int]:
+    """Longest path (in edges) to a sink of the selection, counting only edges inside an SCC."""
+    level: dict[int, int] = {}
+    for root in eg.roots:
+        stack = [(root, False)]
+        while stack:
+            c, expanded = stack.pop()
+            if c in level:
+                continue
+            kids = eg.node_children[selection[c]]
+            if not expanded:
+                stack.append((c, True))
+                stack.extend((d, False) for d in kids if d not in level)
+                continue
+            level[c] = max((level[d] + 1 for d in kids if comp.get(d) == comp.get(c)), default=0)
+    return level
+
+
+# -------------------------------------------------------------------------------------------- solve
+def solve_model(em: ExtractionModel, *, time_limit: float, num_workers: int, random_seed: int | None,
+                log_progress: bool) -> tuple[cp_model.CpSolver, int]:
+    """Run CP-SAT on the model; returns the solver and its status."""
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    p.max_time_in_seconds = max(0.01, float(time_limit))
+    p.num_workers = max(1, int(num_workers))
+    if random_seed is not None:
+        p.random_seed = int(random_seed)
+    p.log_search_progress = bool(log_progress)
+    status = solver.solve(em.model)
+    return solver, status
+
+
+def decode(em: ExtractionModel, eg: SerializedEGraph, solver: cp_model.CpSolver) -> dict[str, str]:
+    """The solver's chosen nodes, restricted to the classes reachable from the roots."""
+    values = solver.response_proto.solution
+    chosen = {eg.node_class[n]: n for n, x in em.node_vars.items() if values[x.index]}
+    selection: dict[str, str] = {}
+    stack = list(eg.roots)
+    seen = set(stack)
+    while stack:
+        c = stack.pop()
+        n = chosen.get(c)
+        if n is None:  # invalid; the validator will say so
+            continue
+        selection[eg.class_ids[c]] = eg.node_ids[n]
+        for d in eg.node_children[n]:
+            if d not in seen:
+                seen.add(d)
+                stack.append(d)
+    return selection
+
+
+def _rounding_slack(em: ExtractionModel, selection: dict[str, str]) -> float:
+    """How much integer rounding of the costs can hide: half a unit per chosen node, plus float noise."""
+    return (0.0 if em.scale == 1.0 else 0.5 * len(selection) / em.scale) + 1e-9
+
+
+def _relative_gap(cost: float, bound: float) -> float:
+    diff = max(0.0, cost - bound)
+    denom = max(abs(cost), abs(bound))
+    return 0.0 if diff == 0.0 else diff / denom
+
+
+def _choose(em: ExtractionModel, eg: SerializedEGraph, solver: cp_model.CpSolver, status: int,
+            greedy_sel: dict[str, str], greedy_cost: float) -> _Choice:
+    """Pick the solver's solution or the greedy one: (selection, cost, status, bound)."""
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return greedy_sel, greedy_cost, "greedy", None
+    bound: float | None = solver.best_objective_bound / em.scale
+    cp_sel = decode(em, eg, solver)
+    try:
+        cp_cost = validate_selection(eg, cp_sel)
+    except InvalidExtraction as e:  # a model bug must never cost the caller a valid answer
+        warnings.warn(f"CP-SAT solution rejected by the validator ({e}); using the greedy extraction",
+                      RuntimeWarning, stacklevel=3)
+        return greedy_sel, greedy_cost, "greedy", None
+    if status == cp_model.OPTIMAL:
+        if cp_cost > greedy_cost + _rounding_slack(em, cp_sel):
+            warnings.warn(f"CP-SAT 'optimal' cost {cp_cost} exceeds the greedy cost {greedy_cost}; "
+                          "keeping the greedy extraction", RuntimeWarning, stacklevel=3)
+            return greedy_sel, greedy_cost, "greedy", None
+        # equal up to cost rounding: whichever is cheaper is optimal
+        return (cp_sel, cp_cost, "optimal", cp_cost) if cp_cost <= greedy_cost else \
+            (greedy_sel, greedy_cost, "optimal", greedy_cost)
+    if bound is not None and not math.isfinite(bound):
+        bound = None
+    if cp_cost < greedy_cost:
+        return cp_sel, cp_cost, "feasible", bound
+    return greedy_sel, greedy_cost, "greedy", bound
+
+
+# ------------------------------------------------------------------------------------------- driver
+def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers: int = 8,
+                  random_seed: int | None = None, log_progress: bool = False) -> Extraction:
+    """Minimum-DAG-cost acyclic extraction with CP-SAT, never worse than the greedy DAG extraction.
+
+    ``time_limit`` (seconds) covers the whole call: greedy, pruning and model building use part of it and
+    the solver gets the rest. The returned cost is recomputed by the independent validator. Status is
+    ``"optimal"`` when CP-SAT proved optimality, ``"feasible"`` when it found a strictly cheaper
+    unproven solution, else ``"greedy"`` (greedy selection returned; ``bound`` still reported when known).
+
+    Raises:
+        NoFiniteChoice: a class needed from a root has no acyclic choice (so no extraction exists).
+    """
+    start = time.perf_counter()
+    greedy = greedy_choices(eg)
+    greedy_sel = {eg.class_ids[c]: eg.node_ids[n] for c, n in greedy.items()}
+    greedy_cost = validate_selection(eg, greedy_sel)
+
+    em = build_model(eg, prune(eg, greedy_cost))
+    add_hint(em, eg, greedy)
+    remaining = time_limit - (time.perf_counter() - start)
+    solver, status = solve_model(em, time_limit=remaining, num_workers=num_workers, random_seed=random_seed,
+                                 log_progress=log_progress)
+
+    selection, cost, result_status, bound = _choose(em, eg, solver, status, greedy_sel, greedy_cost)
+    if bound is not None:
+        bound = min(bound, cost)  # rounding of the scaled costs must not report a bound above the cost
+    gap = None if bound is None else _relative_gap(cost, bound)
+    return Extraction(selection=selection, cost=cost, status=result_status, bound=bound, gap=gap,
+                      seconds=time.perf_counter() - start, solver="cpsat", greedy_cost=greedy_cost)

@@ -1,0 +1,98 @@
+"""Independent checker of an extraction: roots chosen, children chosen, acyclic; recomputes the DAG cost.
+
+This module deliberately shares no code with the extractors: it works on the e-graph's string ids
+through its public accessors and walks the selection on its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from .egraph_json import SerializedEGraph
+
+__all__ = ["InvalidExtraction", "validate_selection", "reachable_classes"]
+
+
+class InvalidExtraction(ValueError):
+    """A selection is not a valid acyclic extraction of the e-graph."""
+
+
+def _check_membership(eg: SerializedEGraph, selection: Mapping[str, str]) -> None:
+    """Every entry names a known class and a node of that class."""
+    for cid, nid in selection.items():
+        if not eg.has_class(cid):
+            raise InvalidExtraction(f"selection names class {cid!r}, which is not in the e-graph")
+        if not eg.has_node(nid):
+            raise InvalidExtraction(f"class {cid!r} is mapped to node {nid!r}, which is not in the e-graph")
+        owner = eg.class_of(nid)
+        if owner != cid:
+            raise InvalidExtraction(f"class {cid!r} is mapped to node {nid!r}, "
+                                    f"which belongs to class {owner!r}")
+
+
+def _cycle_message(path: list[str], selection: Mapping[str, str], back_to: str) -> str:
+    cycle = path[path.index(back_to):] + [back_to]
+    if len(cycle) == 2:
+        return (f"selected node {selection[back_to]!r} of class {back_to!r} is a self-loop "
+                "(its child is its own class)")
+    shown = " -> ".join(f"{c}[{selection[c]}]" for c in cycle[:-1]) + f" -> {back_to}"
+    return f"selection contains a cycle: {shown}"
+
+
+def reachable_classes(eg: SerializedEGraph, selection: Mapping[str, str]) -> list[str]:
+    """Classes reachable from the roots through the selection, in DFS post-order (children first).
+
+    Raises:
+        InvalidExtraction: a root or a needed child class is unselected, or the selection has a cycle.
+    """
+    _check_membership(eg, selection)
+    done: set[str] = set()
+    on_path: set[str] = set()
+    order: list[str] = []
+    for root in eg.root_classes:
+        if root not in selection:
+            raise InvalidExtraction(f"root class {root!r} is not selected")
+        if root in done:
+            continue
+        path = [root]
+        on_path.add(root)
+        stack = [iter(eg.child_classes(selection[root]))]
+        while stack:
+            parent = path[-1]
+            child = next(stack[-1], None)
+            if child is None:
+                stack.pop()
+                path.pop()
+                on_path.discard(parent)
+                done.add(parent)
+                order.append(parent)
+                continue
+            if child in done:
+                continue
+            if child in on_path:
+                raise InvalidExtraction(_cycle_message(path, selection, child))
+            if child not in selection:
+                raise InvalidExtraction(f"node {selection[parent]!r} of class {parent!r} needs child class "
+                                        f"{child!r}, which is not selected")
+            path.append(child)
+            on_path.add(child)
+            stack.append(iter(eg.child_classes(selection[child])))
+    return order
+
+
+def validate_selection(eg: SerializedEGraph, selection: Mapping[str, str]) -> float:
+    """Check that ``selection`` (class id -> node id) is a valid acyclic extraction; return its DAG cost.
+
+    Checks: every entry maps a class to one of its own nodes; every root class is selected; every child
+    class of every selected node reachable from the roots is selected; the reachable selected sub-graph is
+    acyclic. The cost is the sum of the costs of the distinct chosen nodes reachable from the roots.
+
+    Raises:
+        InvalidExtraction: with a message naming the offending class / node / cycle.
+    """
+    if not isinstance(selection, Mapping):
+        raise InvalidExtraction("selection must be a mapping class id -> node id, "
+                                f"got {type(selection).__name__}")
+    order = reachable_classes(eg, selection)
+    return math.fsum(eg.cost_of(selection[c]) for c in order)
