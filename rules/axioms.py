@@ -1,0 +1,149 @@
+"""Operator properties (our encoding of TASO's Table 2) as equations in the rule pattern language.
+
+Each :class:`Axiom` is an equation ``lhs = rhs`` between patterns over tensor variables ``?a`` and parameter
+variables (``?ax``, ``?act``...), with the values each parameter variable ranges over when the axiom is
+validated. :mod:`eqsat.rules.verifier` turns axioms into universally quantified Z3 formulas over an
+uninterpreted tensor sort, validates them by symbolic execution of the registry's reference implementations,
+and checks them for redundancy. ``DIM_AXIOMS`` relate the uninterpreted ``dim(tensor, axis)`` function to
+operators, so that split offsets written as ``(dim ?x k)`` can be reasoned about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Axiom:
+    """An operator property ``lhs = rhs`` (for all tensors; parameter variables range over ``params``)."""
+
+    name: str
+    lhs: str
+    rhs: str
+    params: dict[str, tuple] = field(default_factory=dict)
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class DimAxiom:
+    """``dim(term, axis) = expr``: how an operator's output dimension relates to its inputs'."""
+
+    name: str
+    term: str
+    axis: str | int
+    expr: str
+    params: dict[str, tuple] = field(default_factory=dict)
+
+
+AX = {"?ax": (0, 1)}
+CONV_P = {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?act": (0, 1)}
+CONV0 = "(conv2d [1 1] ?pd [1 1] 1 0 {x} {w} {b})"
+CONVA = "(conv2d [1 1] ?pd [1 1] 1 ?act {x} {w} {b})"
+POOL = "[3 3] [1 1] [1 1 1 1]"
+
+
+def _c(t: str, x: str, w: str, b: str) -> str:
+    return t.format(x=x, w=w, b=b)
+
+
+AXIOMS: tuple[Axiom, ...] = (
+    # element-wise algebra
+    Axiom("ewadd-comm", "(ewadd ?a ?b)", "(ewadd ?b ?a)"),
+    Axiom("ewadd-assoc", "(ewadd (ewadd ?a ?b) ?c)", "(ewadd ?a (ewadd ?b ?c))"),
+    Axiom("ewmul-comm", "(ewmul ?a ?b)", "(ewmul ?b ?a)"),
+    Axiom("ewmul-assoc", "(ewmul (ewmul ?a ?b) ?c)", "(ewmul ?a (ewmul ?b ?c))"),
+    Axiom("ewmul-distrib", "(ewmul (ewadd ?a ?b) ?c)", "(ewadd (ewmul ?a ?c) (ewmul ?b ?c))"),
+    Axiom("ewmul-ones", "(ewmul ?a (const_iewmul [(dim ?a 0) (dim ?a 1)]))", "?a"),
+    # scalar multiplication
+    Axiom("smul-assoc", "(smul (smul ?a ?s) ?t)", "(smul ?a (ewmul ?s ?t))"),
+    Axiom("smul-comm", "(smul (smul ?a ?s) ?t)", "(smul (smul ?a ?t) ?s)"),
+    Axiom("smul-ewadd", "(smul (ewadd ?a ?b) ?s)", "(ewadd (smul ?a ?s) (smul ?b ?s))"),
+    Axiom("smul-ewmul", "(ewmul (smul ?a ?s) ?b)", "(smul (ewmul ?a ?b) ?s)"),
+    Axiom("smul-transpose", "(transpose [1 0] (smul ?a ?s))", "(smul (transpose [1 0] ?a) ?s)"),
+    Axiom("smul-matmul-r", "(matmul ?a (smul ?b ?s))", "(smul (matmul ?a ?b) ?s)"),
+    Axiom("smul-matmul-l", "(matmul (smul ?a ?s) ?b)", "(smul (matmul ?a ?b) ?s)"),
+    Axiom("smul-concat", "(concat ?ax (smul ?a ?s) (smul ?b ?s))", "(smul (concat ?ax ?a ?b) ?s)", AX),
+    Axiom("smul-conv", _c(CONV0, "?x", "(smul ?w ?s)", "(smul ?b ?s)"), "(smul " + _c(CONV0, "?x", "?w", "?b") + " ?s)",
+          {"?pd": CONV_P["?pd"]}),
+    Axiom("smul-avgpool", f"(smul (avgpool {POOL} 1 ?a) ?s)", f"(avgpool {POOL} 1 (smul ?a ?s))"),
+    # relu
+    Axiom("conv-relu", "(relu " + _c(CONV0, "?x", "?w", "?b") + ")",
+          "(conv2d [1 1] ?pd [1 1] 1 1 ?x ?w ?b)", {"?pd": CONV_P["?pd"]}),
+    Axiom("relu-concat", "(relu (concat ?ax ?a ?b))", "(concat ?ax (relu ?a) (relu ?b))", AX),
+    Axiom("relu-transpose", "(relu (transpose [1 0] ?a))", "(transpose [1 0] (relu ?a))"),
+    # convolution
+    Axiom("conv-kernel-linear", _c(CONV0, "?x", "(ewadd ?w ?v)", "(ewadd ?b ?c)"),
+          "(ewadd " + _c(CONV0, "?x", "?w", "?b") + " " + _c(CONV0, "?x", "?v", "?c") + ")",
+          {"?pd": CONV_P["?pd"]}),
+    Axiom("conv-concat-batch", "(concat 0 " + _c(CONVA, "?x", "?w", "?b") + " " + _c(CONVA, "?y", "?w", "?b") + ")",
+          _c(CONVA, "(concat 0 ?x ?y)", "?w", "?b"), CONV_P),
+    Axiom("conv-concat-out", "(concat 1 " + _c(CONVA, "?x", "?w", "?b") + " " + _c(CONVA, "?x", "?v", "?c") + ")",
+          _c(CONVA, "?x", "(concat 0 ?w ?v)", "(concat 0 ?b ?c)"), CONV_P),
+    Axiom("conv-enlarge", "(conv2d [1 1] [0 0 0 0] [1 1] 1 ?act ?x ?w ?b)",
+          "(conv2d [1 1] [1 1 1 1] [1 1] 1 ?act ?x (enlarge [3 3] ?w) ?b)", {"?act": (0, 1)},
+          "holds for 1x1 kernels: the shape check rejects any other instance"),
+    Axiom("conv-iconv", "(conv2d [1 1] ?pd [1 1] 1 0 ?x (const_iconv [3 3] (dim ?x 1)) (const_zero [(dim ?x 1)]))",
+          "?x", {"?pd": ((1, 1, 1, 1),)}),
+    Axiom("conv-pool", "(conv2d [1 1] [1 1 1 1] [1 1] (dim ?x 1) 0 ?x (const_pool [3 3] (dim ?x 1)) "
+          "(const_zero [(dim ?x 1)]))", f"(avgpool {POOL} 1 ?x)"),
+    # pools
+    Axiom("avgpool-ewadd", f"(avgpool {POOL} 1 (ewadd ?a ?b))", f"(ewadd (avgpool {POOL} 1 ?a) (avgpool {POOL} 1 ?b))"),
+    Axiom("avgpool-concat", f"(avgpool {POOL} 1 (concat ?ax ?a ?b))",
+          f"(concat ?ax (avgpool {POOL} 1 ?a) (avgpool {POOL} 1 ?b))", AX),
+    Axiom("maxpool-concat", f"(maxpool {POOL} (concat ?ax ?a ?b))",
+          f"(concat ?ax (maxpool {POOL} ?a) (maxpool {POOL} ?b))", AX),
+    # matmul
+    Axiom("matmul-assoc", "(matmul (matmul ?a ?b) ?c)", "(matmul ?a (matmul ?b ?c))"),
+    Axiom("matmul-linear-r", "(matmul ?a (ewadd ?b ?c))", "(ewadd (matmul ?a ?b) (matmul ?a ?c))"),
+    Axiom("matmul-linear-l", "(matmul (ewadd ?a ?b) ?c)", "(ewadd (matmul ?a ?c) (matmul ?b ?c))"),
+    Axiom("matmul-concat-r", "(matmul ?a (concat 1 ?b ?c))", "(concat 1 (matmul ?a ?b) (matmul ?a ?c))"),
+    Axiom("matmul-concat-l", "(matmul (concat 0 ?a ?b) ?c)", "(concat 0 (matmul ?a ?c) (matmul ?b ?c))"),
+    Axiom("matmul-concat-inner", "(matmul (concat 1 ?a ?b) (concat 0 ?c ?d))",
+          "(ewadd (matmul ?a ?c) (matmul ?b ?d))"),
+    Axiom("matmul-identity", "(matmul ?a (const_imatmul (dim ?a 1)))", "?a"),
+    Axiom("identity-matmul", "(matmul (const_imatmul (dim ?a 0)) ?a)", "?a"),
+    # transpose
+    Axiom("transpose-involution", "(transpose [1 0] (transpose [1 0] ?a))", "?a"),
+    Axiom("transpose-matmul", "(transpose [1 0] (matmul ?a ?b))", "(matmul (transpose [1 0] ?b) (transpose [1 0] ?a))"),
+    Axiom("transpose-concat", "(transpose [1 0] (concat ?ax ?a ?b))",
+          "(concat (- 1 ?ax) (transpose [1 0] ?a) (transpose [1 0] ?b))", AX),
+    Axiom("transpose-ewadd", "(transpose [1 0] (ewadd ?a ?b))", "(ewadd (transpose [1 0] ?a) (transpose [1 0] ?b))"),
+    Axiom("transpose-ewmul", "(transpose [1 0] (ewmul ?a ?b))", "(ewmul (transpose [1 0] ?a) (transpose [1 0] ?b))"),
+    Axiom("transpose-imatmul", "(transpose [1 0] (const_imatmul ?n))", "(const_imatmul ?n)", {"?n": (1, 2, 3)}),
+    Axiom("transpose-ones", "(transpose [1 0] (const_iewmul [?n ?m]))", "(const_iewmul [?m ?n])",
+          {"?n": (1, 2), "?m": (1, 3)}),
+    # concat and split
+    Axiom("concat-assoc", "(concat ?ax (concat ?ax ?a ?b) ?c)", "(concat ?ax ?a (concat ?ax ?b ?c))", AX),
+    Axiom("concat-geometry", "(concat 0 (concat 1 ?a ?b) (concat 1 ?c ?d))",
+          "(concat 1 (concat 0 ?a ?c) (concat 0 ?b ?d))"),
+    Axiom("concat-ewadd", "(concat ?ax (ewadd ?a ?b) (ewadd ?c ?d))", "(ewadd (concat ?ax ?a ?c) (concat ?ax ?b ?d))",
+          AX, "for operands of equal shapes (no broadcasting)"),
+    Axiom("concat-ewmul", "(concat ?ax (ewmul ?a ?b) (ewmul ?c ?d))", "(ewmul (concat ?ax ?a ?c) (concat ?ax ?b ?d))",
+          AX, "for operands of equal shapes (no broadcasting)"),
+    Axiom("split-concat-0", "(split ?ax 0 (dim ?a ?ax) (concat ?ax ?a ?b))", "?a", AX),
+    Axiom("split-concat-1", "(split ?ax (dim ?a ?ax) (dim ?b ?ax) (concat ?ax ?a ?b))", "?b", AX),
+)
+
+#: A wrong "axiom" used to show that validation catches errors: a conv with a fused relu is not linear.
+PLANTED_WRONG = Axiom(
+    "planted-conv-relu-linear", "(conv2d [1 1] [1 1 1 1] [1 1] 1 1 ?x (ewadd ?w ?v) (ewadd ?b ?c))",
+    "(ewadd (conv2d [1 1] [1 1 1 1] [1 1] 1 1 ?x ?w ?b) (conv2d [1 1] [1 1 1 1] [1 1] 1 1 ?x ?v ?c))")
+
+DIM_AXIOMS: tuple[DimAxiom, ...] = (
+    DimAxiom("dim-concat-axis", "(concat ?ax ?a ?b)", "?ax", "(+ (dim ?a ?ax) (dim ?b ?ax))", AX),
+    DimAxiom("dim-concat-other", "(concat ?ax ?a ?b)", "(- 1 ?ax)", "(dim ?a (- 1 ?ax))", AX),
+    DimAxiom("dim-matmul-0", "(matmul ?a ?b)", 0, "(dim ?a 0)"),
+    DimAxiom("dim-matmul-1", "(matmul ?a ?b)", 1, "(dim ?b 1)"),
+    DimAxiom("dim-transpose-0", "(transpose [1 0] ?a)", 0, "(dim ?a 1)"),
+    DimAxiom("dim-transpose-1", "(transpose [1 0] ?a)", 1, "(dim ?a 0)"),
+    DimAxiom("dim-conv-0", "(conv2d [1 1] ?pd [1 1] ?g ?act ?x ?w ?b)", 0, "(dim ?x 0)",
+             {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?g": (1,), "?act": (0, 1)}),
+    DimAxiom("dim-conv-1", "(conv2d [1 1] ?pd [1 1] ?g ?act ?x ?w ?b)", 1, "(dim ?w 0)",
+             {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?g": (1,), "?act": (0, 1)}),
+    DimAxiom("dim-relu", "(relu ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
+    DimAxiom("dim-smul", "(smul ?a ?s)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
+    DimAxiom("dim-avgpool", f"(avgpool {POOL} 1 ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
+    DimAxiom("dim-maxpool", f"(maxpool {POOL} ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
+    DimAxiom("dim-ewadd", "(ewadd ?a ?b)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
+    DimAxiom("dim-ewmul", "(ewmul ?a ?b)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
+)

@@ -1,0 +1,137 @@
+"""``eqsat rules ...``: generate, verify, list and show the rule corpus."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Enumerate, fingerprint, prune and confirm candidates; write the (unverified) corpus."""
+    from eqsat.rules import corpus, generator
+
+    t0 = time.perf_counter()
+    cands, rep = generator.generate(args.max_ops, workers=args.workers, progress=_say)
+    entries = corpus.select(cands)
+    meta = {"max_ops": args.max_ops, "stages": dict(rep.table()), "selected": len(entries)}
+    corpus.save_corpus(entries, args.out, meta)
+    for stage, n in rep.table():
+        print(f"{stage:<45} {n}")
+    print(f"{'selected for the corpus':<45} {len(entries)}")
+    print(f"wrote {args.out} in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def verify_entries(entries: list[Any], timeout: float, workers: int) -> None:
+    """Set the status of each entry: numerically re-checked, then Z3 entailment from the axioms."""
+    from eqsat.rules import generator, verifier
+
+    todo = []
+    for e in entries:
+        bad = generator.check_numeric(e.lhs, e.rhs, shape_sets=(0, 1, 2), random_shapes=10, seed=7,
+                                      conditions=e.conditions)
+        if bad is not None:
+            e.status, e.reason = "refuted", f"numeric counterexample: {bad}"
+        else:
+            todo.append(e)
+    verdicts = verifier.verify_many([(e.lhs, e.rhs) for e in todo], timeout=timeout, workers=workers)
+    for e, v in zip(todo, verdicts, strict=True):
+        e.status, e.reason = v.status, v.reason
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Validate the axioms, then verify every corpus rule; write the statuses back."""
+    from eqsat.rules import axioms, corpus, verifier
+
+    t0 = time.perf_counter()
+    checks = verifier.validate_axioms(list(axioms.AXIOMS), workers=args.workers)
+    bad = [c for c in checks if c.status != "valid"]
+    for c in bad:
+        print(f"axiom {c.name}: {c.status} ({c.reason})")
+    redundant = verifier.redundant_axioms(timeout=args.axiom_timeout) if not args.skip_redundancy else []
+    entries, meta = corpus.read_corpus(args.corpus)
+    if not entries:
+        print(f"no corpus at {args.corpus}; run `eqsat rules generate` first")
+        return 2
+    verify_entries(entries, args.timeout, args.workers)
+    meta["axioms"] = {"count": len(checks), "invalid": [c.name for c in bad], "redundant": redundant}
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.status] = counts.get(e.status, 0) + 1
+    meta["verification"] = dict(sorted(counts.items()))
+    corpus.save_corpus(entries, args.corpus, meta)
+    print(f"axioms: {len(checks)} validated, {len(bad)} not valid, redundant: {', '.join(redundant) or 'none'}")
+    print("rules: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(f"wrote {args.corpus} in {time.perf_counter() - t0:.1f} s")
+    return 0 if not bad else 1
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """List corpus rules (proved ones unless --all)."""
+    from eqsat.rules import corpus
+
+    entries, _ = corpus.read_corpus(args.corpus)
+    for e in entries:
+        if args.all or e.status == "proved":
+            tag = " [2-out]" if e.multi else ""
+            print(f"{e.id} {e.status:<8}{tag} {e.text()}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Show one corpus rule in full, with the engine rules it compiles to."""
+    from eqsat.rules import corpus
+
+    entries, _ = corpus.read_corpus(args.corpus)
+    for e in entries:
+        if e.id == args.id:
+            print(f"id:          {e.id}")
+            print(f"status:      {e.status} ({e.reason})")
+            print(f"domain:      {e.domain}   operators: {e.ops[0]} -> {e.ops[1]}")
+            print(f"two-output:  {e.multi}   both directions: {e.bidirectional}")
+            for k, (a, b) in enumerate(zip(e.lhs, e.rhs, strict=True)):
+                print(f"source[{k}]:   {a}")
+                print(f"target[{k}]:   {b}")
+            for c in e.conditions:
+                print(f"condition:   {c}")
+            for r in corpus.engine_rules(e):
+                print(f"engine rule {r.name}: {' ; '.join(r.lhs)} => {' ; '.join(r.rhs)}"
+                      + (f"  if {' '.join(r.conditions)}" if r.conditions else ""))
+            return 0
+    print(f"no rule {args.id!r}")
+    return 2
+
+
+def register(subparsers: Any) -> None:
+    """Add ``eqsat rules {generate,verify,list,show}``."""
+    from eqsat.rules.corpus import CORPUS_PATH
+
+    p = subparsers.add_parser("rules", help="generate, verify and browse the rule corpus")
+    sub = p.add_subparsers(dest="rules_command", required=True)
+    g = sub.add_parser("generate", help="enumerate graphs and write the candidate corpus")
+    g.add_argument("--max-ops", type=int, default=3)
+    g.add_argument("--workers", type=int, default=2)
+    g.add_argument("--out", type=Path, default=CORPUS_PATH)
+    g.set_defaults(func=cmd_generate)
+    v = sub.add_parser("verify", help="validate the axioms and verify every corpus rule with Z3")
+    v.add_argument("--timeout", type=float, default=4.0, help="seconds per rule (default 4)")
+    v.add_argument("--axiom-timeout", type=float, default=2.0)
+    v.add_argument("--skip-redundancy", action="store_true")
+    v.add_argument("--workers", type=int, default=2)
+    v.add_argument("--corpus", type=Path, default=CORPUS_PATH)
+    v.set_defaults(func=cmd_verify)
+    ls = sub.add_parser("list", help="list corpus rules")
+    ls.add_argument("--all", action="store_true", help="include unknown and refuted rules")
+    ls.add_argument("--corpus", type=Path, default=CORPUS_PATH)
+    ls.set_defaults(func=cmd_list)
+    s = sub.add_parser("show", help="show one rule")
+    s.add_argument("id")
+    s.add_argument("--corpus", type=Path, default=CORPUS_PATH)
+    s.set_defaults(func=cmd_show)

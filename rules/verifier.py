@@ -1,0 +1,410 @@
+"""Z3 verification of rules from operator axioms, and validation of the axioms themselves (TASO §3).
+
+* **Model.** Tensors are an uninterpreted sort ``T``; every registry operator is an uninterpreted function
+  of its parameters (Int; tuples through injective-by-use ``vecN`` functions) and tensor inputs; ``dim(T,
+  Int) -> Int`` stands for shapes. Axioms (:mod:`eqsat.rules.axioms`) become ``ForAll`` formulas,
+  instantiated for each value of their parameter variables.
+* **Rules.** A rule is *proved* when the negation of ``lhs == rhs`` (every output) is unsatisfiable with the
+  axioms, within a per-rule timeout; *refuted* when Z3 finds a model of the axioms where it fails (it is not
+  entailed); *unknown* otherwise.
+* **Axiom validation.** Each axiom is executed symbolically with the registry's reference implementations
+  on small tensors of Z3 reals (relu an uninterpreted function with ``relu(0) = 0``; max pooling through
+  ``If``), for every parameter combination and several small shape assignments, and both sides must be equal.
+* **Redundancy.** An axiom entailed by the others within a timeout is reported as redundant.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import z3
+
+from eqsat import ops
+from eqsat.rules.axioms import AXIOMS, DIM_AXIOMS, Axiom, DimAxiom
+from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, parse, split_args
+
+# ---------------------------------------------------------------------------------------------------------
+# encoding
+
+
+class Encoder:
+    """Translates patterns into Z3 terms over the uninterpreted tensor sort."""
+
+    def __init__(self) -> None:
+        self.abstract: list[tuple[z3.ArithRef, z3.ArithRef]] | None = None
+        self.T = z3.DeclareSort("T")
+        self.dim = z3.Function("dim", self.T, z3.IntSort(), z3.IntSort())
+        self._funcs: dict[tuple[str, int, int], z3.FuncDeclRef] = {}
+        self._vecs: dict[int, z3.FuncDeclRef] = {}
+
+    def func(self, op: str, n_params: int, n_inputs: int) -> z3.FuncDeclRef:
+        """The uninterpreted function of an operator."""
+        key = (op, n_params, n_inputs)
+        if key not in self._funcs:
+            sig = [z3.IntSort()] * n_params + [self.T] * n_inputs + [self.T]
+            self._funcs[key] = z3.Function(op, *sig)
+        return self._funcs[key]
+
+    def vec(self, n: int) -> z3.FuncDeclRef:
+        """The function packing an n-tuple parameter into an Int."""
+        if n not in self._vecs:
+            self._vecs[n] = z3.Function(f"vec{n}", *([z3.IntSort()] * n), z3.IntSort())
+        return self._vecs[n]
+
+    def param(self, e: Sexp, env: Mapping[str, Any]) -> z3.ArithRef:
+        """A parameter expression as a Z3 Int."""
+        if isinstance(e, int):
+            return z3.IntVal(e)
+        if is_var(e):
+            v = env[e]
+            return self._value(v)
+        if isinstance(e, Vec):
+            return self.vec(len(e.items))(*[self.param(i, env) for i in e.items])
+        if isinstance(e, list) and self.abstract is not None:
+            # in a trigger, a computed parameter becomes a bound Int constrained to its value, so that the
+            # axiom also matches terms whose parameter is only provably (not syntactically) equal
+            self.abstract, saved = None, self.abstract
+            value = self.param(e, env)
+            self.abstract = saved
+            n = z3.Int(f"n_{len(saved)}")
+            saved.append((n, value))
+            return n
+        if isinstance(e, list):
+            if e[0] == "dim":
+                return self.dim(self.term(e[1], env), self.param(e[2], env))
+            a, b = self.param(e[1], env), self.param(e[2], env)
+            return {"+": a + b, "-": a - b, "*": a * b}[e[0]]
+        raise ValueError(f"cannot encode parameter {e!r}")
+
+    def _value(self, v: Any) -> z3.ArithRef:
+        if isinstance(v, tuple):
+            return self.vec(len(v))(*[z3.IntVal(int(i)) for i in v])
+        if isinstance(v, int):
+            return z3.IntVal(v)
+        return v
+
+    def term(self, e: Sexp, env: Mapping[str, Any]) -> z3.ExprRef:
+        """A tensor pattern as a Z3 term (tensor variables looked up in ``env``)."""
+        if is_var(e):
+            return env[e]
+        spec, params, ins = split_args(e)
+        f = self.func(spec.name, len(params), len(ins))
+        return f(*[self.param(p, env) for p in params], *[self.term(x, env) for x in ins])
+
+
+def _tensor_vars(text: str) -> list[str]:
+    from eqsat.rules.rule import tensor_vars
+
+    return sorted(tensor_vars(parse(text)))
+
+
+def _param_combos(params: Mapping[str, tuple]) -> list[dict[str, Any]]:
+    names = sorted(params)
+    return [dict(zip(names, vals, strict=True)) for vals in itertools.product(*(params[n] for n in names))]
+
+
+def axiom_formulas(enc: Encoder, axioms: Sequence[Axiom] = AXIOMS,
+                   dim_axioms: Sequence[DimAxiom] = DIM_AXIOMS) -> list[tuple[str, z3.BoolRef]]:
+    """Every axiom instance as a quantified Z3 formula, with its name."""
+    out = []
+    for ax in axioms:
+        for combo in _param_combos(ax.params):
+            tv = sorted(set(_tensor_vars(ax.lhs)) | set(_tensor_vars(ax.rhs)))
+            consts = {v: z3.Const(f"q_{v[1:]}", enc.T) for v in tv}
+            env = {**consts, **combo}
+            enc.abstract = []
+            lhs = enc.term(parse(ax.lhs), env)
+            abstracted, enc.abstract = enc.abstract, None
+            rhs = enc.term(parse(ax.rhs), env)
+            body = lhs == rhs
+            bound = list(consts.values()) + [n for n, _ in abstracted]
+            if abstracted:
+                body = z3.Implies(z3.And([n == v for n, v in abstracted]), body)
+            pats = [lhs] if not is_var(parse(ax.lhs)) else []
+            if not abstracted and not is_var(parse(ax.rhs)) and set(_tensor_vars(ax.rhs)) == set(tv):
+                pats.append(rhs)
+            if bound:
+                out.append((ax.name, z3.ForAll(bound, body, patterns=pats) if pats else z3.ForAll(bound, body)))
+            else:
+                out.append((ax.name, body))
+    for da in dim_axioms:
+        for combo in _param_combos(da.params):
+            tv = _tensor_vars(da.term)
+            consts = {v: z3.Const(f"q_{v[1:]}", enc.T) for v in tv}
+            env = {**consts, **combo}
+            axis = parse(str(da.axis)) if isinstance(da.axis, str) else da.axis
+            lhs = enc.dim(enc.term(parse(da.term), env), enc.param(axis, env))
+            out.append((da.name, z3.ForAll(list(consts.values()), lhs == enc.param(parse(da.expr), env))))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# rules
+
+
+@dataclass
+class Verdict:
+    """The outcome of verifying one rule."""
+
+    status: str  # proved | unknown | refuted
+    reason: str
+    seconds: float
+
+
+def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.0) -> Verdict:
+    """Check that the axioms entail ``lhs[i] == rhs[i]`` for every output ``i``."""
+    t0 = time.perf_counter()
+    enc = Encoder()
+    variables = sorted(set().union(*(_tensor_vars(s) for s in (*lhs, *rhs))))
+    env = {v: z3.Const(v[1:], enc.T) for v in variables}
+    s = z3.Solver()
+    s.set("timeout", int(timeout * 1000))
+    s.set("max_memory", 2048)
+    for _, f in axiom_formulas(enc):
+        s.add(f)
+    diffs = [enc.term(parse(a), env) != enc.term(parse(b), env) for a, b in zip(lhs, rhs, strict=True)]
+    s.add(z3.Or(diffs))
+    try:
+        r = s.check()
+    except z3.Z3Exception as e:  # pragma: no cover - memory
+        return Verdict("unknown", f"z3: {e}", time.perf_counter() - t0)
+    dt = time.perf_counter() - t0
+    if r == z3.unsat:
+        return Verdict("proved", "entailed by the axioms", dt)
+    if r == z3.sat:
+        return Verdict("refuted", "not entailed: z3 found a model of the axioms where it fails", dt)
+    return Verdict("unknown", f"z3: {s.reason_unknown()} after {dt:.1f} s", dt)
+
+
+def _verify_unit(args: tuple[tuple[str, ...], tuple[str, ...], float]) -> Verdict:
+    return verify_equation(args[0], args[1], args[2])
+
+
+def verify_many(equations: Sequence[tuple[Sequence[str], Sequence[str]]], timeout: float = 10.0, workers: int = 2,
+                progress: Callable[[str], None] | None = None) -> list[Verdict]:
+    """Verify many equations (independent units) in a process pool."""
+    jobs = [(tuple(a), tuple(b), timeout) for a, b in equations]
+    if workers <= 1:
+        return [_verify_unit(j) for j in jobs]
+    with mp.get_context("fork").Pool(workers, maxtasksperchild=50) as pool:
+        return list(pool.imap(_verify_unit, jobs, chunksize=4))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# axiom validation by symbolic execution
+
+
+class _Symbolic:
+    """Evaluates patterns on object arrays of Z3 reals with the registry's reference implementations."""
+
+    def __init__(self) -> None:
+        self.relu = z3.Function("relu", z3.RealSort(), z3.RealSort())
+
+    def real(self, v: Any) -> Any:
+        if isinstance(v, z3.ExprRef):
+            return v
+        if isinstance(v, float | np.floating):
+            f = Fraction(float(v)).limit_denominator(10_000)
+            return z3.RealVal(f.numerator) / f.denominator
+        return z3.RealVal(int(v))
+
+    def clean(self, a: np.ndarray) -> np.ndarray:
+        out = np.empty(np.shape(a), dtype=object)
+        out.flat[:] = [self.real(v) for v in np.asarray(a, dtype=object).flat] if out.size else []
+        return out
+
+    def eval(self, e: Sexp, env: Mapping[str, Any]) -> np.ndarray:
+        if is_var(e):
+            return env[e]
+        spec, params, ins = split_args(e)
+        args = [self.eval(x, env) for x in ins]
+        p = spec.normalize({n: eval_param(v, env) for (n, _), v in zip(spec.params, params, strict=True)})
+        spec.shape(p, [np.shape(a) for a in args])
+        name = spec.name
+        if name == "relu":
+            return self._relu(args[0])
+        if name == "conv2d":
+            y = self.clean(spec.numpy_fn({**p, "act": 0}, *args))
+            return self._relu(y) if p["act"] else y
+        if name == "avgpool":
+            cols = ops._patches(args[0], *p["kernel"], p["strides"], p["pads"], (1, 1))
+            total = cols.sum(axis=(2, 3))
+            k = p["kernel"][0] * p["kernel"][1]
+            assert p["count_include_pad"], "symbolic avgpool only counts padding"
+            return self.clean(total) * (z3.RealVal(1) / k)
+        if name == "maxpool":
+            return self._maxpool(p, args[0])
+        if name == "const_pool":
+            out = np.empty(spec.shape(p, []), dtype=object)
+            out.flat[:] = [z3.RealVal(1) / (p["kernel"][0] * p["kernel"][1])] * out.size
+            return out
+        return self.clean(spec.numpy_fn(p, *args))
+
+    def _relu(self, a: np.ndarray) -> np.ndarray:
+        out = np.empty(a.shape, dtype=object)
+        out.flat[:] = [self.relu(v) for v in a.flat] if a.size else []
+        return out
+
+    def _maxpool(self, p: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
+        n, c, h, w = x.shape
+        kh, kw = p["kernel"]
+        out = np.empty((n, c, h, w), dtype=object)
+        for i, j, a, b in itertools.product(range(n), range(c), range(h), range(w)):
+            vals = [x[i, j, a + da, b + db] for da in range(-(kh // 2), kh // 2 + 1)
+                    for db in range(-(kw // 2), kw // 2 + 1) if 0 <= a + da < h and 0 <= b + db < w]
+            m = vals[0]
+            for v in vals[1:]:
+                m = z3.If(v > m, v, m)
+            out[i, j, a, b] = m
+        return out
+
+
+def _shape_of(e: Sexp, shapes: Mapping[str, tuple[int, ...]], params: Mapping[str, Any]) -> tuple[int, ...]:
+    if is_var(e):
+        return tuple(shapes[e])
+    spec, pars, ins = split_args(e)
+    arg_shapes = [_shape_of(x, shapes, params) for x in ins]
+    if spec.name in ("ewadd", "ewmul") and arg_shapes[0] != arg_shapes[1]:
+        raise ops.OpError("axioms are stated for element-wise operands of equal shapes")
+    env = {**{k: np.empty(v) for k, v in shapes.items()}, **params}
+    p = spec.normalize({n: eval_param(v, env) for (n, _), v in zip(spec.params, pars, strict=True)})
+    return spec.shape(p, arg_shapes)
+
+
+def _ranks(text: str, ranks: dict[str, int]) -> None:
+    def walk(e: Sexp) -> None:
+        if not isinstance(e, list):
+            return
+        spec, _, ins = split_args(e)
+        for pos, x in enumerate(ins):
+            if is_var(x) and x not in ranks:
+                if spec.name == "conv2d":
+                    ranks[x] = (4, 4, 1)[pos]
+                elif spec.name in ("avgpool", "maxpool"):
+                    ranks[x] = 4
+                elif spec.name == "smul" and pos == 1:
+                    ranks[x] = 0
+                elif spec.name == "enlarge":
+                    ranks[x] = 4
+            walk(x)
+
+    walk(parse(text))
+
+
+def shape_assignments(lhs: str, rhs: str, params: Mapping[str, Any], count: int = 3, seed: int = 0,
+                      tries: int = 4000) -> list[dict[str, tuple[int, ...]]]:
+    """Small random shape assignments where both sides are well-shaped with equal shapes."""
+    rng = np.random.default_rng(seed)
+    ranks: dict[str, int] = {}
+    _ranks(lhs, ranks)
+    _ranks(rhs, ranks)
+    variables = sorted(set(_tensor_vars(lhs)) | set(_tensor_vars(rhs)))
+    default_rank = 4 if any(r == 4 for r in ranks.values()) else 2
+    out: list[dict[str, tuple[int, ...]]] = []
+    seen: set[tuple] = set()
+    for _ in range(tries):
+        shapes: dict[str, Any] = {}
+        for v in variables:
+            r = ranks.get(v, default_rank)
+            dims = [int(rng.integers(1, 3)) for _ in range(r)]
+            if r == 4 and int(rng.integers(0, 2)):
+                dims[2:] = [int(rng.choice([1, 3]))] * 2
+            shapes[v] = tuple(dims)
+        try:
+            a, b = _shape_of(parse(lhs), shapes, params), _shape_of(parse(rhs), shapes, params)
+        except (ops.OpError, IndexError, KeyError, ValueError, TypeError):
+            continue
+        key = tuple(sorted(shapes.items()))
+        if a != b or key in seen:
+            continue
+        seen.add(key)
+        out.append(dict(shapes))
+        if len(out) >= count:
+            break
+    return out
+
+
+@dataclass
+class AxiomCheck:
+    """The outcome of validating one axiom."""
+
+    name: str
+    status: str  # valid | invalid | unknown | untested
+    reason: str
+    cases: int
+
+
+def _equal(a: np.ndarray, b: np.ndarray, timeout: float) -> str:
+    pending = []
+    for x, y in zip(a.flat, b.flat, strict=True):
+        d = z3.simplify(z3.ToReal(x) - z3.ToReal(y) if not isinstance(x, z3.ArithRef) else x - y, som=True)
+        if not (z3.is_rational_value(d) and d.as_fraction() == 0):
+            pending.append(x != y)
+    if not pending:
+        return "valid"
+    s = z3.Solver()
+    s.set("timeout", int(timeout * 1000))
+    s.add(z3.Or(pending))
+    r = s.check()
+    return "valid" if r == z3.unsat else ("invalid" if r == z3.sat else "unknown")
+
+
+def validate_axiom(ax: Axiom, cases: int = 3, timeout: float = 20.0, seed: int = 0) -> AxiomCheck:
+    """Symbolically execute both sides on small tensors for every parameter combination."""
+    sym = _Symbolic()
+    n = 0
+    for combo in _param_combos(ax.params):
+        for shapes in shape_assignments(ax.lhs, ax.rhs, combo, cases, seed):
+            env: dict[str, Any] = dict(combo)
+            for v, shp in shapes.items():
+                arr = np.empty(shp, dtype=object)
+                arr.flat[:] = [z3.Real(f"{v[1:]}_{k}") for k in range(arr.size)] if arr.size else []
+                if not shp:
+                    arr[()] = z3.Real(f"{v[1:]}_0")
+                env[v] = arr
+            a, b = sym.eval(parse(ax.lhs), env), sym.eval(parse(ax.rhs), env)
+            n += 1
+            if a.shape != b.shape:
+                return AxiomCheck(ax.name, "invalid", f"shapes differ for {shapes} {combo}", n)
+            st = _equal(a, b, timeout)
+            if st != "valid":
+                return AxiomCheck(ax.name, st, f"for shapes {shapes}, parameters {combo}", n)
+    if n == 0:
+        return AxiomCheck(ax.name, "untested", "no well-shaped small instance found", 0)
+    return AxiomCheck(ax.name, "valid", f"{n} symbolic cases", n)
+
+
+def validate_axioms(axioms: Sequence[Axiom] = AXIOMS, workers: int = 2) -> list[AxiomCheck]:
+    """Validate every axiom (one unit per axiom)."""
+    if workers <= 1:
+        return [validate_axiom(a) for a in axioms]
+    with mp.get_context("fork").Pool(workers) as pool:
+        return list(pool.map(validate_axiom, axioms))
+
+
+def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0) -> list[str]:
+    """Names of axioms entailed by the others (within ``timeout`` seconds each)."""
+    out = []
+    for ax in axioms:
+        others = [a for a in axioms if a.name != ax.name]
+        enc = Encoder()
+        s = z3.Solver()
+        s.set("timeout", int(timeout * 1000))
+        for _, f in axiom_formulas(enc, others):
+            s.add(f)
+        diffs = []
+        for combo in _param_combos(ax.params):
+            tv = sorted(set(_tensor_vars(ax.lhs)) | set(_tensor_vars(ax.rhs)))
+            env = {**{v: z3.Const(f"sk_{v[1:]}", enc.T) for v in tv}, **combo}
+            diffs.append(enc.term(parse(ax.lhs), env) != enc.term(parse(ax.rhs), env))
+        s.add(z3.Or(diffs))
+        if s.check() == z3.unsat:
+            out.append(ax.name)
+    return out

@@ -1,0 +1,152 @@
+"""Tests of the committed corpus: numeric soundness of every rule, loading, and the classic substitutions
+derived in an e-graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from eqsat.egraph import Limits, saturate
+from eqsat.graph import Graph, TensorInfo, make_node
+from eqsat.rules import corpus
+from eqsat.rules import generator as gen
+from eqsat.rules.rule import Rule, eval_param, is_var, parse, split_args
+
+ENTRIES, META = corpus.read_corpus()
+
+
+def test_corpus_is_committed_and_sized() -> None:
+    assert 50 <= len(ENTRIES) <= 300
+    assert len({e.id for e in ENTRIES}) == len(ENTRIES)
+    assert any(e.multi for e in ENTRIES)
+    assert all(e.status in ("proved", "unknown", "refuted") for e in ENTRIES)
+    assert sum(e.status == "proved" for e in ENTRIES) >= len(ENTRIES) // 2
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_rule_is_numerically_sound(entry: corpus.Entry) -> None:
+    # float64, three shape sets, plus random shape assignments where both sides are well-shaped
+    assert gen.check_numeric(entry.lhs, entry.rhs, shape_sets=(0, 1, 2), random_shapes=2, seed=11,
+                             conditions=entry.conditions) is None
+
+
+def test_engine_rules_compile() -> None:
+    from eqsat.egraph import compile_rules
+
+    rules = corpus.load_corpus_rules()
+    assert rules and all(isinstance(r, Rule) for r in rules)
+    assert len(compile_rules(rules)) >= len(rules) // 2
+    assert len(corpus.load_corpus_rules(include_unproved=True)) >= len(rules)
+
+
+def test_default_rules_come_from_the_corpus() -> None:
+    from eqsat.rules import corpus_or_starter
+
+    assert all(r.origin == "corpus" for r in corpus_or_starter())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# classic substitutions in an e-graph
+
+
+def _graph(outputs: list[str], shapes: dict[str, tuple[int, ...]]) -> Graph:
+    nodes = []
+    names: dict[str, str] = {}
+    env: dict[str, Any] = {v: np.zeros(s) for v, s in shapes.items()}
+
+    def build(e: Any) -> str:
+        if is_var(e):
+            return e[1:]
+        key = repr(e)
+        if key in names:
+            return names[key]
+        spec, params, ins = split_args(e)
+        args = [build(x) for x in ins]
+        p = {n: eval_param(v, env) for (n, _), v in zip(spec.params, params, strict=True)}
+        name = f"t{len(nodes)}"
+        nodes.append(make_node(spec.name, p, args, name))
+        names[key] = name
+        return name
+
+    outs = [build(parse(o)) for o in outputs]
+    inputs = tuple(TensorInfo(v[1:], s) for v, s in shapes.items())
+    return Graph(inputs, {}, tuple(nodes), tuple(outs))
+
+
+def _saturate(outputs: list[str], shapes: dict[str, tuple[int, ...]], iters: int = 4) -> dict[str, Any]:
+    rules = corpus.load_corpus_rules()
+    res = saturate(_graph(outputs, shapes), rules, Limits(iter_limit=iters, node_limit=30_000, time_limit=60,
+                                                          multi_iters=iters), in_process=True)
+    return res.egraph
+
+
+def _nodes(eg: dict[str, Any], op: str, cls: str | None = None) -> list[dict[str, Any]]:
+    return [n for n in eg["nodes"].values() if n["op"] == op and (cls is None or n["eclass"] == cls)]
+
+
+def _cls_of_input(eg: dict[str, Any], name: str) -> str:
+    return next(n["eclass"] for n in eg["nodes"].values() if n["op"] == "Input" and n["params"]["name"] == name)
+
+
+def _child_ops(eg: dict[str, Any], node: dict[str, Any], k: int) -> set[str]:
+    cls = eg["nodes"][node["children"][k]]["eclass"]
+    return {n["op"] for n in eg["nodes"].values() if n["eclass"] == cls}
+
+
+def test_matmul_associativity() -> None:
+    eg = _saturate(["(matmul (matmul ?x ?w1) ?w2)"], {"?x": (2, 3), "?w1": (3, 4), "?w2": (4, 5)})
+    root = eg["root_eclasses"][0]
+    x = _cls_of_input(eg, "x")
+    assert any(eg["nodes"][n["children"][0]]["eclass"] == x and "matmul" in _child_ops(eg, n, 1)
+               for n in _nodes(eg, "matmul", root))
+
+
+def test_fuse_matmuls_sharing_an_input() -> None:
+    eg = _saturate(["(matmul ?x ?w1)", "(matmul ?x ?w2)"], {"?x": (2, 3), "?w1": (3, 4), "?w2": (3, 5)})
+    for root in eg["root_eclasses"]:
+        splits = _nodes(eg, "split", root)
+        assert any("matmul" in _child_ops(eg, s, 0) for s in splits)
+    assert any("concat" in _child_ops(eg, m, 1) for m in _nodes(eg, "matmul"))
+
+
+def test_conv_relu_fusion() -> None:
+    eg = _saturate(["(relu (conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?x ?w ?b))"],
+                   {"?x": (1, 3, 5, 5), "?w": (4, 3, 3, 3), "?b": (4,)})
+    assert any(n["params"]["act"] == 1 for n in _nodes(eg, "conv2d", eg["root_eclasses"][0]))
+
+
+def test_merge_convs_sharing_an_input() -> None:
+    conv = "(conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?x {w} {b})"
+    eg = _saturate([conv.format(w="?w1", b="?b1"), conv.format(w="?w2", b="?b2")],
+                   {"?x": (1, 3, 5, 5), "?w1": (4, 3, 3, 3), "?b1": (4,), "?w2": (2, 3, 3, 3), "?b2": (2,)})
+    for root in eg["root_eclasses"]:
+        assert any("conv2d" in _child_ops(eg, s, 0) for s in _nodes(eg, "split", root))
+    assert any("concat" in _child_ops(eg, c, 1) for c in _nodes(eg, "conv2d"))
+
+
+def test_enlarge_to_merge_1x1_with_3x3() -> None:
+    eg = _saturate(["(conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?x ?k ?bk)", "(conv2d [1 1] [0 0 0 0] [1 1] 1 0 ?x ?u ?bu)"],
+                   {"?x": (1, 3, 5, 5), "?k": (4, 3, 3, 3), "?bk": (4,), "?u": (2, 3, 1, 1), "?bu": (2,)})
+    assert _nodes(eg, "enlarge")
+    merged = [c for c in _nodes(eg, "conv2d") if "concat" in _child_ops(eg, c, 1)]
+    assert merged
+    one_by_one = eg["root_eclasses"][1]
+    assert any("conv2d" in _child_ops(eg, s, 0) for s in _nodes(eg, "split", one_by_one))
+
+
+def test_two_avgpools_and_add_become_one_depthwise_conv() -> None:
+    pool = "(avgpool [3 3] [1 1] [1 1 1 1] 1 {x})"
+    eg = _saturate([f"(ewadd {pool.format(x='?a')} {pool.format(x='?b')})"], {"?a": (1, 3, 4, 4), "?b": (1, 3, 4, 4)})
+    root = eg["root_eclasses"][0]
+    convs = _nodes(eg, "conv2d", root)
+    assert any("const_pool" in _child_ops(eg, c, 1) and "ewadd" in _child_ops(eg, c, 0) for c in convs)
+    assert all(n["params"]["groups"] == 3 for n in convs)
+
+
+def test_transpose_of_matmul() -> None:
+    eg = _saturate(["(transpose [1 0] (matmul ?a ?b))"], {"?a": (2, 3), "?b": (3, 4)})
+    root = eg["root_eclasses"][0]
+    assert any(_child_ops(eg, n, 0) >= {"transpose"} and _child_ops(eg, n, 1) >= {"transpose"}
+               for n in _nodes(eg, "matmul", root))
