@@ -617,7 +617,8 @@ def node_cost_keys(egraph: Mapping[str, Any]) -> dict[str, ops.CostKey | None]:
             params = {"key": n["params"]["key"], "index": n["params"]["index"]}
             keys[nid] = ops.CostKey("opaque", tuple(params.items()), (), out_shape)
             continue
-        keys[nid] = spec.cost_key(n["params"], [tuple(cd[k]["shape"]) for k in kids], out_shape)
+        keys[nid] = spec.cost_key(n["params"], [tuple(cd[k]["shape"]) for k in kids], out_shape,
+                                  weights=[i for i, k in enumerate(kids) if k in wo])
     return keys
 
 

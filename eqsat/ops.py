@@ -91,13 +91,17 @@ class CostKey:
     output_shape: Shape
     dtype: str = "float32"
     layout: str = "default"
+    #: positions of the inputs that are weights (constant at run time): runtimes pre-pack constant matrix
+    #: operands, so the same product costs differently with a weight or an activation in a given slot
+    weights: tuple[int, ...] = ()
 
     def as_str(self) -> str:
         """A stable, human-readable string form (used as a cache key)."""
         ps = ",".join(f"{k}={v}" for k, v in self.params)
         ins = ";".join("x".join(map(str, s)) for s in self.input_shapes)
         out = "x".join(map(str, self.output_shape))
-        return f"{self.op}({ps})[{ins}]->[{out}]:{self.dtype}:{self.layout}"
+        consts = f":w={','.join(map(str, self.weights))}" if self.weights else ""
+        return f"{self.op}({ps})[{ins}]->[{out}]:{self.dtype}:{self.layout}{consts}"
 
 
 @dataclass(frozen=True)
@@ -182,10 +186,10 @@ class OpSpec:
         return float(self.flops_fn(params, in_shapes, out_shape))
 
     def cost_key(self, params: Params, in_shapes: Sequence[Shape], out_shape: Shape,
-                 dtype: str = "float32", layout: str = "default") -> CostKey:
-        """The key a cost model uses for this configuration."""
+                 dtype: str = "float32", layout: str = "default", weights: Sequence[int] = ()) -> CostKey:
+        """The key a cost model uses for this configuration (``weights``: positions of constant inputs)."""
         return CostKey(self.name, self.param_tuple(params), tuple(tuple(s) for s in in_shapes),
-                       tuple(out_shape), dtype, layout)
+                       tuple(out_shape), dtype, layout, tuple(sorted(weights)))
 
 
 REGISTRY: dict[str, OpSpec] = {}

@@ -96,7 +96,8 @@ def graph_cost_keys(graph: Graph) -> list[CostKey | None]:
             p = n.p
             keys.append(CostKey("opaque", (("key", p["key"]), ("index", p["index"])), (), shapes[n.output]))
         else:
-            keys.append(n.spec.cost_key(n.p, [shapes[i] for i in n.inputs], shapes[n.output]))
+            keys.append(n.spec.cost_key(n.p, [shapes[i] for i in n.inputs], shapes[n.output],
+                                        weights=[k for k, i in enumerate(n.inputs) if i in const]))
     return keys
 
 

@@ -34,21 +34,32 @@ class _OneNodeExport:
         return f"{hint}__{self._n}"
 
 
-def one_node_model(key: CostKey):
-    """The ONNX model eqsat's exporter would write for this configuration, inputs as graph inputs."""
+def one_node_model(key: CostKey, replicas: int = 1):
+    """The ONNX model eqsat's exporter would write for this configuration: activations as graph inputs
+    ``in{k}``, weights (``key.weights``) as seeded random initializers, so that onnxruntime pre-packs them as
+    it does in the whole model. With ``replicas`` > 1 the node is repeated over the same activations, each
+    copy with weights of its own (outputs ``out0``, ``out1``, ...): one run then reads as many distinct
+    weights as a whole model does, instead of one weight kept hot in the cache."""
     import onnx
     from onnx import helper, numpy_helper
 
     spec = ops.get(key.op)
     params = dict(key.params)
-    ins = [f"in{k}" for k in range(len(key.input_shapes))]
-    ctx = _OneNodeExport()
-    nodes = [helper.make_node(t, i, o, **a) for t, i, o, a in spec.export_fn(params, ins, ["out"], ctx)]
     dt = helper.np_dtype_to_tensor_dtype(np.dtype(key.dtype))
-    g = helper.make_graph(nodes, "one", [helper.make_tensor_value_info(n, dt, list(s))
-                                         for n, s in zip(ins, key.input_shapes, strict=True)],
-                          [helper.make_tensor_value_info("out", dt, list(key.output_shape))],
-                          [numpy_helper.from_array(v, k) for k, v in ctx.initializers.items()])
+    rng = np.random.default_rng(0)
+    ctx = _OneNodeExport()
+    nodes, inits, outs = [], {}, []
+    for r in range(replicas):
+        ins = [f"in{k}" if k not in key.weights else f"w{k}_{r}" for k in range(len(key.input_shapes))]
+        inits.update({ins[k]: rng.standard_normal(key.input_shapes[k]).astype(key.dtype) for k in key.weights})
+        out = "out" if replicas == 1 else f"out{r}"
+        outs.append(out)
+        nodes += [helper.make_node(t, i, o, **a) for t, i, o, a in spec.export_fn(params, ins, [out], ctx)]
+    inits.update(ctx.initializers)
+    g = helper.make_graph(nodes, "one", [helper.make_tensor_value_info(f"in{k}", dt, list(s))
+                                         for k, s in enumerate(key.input_shapes) if k not in key.weights],
+                          [helper.make_tensor_value_info(o, dt, list(key.output_shape)) for o in outs],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.checker.check_model(m)
@@ -68,13 +79,17 @@ def _cpu_name() -> str:
 
 class OnnxRuntimeCostModel(CostModel):
     """Median wall time of ``session.run`` for a one-node model (CPU provider, fixed thread counts), less the
-    fixed per-call overhead measured on a one-element Identity model. Inputs rotate through copies whose
-    total exceeds ``working_set_mb`` (0: always the same inputs), so weights come from memory as they do in a
-    whole model rather than from a cache kept hot by the benchmark loop.
+    fixed per-call overhead measured on a one-element Identity model. Activations rotate through copies whose
+    total exceeds ``working_set_mb`` (0: always the same inputs), so they come from memory rather than from a
+    cache kept hot by the benchmark loop.
 
-    Graph optimizations are enabled (as a deployment would run), so e.g. Conv followed by Relu is measured
-    as onnxruntime fuses it. Inputs are random and passed as graph inputs. Opaque operators fall back to the
-    analytic model: eqsat never rewrites them, so any consistent value works.
+    Weight operands (``CostKey.weights``) are initializers, as in the whole model, so onnxruntime pre-packs
+    them, and the node is replicated with distinct weights (:meth:`replicas`) so they are read from memory,
+    not from a cache kept hot by the loop. A product with a constant right operand is thus measured as the
+    deployed model runs it, and a layout variant that moves an activation into that slot pays for losing the
+    pre-packing. Graph optimizations are
+    enabled (as a deployment would run), so e.g. Conv followed by Relu is measured as onnxruntime fuses it.
+    Opaque operators fall back to the analytic model: eqsat never rewrites them, so any consistent value works.
     """
 
     name = "onnxruntime-cpu"
@@ -144,9 +159,20 @@ class OnnxRuntimeCostModel(CostModel):
         if key.op == "reshape":
             return 0.0
         rng = np.random.default_rng(0)
-        feeds = {f"in{k}": rng.standard_normal(s).astype(key.dtype) for k, s in enumerate(key.input_shapes)}
-        overhead = self.run_overhead_ms(max(1, len(key.input_shapes)))
-        return max(self._median_run_ms(one_node_model(key), feeds) - overhead, 0.001)
+        feeds = {f"in{k}": rng.standard_normal(s).astype(key.dtype) for k, s in enumerate(key.input_shapes)
+                 if k not in key.weights}
+        overhead = self.run_overhead_ms(max(1, len(feeds)))
+        replicas = self.replicas(key)
+        total = self._median_run_ms(one_node_model(key, replicas), feeds)
+        return max((total - overhead) / replicas, 0.001)
+
+    def replicas(self, key: CostKey) -> int:
+        """How many copies of a node with weights one measurement runs: enough that their weights exceed
+        ``working_set_mb``, as a whole model's do (at most 32; 1 without weights or working set)."""
+        nbytes = sum(int(np.prod(key.input_shapes[k])) * np.dtype(key.dtype).itemsize for k in key.weights)
+        if not nbytes or not self.working_set_mb:
+            return 1
+        return max(1, min(32, int(self.working_set_mb * 2**20 // nbytes)))
 
     def device_identity(self) -> dict[str, str]:
         """CPU model, core count, onnxruntime version and thread count."""
@@ -154,7 +180,7 @@ class OnnxRuntimeCostModel(CostModel):
 
         return {"model": self.name, "cpu": _cpu_name(), "cores": str(os.cpu_count()),
                 "onnxruntime": ort.__version__, "threads": str(self.threads),
-                "method": f"batched-net-of-run-overhead-ws{self.working_set_mb}"}
+                "method": f"batched-net-of-run-overhead-ws{self.working_set_mb}-weights-replicated"}
 
 
 def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, threads: int = 1, rounds: int = 15,

@@ -107,3 +107,28 @@ def test_cupy_model_on_a_gpu() -> None:
     assert m.cost(_mm((64, 64), (64, 64))) > 0
     assert m.cost(_conv(1)) > 0
     assert m.device_identity()["gpu"]
+
+
+def test_weight_operands_are_part_of_the_key_and_measured_as_initializers() -> None:
+    from eqsat.gpu.cpu_measure import one_node_model
+
+    spec = ops.get("matmul")
+    plain = spec.cost_key({}, [(4, 16), (16, 8)], (4, 8))
+    weighted = spec.cost_key({}, [(4, 16), (16, 8)], (4, 8), weights=[1])
+    assert plain != weighted and plain.as_str() != weighted.as_str() and weighted.as_str().endswith(":w=1")
+    m = one_node_model(weighted, replicas=3)
+    assert [i.name for i in m.graph.input] == ["in0"]  # the weight is no graph input
+    assert len(m.graph.initializer) == 3 and len(m.graph.output) == 3  # one weight of its own per copy
+    cm = OnnxRuntimeCostModel(warmup=1, repeats=3, working_set_mb=1)
+    assert cm.replicas(plain) == 1 and 1 < cm.replicas(weighted) <= 32
+    assert cm.cost(weighted) > 0
+
+
+def test_cost_keys_mark_weight_inputs() -> None:
+    from eqsat import zoo
+    from eqsat.onnx_io import load_model
+    from eqsat.pipeline import graph_cost_keys
+
+    g = load_model(zoo.two_matmul_shared_input())
+    keys = [k for k in graph_cost_keys(g) if k is not None and k.op == "matmul"]
+    assert keys and all(k.weights == (1,) for k in keys)

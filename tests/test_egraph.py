@@ -140,3 +140,11 @@ def test_selection_round_trip_preserves_semantics() -> None:
     x = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype(np.float32)
     np.testing.assert_allclose(g2.evaluate({"x": x})[0], g.evaluate({"x": x})[0], rtol=1e-4, atol=1e-4)
     assert g2.outputs == g.outputs
+
+
+def test_cost_keys_mark_weight_operands() -> None:
+    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(iter_limit=3), in_process=True)
+    keys = E.node_cost_keys(res.egraph)
+    matmuls = [keys[nid] for nid, n in res.egraph["nodes"].items() if n["op"] == "matmul"]
+    # x @ w and x @ concat(w1, w2): the right operand is a weight (the concat of weights is precomputed)
+    assert matmuls and all(k is not None and k.weights == (1,) for k in matmuls)
