@@ -2,9 +2,11 @@
 
 CuPy is imported lazily: this module imports (and the rest of eqsat works) without CuPy or a GPU.
 Convolutions go through CuPy's cuDNN wrapper with ``auto_tune=True`` so cuDNN picks its fastest algorithm,
-as TASO does; a fused bias and relu is measured as the convolution plus CuPy's in-place bias/relu kernels
-(CuPy's wrapper does not expose cuDNN's fused conv+bias+activation call). Each configuration is warmed up,
-then timed with CUDA events over repeated launches; the median is reported.
+as TASO does; pools through cuDNN pooling; transposed-operand products (``matmul_t``) through cuBLAS with
+the transpose flags their layout implies. A fused bias and relu is measured as the convolution plus CuPy's
+in-place bias/relu kernels (CuPy's wrapper does not expose cuDNN's fused conv+bias+activation call), and
+NHWC convolutions fall back to the analytic model (the wrapper only takes NCHW). Each configuration is
+warmed up, then timed with CUDA events over repeated launches; the median is reported.
 """
 
 from __future__ import annotations
@@ -84,11 +86,42 @@ class CupyCostModel(CostModel):
         }
         if op in table:
             return table[op]
+        if op == "matmul_t":
+            # transposed views are Fortran-ordered: CuPy hands them to cuBLAS with transpose flags, no copy
+            a = xs[0].T if p["trans_a"] else xs[0]
+            b = xs[1].T if p["trans_b"] else xs[1]
+            return lambda: cp.matmul(a, b)
+        if op in ("maxpool", "avgpool") and len(key.input_shapes[0]) == 4:
+            return self._pool(key, xs[0], p)
         if op == "split":
             idx = [slice(None)] * len(key.input_shapes[0])
             idx[p["axis"]] = slice(p["start"], p["start"] + p["size"])
             return lambda: cp.ascontiguousarray(xs[0][tuple(idx)])
         return None
+
+    def _pool(self, key: CostKey, x: Any, p: dict[str, Any]) -> Any:
+        """cuDNN pooling; asymmetric pads are applied by padding the input first (as for convolutions)."""
+        cp, cudnn = self.cp, _cudnn()
+        try:
+            from cupy_backends.cuda.libs import cudnn as libcudnn
+        except ImportError:
+            from cupy.cuda import cudnn as libcudnn
+
+        pads = p["pads"]
+        if pads[0] != pads[2] or pads[1] != pads[3]:
+            fill = -cp.inf if key.op == "maxpool" else 0.0
+            x = cp.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
+            pad = (0, 0)
+        else:
+            pad = (pads[0], pads[1])
+        if key.op == "maxpool":
+            mode = libcudnn.CUDNN_POOLING_MAX
+        elif p["count_include_pad"]:
+            mode = libcudnn.CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+        else:
+            mode = libcudnn.CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
+        y = cp.empty(key.output_shape, dtype=cp.float32)
+        return lambda: cudnn.pooling_forward(x, y, tuple(p["kernel"]), tuple(p["strides"]), pad, mode)
 
     def cost(self, key: CostKey) -> float:
         """Measure one configuration (ms); operators without a GPU kernel here use the analytic model."""
