@@ -106,6 +106,12 @@ def test_cupy_model_on_a_gpu() -> None:
         pytest.skip(f"CUDA/CuPy not available: {e}")
     assert m.cost(_mm((64, 64), (64, 64))) > 0
     assert m.cost(_conv(1)) > 0
+    mt = ops.get("matmul_t").cost_key({"trans_a": 1, "trans_b": 1}, [(64, 32), (16, 64)], (32, 16))
+    assert m.cost(mt) > 0
+    for op, extra in (("maxpool", {}), ("avgpool", {"count_include_pad": 0})):
+        spec = ops.get(op)
+        p = spec.normalize({"kernel": (3, 3), "strides": (1, 1), "pads": (1, 1, 0, 0), **extra})
+        assert m.cost(spec.cost_key(p, [(1, 8, 16, 16)], (1, 8, 15, 15))) > 0
     assert m.device_identity()["gpu"]
 
 
