@@ -1,17 +1,21 @@
-"""Rule generation and verification benchmark: counts per stage (TASO's Table 3) and times, at N = 2 and 3.
+"""Rule generation and verification benchmark: counts per stage (TASO's Table 3), times, and the optimized
+cost of the built-in BERT attention block and NasRNN cell with the corpus versus the starter rules.
 
-Run: ``.venv/bin/python benchmarks/rules.py [--max-ops 2 3] [--workers 2] [--timeout 4]``; writes
-``benchmarks/results/rules.md``. Verification runs on the corpus selected from each generation (not on the
-committed corpus file, which is left untouched).
+Run: ``.venv/bin/python benchmarks/rules.py [--max-ops 3] [--workers 2] [--probe-max-ops 4]``; writes
+``benchmarks/results/rules.md`` and ``rules.json``. Verification runs on the corpus selected from each
+generation (not on the committed corpus file, which is left untouched); the model costs use the committed
+corpus and the deterministic analytic cost model.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import time
 from pathlib import Path
+from typing import Any
 
 from eqsat.rules import axioms, corpus, generator, verifier
 from eqsat.rules.cli import verify_entries
@@ -19,42 +23,80 @@ from eqsat.rules.cli import verify_entries
 OUT = Path(__file__).parent / "results" / "rules.md"
 
 
-def run(max_ops: int, workers: int, timeout: float) -> dict:
+def run(max_ops: int, workers: int, timeout: float, rlimit: int) -> dict[str, Any]:
     """Generate, select and verify at one size; returns counts and times."""
     t0 = time.perf_counter()
     cands, rep = generator.generate(max_ops, workers=workers)
     t_gen = time.perf_counter() - t0
     entries = corpus.select(cands)
     t1 = time.perf_counter()
-    verify_entries(entries, timeout, workers)
+    verify_entries(entries, timeout, workers, rlimit)
     t_ver = time.perf_counter() - t1
     status: dict[str, int] = {}
     for e in entries:
         status[e.status] = status.get(e.status, 0) + 1
-    return {"max_ops": max_ops, "stages": rep.table(), "seconds": rep.seconds, "generate": t_gen,
-            "selected": len(entries), "verify": t_ver, "status": status}
+    return {"max_ops": max_ops, "units": rep.units, "stages": rep.table(), "seconds": rep.seconds,
+            "generate": t_gen, "selected": len(entries), "verify": t_ver, "status": status}
+
+
+def probe(max_ops: int, units: int) -> dict[str, Any]:
+    """Whether a larger enumeration is feasible: its unit count and the time of its first few units."""
+    t = time.perf_counter()
+    all_units = generator.work_units(max_ops)
+    out: dict[str, Any] = {"max_ops": max_ops, "units": len(all_units), "plan_seconds": time.perf_counter() - t,
+                           "sample": []}
+    for u in all_units[1:1 + units]:  # unit 0 holds just the bare variables
+        t = time.perf_counter()
+        graphs, states = generator.run_unit(u)
+        out["sample"].append({"domain": u.domain, "first": u.first, "graphs": len(graphs), "states": states,
+                              "seconds": time.perf_counter() - t})
+    return out
+
+
+def model_costs() -> dict[str, dict[str, float]]:
+    """Optimized analytic cost of the built-in models with the corpus and with the starter rules."""
+    from eqsat import optimize, zoo
+    from eqsat.rules import corpus_or_starter, starter_rules
+    from eqsat.rules.layout import LAYOUT_RULES
+
+    out = {}
+    for name in ("bert_attention_block", "nasrnn_cell"):
+        row = {}
+        for label, rules in (("corpus", corpus_or_starter()), ("starter", starter_rules())):
+            res = optimize(getattr(zoo, name)(), rules=rules + list(LAYOUT_RULES))
+            row["original"] = res.cost_before
+            row[label] = res.cost_after
+        out[name] = row
+    return out
 
 
 def main() -> None:
-    """Run the benchmark and write the markdown report."""
+    """Run the benchmark and write the markdown and json reports."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--max-ops", type=int, nargs="+", default=[2, 3])
+    ap.add_argument("--max-ops", type=int, nargs="+", default=[3])
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=4.0)
+    ap.add_argument("--timeout", type=float, default=30.0, help="wall-clock safety net per rule")
+    ap.add_argument("--rlimit", type=int, default=verifier.RULE_RLIMIT)
+    ap.add_argument("--probe-max-ops", type=int, default=4, help="size whose feasibility is probed (0: none)")
+    ap.add_argument("--probe-units", type=int, default=2)
     args = ap.parse_args()
     t = time.perf_counter()
     checks = verifier.validate_axioms(list(axioms.AXIOMS), workers=args.workers)
     t_ax = time.perf_counter() - t
     t = time.perf_counter()
-    redundant = verifier.redundant_axioms()
+    redundant = verifier.redundant_axioms(timeout=15.0, rlimit=verifier.AXIOM_RLIMIT)
     t_red = time.perf_counter() - t
     planted = verifier.validate_axiom(axioms.PLANTED_WRONG)
-    results = [run(n, args.workers, args.timeout) for n in args.max_ops]
+    results = [run(n, args.workers, args.timeout, args.rlimit) for n in args.max_ops]
+    costs = model_costs()
+    probed = probe(args.probe_max_ops, args.probe_units) if args.probe_max_ops else None
     lines = ["# Rule generation and verification", "",
              f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-             f"{args.workers} workers; Z3 timeout {args.timeout} s per rule.", "",
+             f"{args.workers} workers; Z3 budget {args.rlimit} resource units per rule "
+             f"(wall-clock safety net {args.timeout:g} s).", "",
              "## Counts per stage", "", "| stage | " + " | ".join(f"N = {r['max_ops']}" for r in results) + " |",
              "|---|" + "---|" * len(results)]
+    lines.append("| work units | " + " | ".join(str(r["units"]) for r in results) + " |")
     for k, (stage, _) in enumerate(results[0]["stages"]):
         lines.append(f"| {stage} | " + " | ".join(str(r["stages"][k][1]) for r in results) + " |")
     lines.append("| selected for the corpus | " + " | ".join(str(r["selected"]) for r in results) + " |")
@@ -66,14 +108,30 @@ def main() -> None:
         lines.append(f"| {phase} | " + " | ".join(f"{r['seconds'][phase]:.1f}" for r in results) + " |")
     lines.append("| generation total | " + " | ".join(f"{r['generate']:.1f}" for r in results) + " |")
     lines.append("| verification (numeric + Z3) | " + " | ".join(f"{r['verify']:.1f}" for r in results) + " |")
+    lines += ["", "## Optimized cost of the built-in models (analytic cost model, layout rules in both)", "",
+              "| model | original | starter rules | corpus |", "|---|---|---|---|"]
+    for name, row in costs.items():
+        lines.append(f"| {name} | {row['original']:.6g} | {row['starter']:.6g} | {row['corpus']:.6g} |")
     lines += ["", "## Axioms", "",
               f"{len(checks)} axioms validated by symbolic execution in {t_ax:.1f} s: "
               f"{sum(c.status == 'valid' for c in checks)} valid"
               + "".join(f"; {c.name}: {c.status}" for c in checks if c.status != "valid") + ".",
               f"Redundancy check ({t_red:.1f} s): {', '.join(redundant) or 'no axiom entailed by the others'}.",
               f"Planted wrong axiom `{axioms.PLANTED_WRONG.name}`: {planted.status} ({planted.reason}).", ""]
+    if probed:
+        lines += [f"## N = {probed['max_ops']} feasibility", "",
+                  f"{probed['units']} work units (planned in {probed['plan_seconds']:.1f} s). First units:", ""]
+        lines += [f"- {s['domain']} unit {s['first']}: {s['graphs']} graphs, {s['states']} states, "
+                  f"{s['seconds']:.1f} s" for s in probed["sample"]]
+        lines.append("")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text("\n".join(lines))
+    data = {"workers": args.workers, "rlimit": args.rlimit, "timeout": args.timeout, "runs": results,
+            "model_costs": costs, "axioms": {"count": len(checks), "validate_seconds": t_ax,
+                                             "redundant": redundant, "redundancy_seconds": t_red,
+                                             "planted": planted.status},
+            "probe": probed}
+    OUT.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
     print("\n".join(lines))
 
 

@@ -29,8 +29,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def verify_entries(entries: list[Any], timeout: float, workers: int) -> None:
-    """Set the status of each entry: numerically re-checked, then Z3 entailment from the axioms."""
+def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int | None = None) -> None:
+    """Set the status of each entry: numerically re-checked, then Z3 entailment from the axioms (within the
+    deterministic resource budget ``rlimit``, default :data:`~eqsat.rules.verifier.RULE_RLIMIT`, and the
+    wall-clock safety net ``timeout``)."""
     from eqsat.rules import generator, verifier
 
     todo = []
@@ -41,7 +43,8 @@ def verify_entries(entries: list[Any], timeout: float, workers: int) -> None:
             e.status, e.reason = "refuted", f"numeric counterexample: {bad}"
         else:
             todo.append(e)
-    verdicts = verifier.verify_many([(e.lhs, e.rhs) for e in todo], timeout=timeout, workers=workers)
+    verdicts = verifier.verify_many([(e.lhs, e.rhs) for e in todo], timeout=timeout, workers=workers,
+                                    rlimit=verifier.RULE_RLIMIT if rlimit is None else rlimit)
     for e, v in zip(todo, verdicts, strict=True):
         e.status, e.reason = v.status, v.reason
 
@@ -55,12 +58,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     bad = [c for c in checks if c.status != "valid"]
     for c in bad:
         print(f"axiom {c.name}: {c.status} ({c.reason})")
-    redundant = verifier.redundant_axioms(timeout=args.axiom_timeout) if not args.skip_redundancy else []
+    redundant = (verifier.redundant_axioms(timeout=args.axiom_timeout, rlimit=args.axiom_rlimit)
+                 if not args.skip_redundancy else [])
     entries, meta = corpus.read_corpus(args.corpus)
     if not entries:
         print(f"no corpus at {args.corpus}; run `eqsat rules generate` first")
         return 2
-    verify_entries(entries, args.timeout, args.workers)
+    verify_entries(entries, args.timeout, args.workers, args.rlimit)
     meta["axioms"] = {"count": len(checks), "invalid": [c.name for c in bad], "redundant": redundant}
     counts: dict[str, int] = {}
     for e in entries:
@@ -111,6 +115,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``eqsat rules {generate,verify,list,show}``."""
+    from eqsat.rules import verifier
     from eqsat.rules.corpus import CORPUS_PATH
 
     p = subparsers.add_parser("rules", help="generate, verify and browse the rule corpus")
@@ -121,8 +126,12 @@ def register(subparsers: Any) -> None:
     g.add_argument("--out", type=Path, default=CORPUS_PATH)
     g.set_defaults(func=cmd_generate)
     v = sub.add_parser("verify", help="validate the axioms and verify every corpus rule with Z3")
-    v.add_argument("--timeout", type=float, default=4.0, help="seconds per rule (default 4)")
-    v.add_argument("--axiom-timeout", type=float, default=2.0)
+    v.add_argument("--rlimit", type=int, default=verifier.RULE_RLIMIT,
+                   help=f"Z3 resource units per rule, reproducible unlike time (default {verifier.RULE_RLIMIT})")
+    v.add_argument("--timeout", type=float, default=30.0,
+                   help="wall-clock safety net in seconds per rule (default 30); the rlimit normally stops Z3 first")
+    v.add_argument("--axiom-rlimit", type=int, default=verifier.AXIOM_RLIMIT)
+    v.add_argument("--axiom-timeout", type=float, default=15.0)
     v.add_argument("--skip-redundancy", action="store_true")
     v.add_argument("--workers", type=int, default=2)
     v.add_argument("--corpus", type=Path, default=CORPUS_PATH)

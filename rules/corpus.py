@@ -10,6 +10,7 @@ a computed parameter on a left-hand side becomes a parameter variable with an eq
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,19 +42,73 @@ class Entry:
         return " ; ".join(self.lhs) + arrow + " ; ".join(self.rhs)
 
 
+def _heavy_ops(e: Sexp) -> int:
+    """Matmuls and convolutions with a computed (non-constant) kernel: the operators whose count matters."""
+    if not isinstance(e, list):
+        return 0
+    spec, _, ins = split_args(e)
+    n = int(spec.name == "matmul")
+    if spec.name == "conv2d":
+        kernel = ins[1]
+        n = int(not (isinstance(kernel, list) and str(kernel[0]).startswith("const_")))
+    return n + sum(_heavy_ops(x) for x in ins)
+
+
+def _subterm_uses(sides: Sequence[str]) -> dict[str, tuple[str, int]]:
+    """Each distinct subterm with tensor inputs: its operator name and how often it occurs."""
+    terms: dict[str, tuple[str, int]] = {}
+
+    def walk(e: Sexp) -> None:
+        if isinstance(e, list):
+            spec, _, ins = split_args(e)
+            if ins:
+                key = unparse(e)
+                terms[key] = (spec.name, terms.get(key, ("", 0))[1] + 1)
+            for x in ins:
+                walk(x)
+
+    for s in sides:
+        walk(parse(s))
+    return terms
+
+
+def _op_counts(sides: Sequence[str]) -> Counter[str]:
+    """Operator names of the distinct subterms with tensor inputs (a shared subterm counts once)."""
+    return Counter(name for name, _ in _subterm_uses(sides).values())
+
+
+def _tree_shaped(sides: Sequence[str]) -> bool:
+    """No side reuses a computed subterm (rules over DAGs with reuse compose smaller rules)."""
+    return all(n == 1 for s in sides for _, n in _subterm_uses([s]).values())
+
+
+def _adds_only_a_transpose(c: Any) -> bool:
+    """True when the right side is the left side's operators less one transpose (a layout-moving rule)."""
+    return (c.n_lhs - c.n_rhs == 1 and not c.multi
+            and _op_counts(c.lhs) - _op_counts(c.rhs) == Counter({"transpose": 1})
+            and not _op_counts(c.rhs) - _op_counts(c.lhs))
+
+
 def select(cands: Iterable[Any]) -> list[Entry]:
     """Choose the corpus from confirmed generator candidates.
 
-    Kept: two-output rules, rules that change the operator count, and rules of at most two operators per
-    side (commutativity, associativity, distributivity and other enabling rewrites). Same-size rules with
-    three operators per side are left out: they are numerous and mostly compositions of the smaller ones.
+    Kept: two-output rules, rules that change the operator count, rules of at most two operators per side
+    (commutativity, associativity, distributivity and other enabling rewrites), and same-size rules that
+    change the number of matmuls / convolutions without reusing a subterm (merges such as
+    ``x1 W1 + x2 W2 = [x1 x2] [W1; W2]`` or a 1x1 and a 3x3 convolution added into one). Other same-size
+    rules with three operators per side are left out: they are numerous and mostly compositions of the smaller ones.
+
+    Applied in both directions: same-size rules, rules that remove one operator from two, and rules that
+    only remove a transpose (so that e.g. a transpose of a matmul can become a matmul of transposes).
     """
     out: list[Entry] = []
     for c in cands:
-        if not (c.multi or c.n_lhs != c.n_rhs or c.n_lhs <= 2):
+        same_size_merge = (c.n_lhs == c.n_rhs and _tree_shaped([*c.lhs, *c.rhs])
+                           and sum(map(_heavy_ops, map(parse, c.lhs))) != sum(map(_heavy_ops, map(parse, c.rhs))))
+        if not (c.multi or c.n_lhs != c.n_rhs or c.n_lhs <= 2 or same_size_merge):
             continue
         bidir = (not c.multi and c.n_rhs >= 1
-                 and (c.n_lhs == c.n_rhs or (c.n_lhs - c.n_rhs == 1 and c.n_lhs <= 2)))
+                 and (c.n_lhs == c.n_rhs or (c.n_lhs - c.n_rhs == 1 and c.n_lhs <= 2) or _adds_only_a_transpose(c)))
         out.append(Entry("", list(c.lhs), list(c.rhs), list(getattr(c, "conditions", ()) or ()), c.multi, bidir,
                          domain=c.domain, ops=[c.n_lhs, c.n_rhs]))
     out.sort(key=lambda e: (e.multi, e.domain, sum(e.ops), e.text()))

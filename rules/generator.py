@@ -589,6 +589,33 @@ def run_unit(unit: WorkUnit) -> tuple[list[GraphRecord], int]:
     return graphs, en.visited
 
 
+def _record_order(g: GraphRecord) -> tuple[Any, ...]:
+    return (g.n_ops, g.op_keys, g.outputs)
+
+
+def merge_unit_results(results: Iterable[tuple[list[GraphRecord], int]]
+                       ) -> tuple[dict[tuple[str, tuple[str, ...]], GraphRecord], int]:
+    """Merge the graphs of work units, independently of the order in which the units finish.
+
+    Different units (and different output orders within a unit) may record the same set of outputs; the
+    record kept is the least under a total order, with its outputs in sorted order, so that the bucket
+    representatives chosen later, and hence the candidate rules, do not depend on worker scheduling.
+    """
+    graphs: dict[tuple[str, tuple[str, ...]], GraphRecord] = {}
+    states = 0
+    for recs, visited in results:
+        states += visited
+        for g in recs:
+            order = sorted(range(len(g.outputs)), key=lambda i: g.outputs[i])
+            g = GraphRecord(tuple(g.outputs[i] for i in order), tuple(g.hashes[i] for i in order), g.op_keys,
+                            g.n_ops, g.domain)
+            key = (g.domain, g.outputs)
+            old = graphs.get(key)
+            if old is None or _record_order(g) < _record_order(old):
+                graphs[key] = g
+    return graphs, states
+
+
 def work_units(max_ops: int, domains: Sequence[str] = ("mat", "conv"), seed: int = 0) -> list[WorkUnit]:
     """All independent units of an enumeration."""
     units = []
@@ -939,7 +966,13 @@ def shape_conditions(c: Candidate) -> tuple[str, ...]:
                  if var_prefix(a) == var_prefix(b))
 
 
-def _check_unit(c: Candidate) -> tuple[str | None, str | None, tuple[str, ...]]:
+def confirm(c: Candidate) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """Float confirmation and the generalisation check of one candidate.
+
+    Returns ``(None, None, conditions)`` when it is kept (with the shape conditions it needs, if any), else
+    ``(stage, reason, ())`` with stage ``"float"`` (unequal on the second shape set) or ``"general"``
+    (unequal on random shapes even when same-typed variables have equal shapes).
+    """
     r = check_numeric(c.lhs, c.rhs, shape_sets=(1,), random_shapes=0)
     if r is not None:
         return "float", r, ()
@@ -960,13 +993,9 @@ def generate(max_ops: int = 3, workers: int = 2, domains: Sequence[str] = ("mat"
     t0 = time.perf_counter()
     units = work_units(max_ops, domains, seed)
     rep.units = len(units)
-    graphs: dict[tuple[str, tuple[str, ...]], GraphRecord] = {}
     with _pool(workers) as pool:
         mapper = pool.imap_unordered if pool is not None else map
-        for recs, visited in mapper(run_unit, units):
-            rep.states += visited
-            for g in recs:
-                graphs.setdefault((g.domain, tuple(sorted(g.outputs))), g)
+        graphs, rep.states = merge_unit_results(mapper(run_unit, units))
     rep.graphs = len(graphs)
     rep.seconds["enumerate"] = time.perf_counter() - t0
     say(f"enumerated {rep.graphs} graphs ({rep.states} states, {len(units)} units)")
@@ -993,7 +1022,7 @@ def generate(max_ops: int = 3, workers: int = 2, domains: Sequence[str] = ("mat"
 
     t = time.perf_counter()
     with _pool(workers) as pool:
-        results = list(pool.map(_check_unit, cands, chunksize=16) if pool is not None else map(_check_unit, cands))
+        results = list(pool.map(confirm, cands, chunksize=16) if pool is not None else map(confirm, cands))
     kept: list[Candidate] = []
     n_float = 0
     for c, (stage, reason, conds) in zip(cands, results, strict=True):

@@ -37,10 +37,11 @@ from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, parse, split_args
 class Encoder:
     """Translates patterns into Z3 terms over the uninterpreted tensor sort."""
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: z3.Context | None = None) -> None:
+        self.ctx = ctx
         self.abstract: list[tuple[z3.ArithRef, z3.ArithRef]] | None = None
-        self.T = z3.DeclareSort("T")
-        self.dim = z3.Function("dim", self.T, z3.IntSort(), z3.IntSort())
+        self.T = z3.DeclareSort("T", ctx)
+        self.dim = z3.Function("dim", self.T, z3.IntSort(ctx), z3.IntSort(ctx))
         self._funcs: dict[tuple[str, int, int], z3.FuncDeclRef] = {}
         self._vecs: dict[int, z3.FuncDeclRef] = {}
 
@@ -48,20 +49,20 @@ class Encoder:
         """The uninterpreted function of an operator."""
         key = (op, n_params, n_inputs)
         if key not in self._funcs:
-            sig = [z3.IntSort()] * n_params + [self.T] * n_inputs + [self.T]
+            sig = [z3.IntSort(self.ctx)] * n_params + [self.T] * n_inputs + [self.T]
             self._funcs[key] = z3.Function(op, *sig)
         return self._funcs[key]
 
     def vec(self, n: int) -> z3.FuncDeclRef:
         """The function packing an n-tuple parameter into an Int."""
         if n not in self._vecs:
-            self._vecs[n] = z3.Function(f"vec{n}", *([z3.IntSort()] * n), z3.IntSort())
+            self._vecs[n] = z3.Function(f"vec{n}", *([z3.IntSort(self.ctx)] * n), z3.IntSort(self.ctx))
         return self._vecs[n]
 
     def param(self, e: Sexp, env: Mapping[str, Any]) -> z3.ArithRef:
         """A parameter expression as a Z3 Int."""
         if isinstance(e, int):
-            return z3.IntVal(e)
+            return z3.IntVal(e, self.ctx)
         if is_var(e):
             v = env[e]
             return self._value(v)
@@ -73,7 +74,7 @@ class Encoder:
             self.abstract, saved = None, self.abstract
             value = self.param(e, env)
             self.abstract = saved
-            n = z3.Int(f"n_{len(saved)}")
+            n = z3.Int(f"n_{len(saved)}", self.ctx)
             saved.append((n, value))
             return n
         if isinstance(e, list):
@@ -85,9 +86,9 @@ class Encoder:
 
     def _value(self, v: Any) -> z3.ArithRef:
         if isinstance(v, tuple):
-            return self.vec(len(v))(*[z3.IntVal(int(i)) for i in v])
+            return self.vec(len(v))(*[z3.IntVal(int(i), self.ctx) for i in v])
         if isinstance(v, int):
-            return z3.IntVal(v)
+            return z3.IntVal(v, self.ctx)
         return v
 
     def term(self, e: Sexp, env: Mapping[str, Any]) -> z3.ExprRef:
@@ -158,14 +159,46 @@ class Verdict:
     seconds: float
 
 
-def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.0) -> Verdict:
-    """Check that the axioms entail ``lhs[i] == rhs[i]`` for every output ``i``."""
+#: Default Z3 resource budget (``rlimit``) per rule. Unlike wall-clock time it makes the outcome, and so the
+#: committed corpus, the same on every machine: each check runs in a fresh Z3 context, so it does not depend
+#: on what a worker process verified before either. Proofs of corpus rules take about 30 000 units; 5 000 000
+#: is about 4 s of Z3 time on a 2024 x86 core.
+RULE_RLIMIT = 5_000_000
+#: Default resource budget per axiom in the redundancy check (about 2 s).
+AXIOM_RLIMIT = 2_500_000
+
+
+def _unknown_reason(s: z3.Solver, rlimit: int | None, timeout: float, elapsed: float) -> str:
+    """A reproducible reason for an ``unknown`` answer: which limit stopped Z3, never how long it took."""
+    used = _rlimit_used(s)
+    if rlimit and used is not None and used >= rlimit:
+        return f"z3: resource limit reached (rlimit {rlimit})"
+    if elapsed >= timeout:
+        return f"z3: timeout ({timeout:g} s limit)"
+    return f"z3: {s.reason_unknown()}"
+
+
+def _rlimit_used(s: z3.Solver) -> int | None:
+    st = s.statistics()
+    return int(st.get_key_value("rlimit count")) if "rlimit count" in st.keys() else None
+
+
+def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.0,
+                    rlimit: int | None = None) -> Verdict:
+    """Check that the axioms entail ``lhs[i] == rhs[i]`` for every output ``i``.
+
+    ``rlimit`` bounds Z3's deterministic resource counter (reproducible outcomes); ``timeout`` (seconds) is
+    a wall-clock safety net on top of it.
+    """
     t0 = time.perf_counter()
-    enc = Encoder()
+    ctx = z3.Context()
+    enc = Encoder(ctx)
     variables = sorted(set().union(*(_tensor_vars(s) for s in (*lhs, *rhs))))
     env = {v: z3.Const(v[1:], enc.T) for v in variables}
-    s = z3.Solver()
+    s = z3.Solver(ctx=ctx)
     s.set("timeout", int(timeout * 1000))
+    if rlimit:
+        s.set("rlimit", int(rlimit))
     s.set("max_memory", 2048)
     for _, f in axiom_formulas(enc):
         s.add(f)
@@ -180,17 +213,17 @@ def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.
         return Verdict("proved", "entailed by the axioms", dt)
     if r == z3.sat:
         return Verdict("refuted", "not entailed: z3 found a model of the axioms where it fails", dt)
-    return Verdict("unknown", f"z3: {s.reason_unknown()} after {dt:.1f} s", dt)
+    return Verdict("unknown", _unknown_reason(s, rlimit, timeout, dt), dt)
 
 
-def _verify_unit(args: tuple[tuple[str, ...], tuple[str, ...], float]) -> Verdict:
-    return verify_equation(args[0], args[1], args[2])
+def _verify_unit(args: tuple[tuple[str, ...], tuple[str, ...], float, int | None]) -> Verdict:
+    return verify_equation(*args)
 
 
 def verify_many(equations: Sequence[tuple[Sequence[str], Sequence[str]]], timeout: float = 10.0, workers: int = 2,
-                progress: Callable[[str], None] | None = None) -> list[Verdict]:
-    """Verify many equations (independent units) in a process pool."""
-    jobs = [(tuple(a), tuple(b), timeout) for a, b in equations]
+                progress: Callable[[str], None] | None = None, rlimit: int | None = None) -> list[Verdict]:
+    """Verify many equations (independent units, each in its own Z3 context) in a process pool."""
+    jobs = [(tuple(a), tuple(b), timeout, rlimit) for a, b in equations]
     if workers <= 1:
         return [_verify_unit(j) for j in jobs]
     with mp.get_context("fork").Pool(workers, maxtasksperchild=50) as pool:
@@ -389,14 +422,19 @@ def validate_axioms(axioms: Sequence[Axiom] = AXIOMS, workers: int = 2) -> list[
         return list(pool.map(validate_axiom, axioms))
 
 
-def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0) -> list[str]:
-    """Names of axioms entailed by the others (within ``timeout`` seconds each)."""
+def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
+                     rlimit: int | None = None) -> list[str]:
+    """Names of axioms entailed by the others, within ``rlimit`` (Z3 resource units, reproducible) and
+    ``timeout`` seconds each; each axiom is checked in a fresh Z3 context."""
     out = []
     for ax in axioms:
         others = [a for a in axioms if a.name != ax.name]
-        enc = Encoder()
-        s = z3.Solver()
+        ctx = z3.Context()
+        enc = Encoder(ctx)
+        s = z3.Solver(ctx=ctx)
         s.set("timeout", int(timeout * 1000))
+        if rlimit:
+            s.set("rlimit", int(rlimit))
         for _, f in axiom_formulas(enc, others):
             s.add(f)
         diffs = []
