@@ -94,3 +94,14 @@ def test_cli_inspect_lists_opaque_ops(tmp_path) -> None:
     r = subprocess.run([sys.executable, "-m", "eqsat.cli", "inspect", str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "Softmax" in r.stdout and "matmul" in r.stdout
+
+
+def test_latency_verification_keeps_the_original_unless_measurably_faster() -> None:
+    model = zoo.two_matmul_shared_input()
+    # a margin of 100 % can never be met: the original is kept, and both latencies are reported
+    kept = optimize(model, verify_latency=True, latency_margin=1.0, time_limit=30)
+    assert kept.kept_original and kept.latency_ms is not None and all(t > 0 for t in kept.latency_ms)
+    assert kept.cost_after == kept.cost_before and len(kept.graph.nodes) == len(kept.original.nodes)
+    # a negative margin accepts any timing: the cheaper extracted graph is kept
+    taken = optimize(model, verify_latency=True, latency_margin=-10.0, time_limit=30)
+    assert not taken.kept_original and taken.cost_after < taken.cost_before
