@@ -87,9 +87,11 @@ class OnnxRuntimeCostModel(CostModel):
     them, and the node is replicated with distinct weights (:meth:`replicas`) so they are read from memory,
     not from a cache kept hot by the loop. A product with a constant right operand is thus measured as the
     deployed model runs it, and a layout variant that moves an activation into that slot pays for losing the
-    pre-packing. Graph optimizations are
-    enabled (as a deployment would run), so e.g. Conv followed by Relu is measured as onnxruntime fuses it.
-    Opaque operators fall back to the analytic model: eqsat never rewrites them, so any consistent value works.
+    pre-packing.
+
+    Graph optimizations are enabled (as a deployment would run), so e.g. Conv followed by Relu is measured
+    as onnxruntime fuses it. Opaque operators fall back to the analytic model: eqsat never rewrites them, so
+    any consistent value works.
     """
 
     name = "onnxruntime-cpu"

@@ -38,6 +38,15 @@ def _cudnn() -> Any:
     return cudnn
 
 
+def _symmetric_pads(cp: Any, x: Any, pads: tuple[int, ...], fill: float) -> tuple[Any, tuple[int, int]]:
+    """ONNX pads (top, left, bottom, right) as cuDNN's symmetric (h, w) pads: asymmetric ones are applied to
+    the input first (filled with ``fill``), leaving zero pads for cuDNN."""
+    if pads[0] != pads[2] or pads[1] != pads[3]:
+        x = cp.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
+        return x, (0, 0)
+    return x, (pads[0], pads[1])
+
+
 class CupyCostModel(CostModel):
     """Median CUDA-event time (ms) of each configuration on the current GPU."""
 
@@ -59,12 +68,7 @@ class CupyCostModel(CostModel):
             cudnn = _cudnn()
             x, w, b = xs
             y = cp.empty(key.output_shape, dtype=cp.float32)
-            pads = p["pads"]
-            if pads[0] != pads[2] or pads[1] != pads[3]:
-                x = cp.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
-                pad = (0, 0)
-            else:
-                pad = (pads[0], pads[1])
+            x, pad = _symmetric_pads(cp, x, p["pads"], 0.0)
 
             def conv() -> None:
                 cudnn.convolution_forward(x, w, b, y, pad, p["strides"], p["dilations"], p["groups"],
@@ -100,20 +104,14 @@ class CupyCostModel(CostModel):
         return None
 
     def _pool(self, key: CostKey, x: Any, p: dict[str, Any]) -> Any:
-        """cuDNN pooling; asymmetric pads are applied by padding the input first (as for convolutions)."""
+        """cuDNN pooling (asymmetric pads applied to the input first, see :func:`_symmetric_pads`)."""
         cp, cudnn = self.cp, _cudnn()
         try:
             from cupy_backends.cuda.libs import cudnn as libcudnn
         except ImportError:
             from cupy.cuda import cudnn as libcudnn
 
-        pads = p["pads"]
-        if pads[0] != pads[2] or pads[1] != pads[3]:
-            fill = -cp.inf if key.op == "maxpool" else 0.0
-            x = cp.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
-            pad = (0, 0)
-        else:
-            pad = (pads[0], pads[1])
+        x, pad = _symmetric_pads(cp, x, p["pads"], -cp.inf if key.op == "maxpool" else 0.0)
         if key.op == "maxpool":
             mode = libcudnn.CUDNN_POOLING_MAX
         elif p["count_include_pad"]:
