@@ -29,10 +29,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int | None = None) -> None:
+def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int) -> None:
     """Set the status of each entry: numerically re-checked, then Z3 entailment from the axioms (within the
-    deterministic resource budget ``rlimit``, default :data:`~eqsat.rules.verifier.RULE_RLIMIT`, and the
-    wall-clock safety net ``timeout``)."""
+    deterministic resource budget ``rlimit`` and the wall-clock safety net ``timeout``)."""
     from eqsat.rules import generator, verifier
 
     todo = []
@@ -44,7 +43,7 @@ def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int
         else:
             todo.append(e)
     verdicts = verifier.verify_many([(e.lhs, e.rhs) for e in todo], timeout=timeout, workers=workers,
-                                    rlimit=verifier.RULE_RLIMIT if rlimit is None else rlimit)
+                                    rlimit=rlimit)
     for e, v in zip(todo, verdicts, strict=True):
         e.status, e.reason = v.status, v.reason
 

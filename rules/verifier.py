@@ -184,7 +184,7 @@ def _rlimit_used(s: z3.Solver) -> int | None:
 
 
 def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.0,
-                    rlimit: int | None = None) -> Verdict:
+                    rlimit: int | None = RULE_RLIMIT) -> Verdict:
     """Check that the axioms entail ``lhs[i] == rhs[i]`` for every output ``i``.
 
     ``rlimit`` bounds Z3's deterministic resource counter (reproducible outcomes); ``timeout`` (seconds) is
@@ -221,7 +221,7 @@ def _verify_unit(args: tuple[tuple[str, ...], tuple[str, ...], float, int | None
 
 
 def verify_many(equations: Sequence[tuple[Sequence[str], Sequence[str]]], timeout: float = 10.0, workers: int = 2,
-                progress: Callable[[str], None] | None = None, rlimit: int | None = None) -> list[Verdict]:
+                progress: Callable[[str], None] | None = None, rlimit: int | None = RULE_RLIMIT) -> list[Verdict]:
     """Verify many equations (independent units, each in its own Z3 context) in a process pool."""
     jobs = [(tuple(a), tuple(b), timeout, rlimit) for a, b in equations]
     if workers <= 1:
@@ -423,7 +423,7 @@ def validate_axioms(axioms: Sequence[Axiom] = AXIOMS, workers: int = 2) -> list[
 
 
 def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
-                     rlimit: int | None = None) -> list[str]:
+                     rlimit: int | None = AXIOM_RLIMIT) -> list[str]:
     """Names of axioms entailed by the others, within ``rlimit`` (Z3 resource units, reproducible) and
     ``timeout`` seconds each; each axiom is checked in a fresh Z3 context."""
     out = []
