@@ -22,6 +22,9 @@ class Axiom:
     rhs: str
     params: dict[str, tuple] = field(default_factory=dict)
     doc: str = ""
+    #: Parameter variables the Z3 formula quantifies over (it then holds for every value); their ``params``
+    #: values are only the ones validation executes. The others are instantiated once per listed value.
+    quantified: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,12 @@ CONV_P = {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?act": (0, 1)}
 CONV0 = "(conv2d [1 1] ?pd [1 1] 1 0 {x} {w} {b})"
 CONVA = "(conv2d [1 1] ?pd [1 1] 1 ?act {x} {w} {b})"
 POOL = "[3 3] [1 1] [1 1 1 1]"
+PERMS2 = ((1, 0),)
+PERMS3 = ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
+#: A transpose of any permutation: quantified in Z3, validated on every non-identity permutation of rank 2 and 3.
+ANY_PERM = {"?p": PERMS2 + PERMS3}
+#: A reshape to any shape: quantified in Z3, validated on these targets (of inputs with four elements).
+ANY_SHAPE = {"?r": ((4,), (2, 2), (1, 4), (2, 1, 2), (1, 2, 2))}
 
 
 def _c(t: str, x: str, w: str, b: str) -> str:
@@ -59,7 +68,8 @@ AXIOMS: tuple[Axiom, ...] = (
     Axiom("smul-comm", "(smul (smul ?a ?s) ?t)", "(smul (smul ?a ?t) ?s)"),
     Axiom("smul-ewadd", "(smul (ewadd ?a ?b) ?s)", "(ewadd (smul ?a ?s) (smul ?b ?s))"),
     Axiom("smul-ewmul", "(ewmul (smul ?a ?s) ?b)", "(smul (ewmul ?a ?b) ?s)"),
-    Axiom("smul-transpose", "(transpose [1 0] (smul ?a ?s))", "(smul (transpose [1 0] ?a) ?s)"),
+    Axiom("smul-transpose", "(transpose ?p (smul ?a ?s))", "(smul (transpose ?p ?a) ?s)", ANY_PERM,
+          quantified=("?p",)),
     Axiom("smul-matmul-r", "(matmul ?a (smul ?b ?s))", "(smul (matmul ?a ?b) ?s)"),
     Axiom("smul-matmul-l", "(matmul (smul ?a ?s) ?b)", "(smul (matmul ?a ?b) ?s)"),
     Axiom("smul-concat", "(concat ?ax (smul ?a ?s) (smul ?b ?s))", "(smul (concat ?ax ?a ?b) ?s)", AX),
@@ -70,7 +80,7 @@ AXIOMS: tuple[Axiom, ...] = (
     Axiom("conv-relu", "(relu " + _c(CONV0, "?x", "?w", "?b") + ")",
           "(conv2d [1 1] ?pd [1 1] 1 1 ?x ?w ?b)", {"?pd": CONV_P["?pd"]}),
     Axiom("relu-concat", "(relu (concat ?ax ?a ?b))", "(concat ?ax (relu ?a) (relu ?b))", AX),
-    Axiom("relu-transpose", "(relu (transpose [1 0] ?a))", "(transpose [1 0] (relu ?a))"),
+    Axiom("relu-transpose", "(relu (transpose ?p ?a))", "(transpose ?p (relu ?a))", ANY_PERM, quantified=("?p",)),
     # convolution
     Axiom("conv-kernel-linear", _c(CONV0, "?x", "(ewadd ?w ?v)", "(ewadd ?b ?c)"),
           "(ewadd " + _c(CONV0, "?x", "?w", "?b") + " " + _c(CONV0, "?x", "?v", "?c") + ")",
@@ -103,15 +113,31 @@ AXIOMS: tuple[Axiom, ...] = (
     Axiom("matmul-identity", "(matmul ?a (const_imatmul (dim ?a 1)))", "?a"),
     Axiom("identity-matmul", "(matmul (const_imatmul (dim ?a 0)) ?a)", "?a"),
     # transpose
-    Axiom("transpose-involution", "(transpose [1 0] (transpose [1 0] ?a))", "?a"),
-    Axiom("transpose-matmul", "(transpose [1 0] (matmul ?a ?b))", "(matmul (transpose [1 0] ?b) (transpose [1 0] ?a))"),
+    Axiom("transpose-identity", "(transpose ?p ?a)", "?a", {"?p": ((0, 1), (0, 1, 2))}),
+    Axiom("transpose-compose-2", "(transpose ?q (transpose ?p ?a))", "(transpose (compose ?p ?q) ?a)",
+          {"?p": PERMS2, "?q": PERMS2}, "two transposes are one: compose ?p ?q permutes by ?p, then by ?q"),
+    Axiom("transpose-compose-3", "(transpose ?q (transpose ?p ?a))", "(transpose (compose ?p ?q) ?a)",
+          {"?p": PERMS3, "?q": PERMS3}),
+    Axiom("transpose-matmul", "(transpose ?p (matmul ?a ?b))", "(matmul (transpose ?p ?b) (transpose ?p ?a))",
+          {"?p": ((1, 0), (0, 2, 1))}, "swapping the last two axes of a (batched) matrix product"),
     Axiom("transpose-concat", "(transpose [1 0] (concat ?ax ?a ?b))",
           "(concat (- 1 ?ax) (transpose [1 0] ?a) (transpose [1 0] ?b))", AX),
-    Axiom("transpose-ewadd", "(transpose [1 0] (ewadd ?a ?b))", "(ewadd (transpose [1 0] ?a) (transpose [1 0] ?b))"),
-    Axiom("transpose-ewmul", "(transpose [1 0] (ewmul ?a ?b))", "(ewmul (transpose [1 0] ?a) (transpose [1 0] ?b))"),
+    Axiom("transpose-ewadd", "(transpose ?p (ewadd ?a ?b))", "(ewadd (transpose ?p ?a) (transpose ?p ?b))", ANY_PERM,
+          quantified=("?p",)),
+    Axiom("transpose-ewmul", "(transpose ?p (ewmul ?a ?b))", "(ewmul (transpose ?p ?a) (transpose ?p ?b))", ANY_PERM,
+          quantified=("?p",)),
     Axiom("transpose-imatmul", "(transpose [1 0] (const_imatmul ?n))", "(const_imatmul ?n)", {"?n": (1, 2, 3)}),
     Axiom("transpose-ones", "(transpose [1 0] (const_iewmul [?n ?m]))", "(const_iewmul [?m ?n])",
           {"?n": (1, 2), "?m": (1, 3)}),
+    # reshape (row-major: only the element order counts, so element-wise operators commute with it)
+    Axiom("smul-reshape", "(reshape ?r (smul ?a ?s))", "(smul (reshape ?r ?a) ?s)", ANY_SHAPE, quantified=("?r",)),
+    Axiom("relu-reshape", "(relu (reshape ?r ?a))", "(reshape ?r (relu ?a))", ANY_SHAPE, quantified=("?r",)),
+    Axiom("reshape-ewadd", "(reshape ?r (ewadd ?a ?b))", "(ewadd (reshape ?r ?a) (reshape ?r ?b))", ANY_SHAPE,
+          quantified=("?r",)),
+    Axiom("reshape-ewmul", "(reshape ?r (ewmul ?a ?b))", "(ewmul (reshape ?r ?a) (reshape ?r ?b))", ANY_SHAPE,
+          quantified=("?r",)),
+    Axiom("reshape-reshape", "(reshape ?r (reshape ?t ?a))", "(reshape ?r ?a)",
+          {**ANY_SHAPE, "?t": ((4,), (2, 2), (2, 1, 2))}, quantified=("?r", "?t")),
     # concat and split
     Axiom("concat-assoc", "(concat ?ax (concat ?ax ?a ?b) ?c)", "(concat ?ax ?a (concat ?ax ?b ?c))", AX),
     Axiom("concat-geometry", "(concat 0 (concat 1 ?a ?b) (concat 1 ?c ?d))",

@@ -4,7 +4,8 @@ A pattern is an S-expression ``(op PARAM... INPUT...)`` whose arguments follow t
 (parameters first, then tensor inputs; ``concat`` takes exactly two inputs here). Leaves are tensor
 variables ``?x``; parameter positions hold integer literals, tuple literals ``[1 1]``, parameter variables
 ``?k`` or (on a right-hand side) parameter expressions built from ``(dim ?x AXIS)``, ``(rank ?x)``,
-``(+ e e)``, ``(- e e)`` and ``(* e e)``. Conditions use the same language:
+``(+ e e)``, ``(- e e)``, ``(* e e)`` and ``(compose p q)`` (the permutation of a transpose by ``p`` followed by
+one by ``q``). Conditions use the same language:
 ``(= e e)``, ``(!= e e)``, ``(< e e)``, ``(<= e e)`` and ``(= (shape ?a) (shape ?b))``.
 
 A :class:`Rule` has one or two (two-output rule) left-hand sides with as many right-hand sides. Soundness of
@@ -122,7 +123,7 @@ def _expr_vars(e: Sexp) -> set[str]:
         return {e}
     if isinstance(e, Vec):
         return set().union(*(_expr_vars(x) for x in e.items)) if e.items else set()
-    if isinstance(e, list) and e and e[0] in ("+", "-", "*"):
+    if isinstance(e, list) and e and e[0] in ("+", "-", "*", "compose"):
         return set().union(*(_expr_vars(x) for x in e[1:]))
     return set()
 
@@ -200,8 +201,17 @@ def eval_param(e: Sexp, env: Mapping[str, Any]) -> Any:
         if head == "shape":
             return tuple(np.shape(env[e[1]]))
         a, b = (eval_param(x, env) for x in e[1:3])
+        if head == "compose":
+            return compose_perms(a, b)
         return {"+": a + b, "-": a - b, "*": a * b}[head]
     raise RuleError(f"cannot evaluate parameter {unparse(e)}")
+
+
+def compose_perms(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation of ``transpose(q, transpose(p, x))`` as one transpose."""
+    if len(p) != len(q):
+        raise RuleError(f"cannot compose permutations of different ranks: {p} and {q}")
+    return tuple(int(p[i]) for i in q)
 
 
 def evaluate(e: Sexp, env: Mapping[str, Any], modulus: int | None = None) -> np.ndarray:

@@ -77,6 +77,10 @@ class Encoder:
             n = z3.Int(f"n_{len(saved)}", self.ctx)
             saved.append((n, value))
             return n
+        if isinstance(e, list) and e[0] == "compose":  # of concrete permutations: computed here
+            from eqsat.rules.rule import eval_param
+
+            return self._value(eval_param(e, env))
         if isinstance(e, list):
             if e[0] == "dim":
                 return self.dim(self.term(e[1], env), self.param(e[2], env))
@@ -106,9 +110,15 @@ def _tensor_vars(text: str) -> list[str]:
     return sorted(tensor_vars(parse(text)))
 
 
-def _param_combos(params: Mapping[str, tuple]) -> list[dict[str, Any]]:
-    names = sorted(params)
+def _param_combos(params: Mapping[str, tuple], skip: Sequence[str] = ()) -> list[dict[str, Any]]:
+    names = sorted(n for n in params if n not in skip)
     return [dict(zip(names, vals, strict=True)) for vals in itertools.product(*(params[n] for n in names))]
+
+
+def _param_vars(text: str) -> set[str]:
+    from eqsat.rules.rule import param_vars
+
+    return param_vars(parse(text))
 
 
 def axiom_formulas(enc: Encoder, axioms: Sequence[Axiom] = AXIOMS,
@@ -116,20 +126,22 @@ def axiom_formulas(enc: Encoder, axioms: Sequence[Axiom] = AXIOMS,
     """Every axiom instance as a quantified Z3 formula, with its name."""
     out = []
     for ax in axioms:
-        for combo in _param_combos(ax.params):
+        for combo in _param_combos(ax.params, ax.quantified):
             tv = sorted(set(_tensor_vars(ax.lhs)) | set(_tensor_vars(ax.rhs)))
             consts = {v: z3.Const(f"q_{v[1:]}", enc.T) for v in tv}
-            env = {**consts, **combo}
+            qparams = {v: z3.Int(f"qp_{v[1:]}", enc.ctx) for v in ax.quantified}
+            env = {**consts, **qparams, **combo}
             enc.abstract = []
             lhs = enc.term(parse(ax.lhs), env)
             abstracted, enc.abstract = enc.abstract, None
             rhs = enc.term(parse(ax.rhs), env)
             body = lhs == rhs
-            bound = list(consts.values()) + [n for n, _ in abstracted]
+            bound = list(consts.values()) + list(qparams.values()) + [n for n, _ in abstracted]
             if abstracted:
                 body = z3.Implies(z3.And([n == v for n, v in abstracted]), body)
             pats = [lhs] if not is_var(parse(ax.lhs)) else []
-            if not abstracted and not is_var(parse(ax.rhs)) and set(_tensor_vars(ax.rhs)) == set(tv):
+            if (not abstracted and not is_var(parse(ax.rhs)) and set(_tensor_vars(ax.rhs)) == set(tv)
+                    and set(ax.quantified) <= _param_vars(ax.rhs)):
                 pats.append(rhs)
             if bound:
                 out.append((ax.name, z3.ForAll(bound, body, patterns=pats) if pats else z3.ForAll(bound, body)))
@@ -194,7 +206,9 @@ def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.
     ctx = z3.Context()
     enc = Encoder(ctx)
     variables = sorted(set().union(*(_tensor_vars(s) for s in (*lhs, *rhs))))
-    env = {v: z3.Const(v[1:], enc.T) for v in variables}
+    env: dict[str, Any] = {v: z3.Const(v[1:], enc.T) for v in variables}
+    # a parameter variable (a reshape's target shape, say) stands for any value: the rule must hold for all
+    env.update({v: z3.Int(f"p_{v[1:]}", ctx) for v in sorted(set().union(*(_param_vars(s) for s in lhs)))})
     s = z3.Solver(ctx=ctx)
     s.set("timeout", int(timeout * 1000))
     if rlimit:
@@ -311,11 +325,19 @@ def _shape_of(e: Sexp, shapes: Mapping[str, tuple[int, ...]], params: Mapping[st
     return spec.shape(p, arg_shapes)
 
 
-def _ranks(text: str, ranks: dict[str, int]) -> None:
-    def walk(e: Sexp) -> None:
+def _ranks(text: str, ranks: dict[str, int], params: Mapping[str, Any]) -> None:
+    """Ranks of tensor variables implied by the operators that use them (a transpose's permutation fixes
+    the rank of what it reaches through rank-preserving operators)."""
+    keep_rank = ("relu", "smul", "ewadd", "ewmul", "matmul", "transpose")
+
+    def walk(e: Sexp, rank: int | None) -> None:
         if not isinstance(e, list):
             return
-        spec, _, ins = split_args(e)
+        spec, pars, ins = split_args(e)
+        if spec.name == "transpose":
+            perm = pars[0]
+            perm = params.get(perm) if is_var(perm) else perm.items if isinstance(perm, Vec) else None
+            rank = len(perm) if isinstance(perm, tuple) else rank
         for pos, x in enumerate(ins):
             if is_var(x) and x not in ranks:
                 if spec.name == "conv2d":
@@ -326,9 +348,11 @@ def _ranks(text: str, ranks: dict[str, int]) -> None:
                     ranks[x] = 0
                 elif spec.name == "enlarge":
                     ranks[x] = 4
-            walk(x)
+                elif rank is not None and spec.name in keep_rank:
+                    ranks[x] = rank
+            walk(x, rank if spec.name in keep_rank and not (spec.name == "smul" and pos == 1) else None)
 
-    walk(parse(text))
+    walk(parse(text), None)
 
 
 def shape_assignments(lhs: str, rhs: str, params: Mapping[str, Any], count: int = 3, seed: int = 0,
@@ -336,8 +360,8 @@ def shape_assignments(lhs: str, rhs: str, params: Mapping[str, Any], count: int 
     """Small random shape assignments where both sides are well-shaped with equal shapes."""
     rng = np.random.default_rng(seed)
     ranks: dict[str, int] = {}
-    _ranks(lhs, ranks)
-    _ranks(rhs, ranks)
+    _ranks(lhs, ranks, params)
+    _ranks(rhs, ranks, params)
     variables = sorted(set(_tensor_vars(lhs)) | set(_tensor_vars(rhs)))
     default_rank = 4 if any(r == 4 for r in ranks.values()) else 2
     out: list[dict[str, tuple[int, ...]]] = []
@@ -438,9 +462,10 @@ def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
         for _, f in axiom_formulas(enc, others):
             s.add(f)
         diffs = []
-        for combo in _param_combos(ax.params):
+        for combo in _param_combos(ax.params, ax.quantified):
             tv = sorted(set(_tensor_vars(ax.lhs)) | set(_tensor_vars(ax.rhs)))
-            env = {**{v: z3.Const(f"sk_{v[1:]}", enc.T) for v in tv}, **combo}
+            env = {**{v: z3.Const(f"sk_{v[1:]}", enc.T) for v in tv},
+                   **{v: z3.Int(f"skp_{v[1:]}", ctx) for v in ax.quantified}, **combo}
             diffs.append(enc.term(parse(ax.lhs), env) != enc.term(parse(ax.rhs), env))
         s.add(z3.Or(diffs))
         if s.check() == z3.unsat:

@@ -46,3 +46,23 @@ def test_redundancy_check_finds_a_duplicate_axiom() -> None:
     found = V.redundant_axioms(subset + [dup], timeout=5)
     assert "ewadd-assoc-other-way" in found or "ewadd-assoc" in found
     assert "ewadd-comm" not in found
+
+
+def test_rank3_transposes_and_reshapes_are_proved() -> None:
+    # a parameter variable (the reshape's target) is quantified: the rule is proved for every target
+    assert V.verify_equation(["(smul (reshape ?r ?m) ?s)"], ["(reshape ?r (smul ?m ?s))"]).status == "proved"
+    assert V.verify_equation(["(transpose [0 2 1] (transpose [1 0 2] ?q))"],
+                             ["(transpose [1 2 0] ?q)"]).status == "proved"
+    assert V.verify_equation(["(transpose [2 0 1] (transpose [1 2 0] ?q))"], ["?q"]).status == "proved"
+    # a wrong composition and a transpose that does not swap a matmul's last axes are not proved
+    assert V.verify_equation(["(transpose [0 2 1] (transpose [1 0 2] ?q))"], ["(transpose [2 0 1] ?q)"],
+                             rlimit=500_000).status != "proved"
+    assert V.verify_equation(["(transpose [1 0 2] (matmul ?a ?b))"],
+                             ["(matmul (transpose [1 0 2] ?b) (transpose [1 0 2] ?a))"],
+                             rlimit=500_000).status != "proved"
+
+
+def test_wrong_composition_axiom_is_rejected() -> None:
+    wrong = A.Axiom("bad-compose", "(transpose ?q (transpose ?p ?a))", "(transpose (compose ?q ?p) ?a)",
+                    {"?p": A.PERMS3, "?q": A.PERMS3})
+    assert V.validate_axiom(wrong).status == "invalid"
