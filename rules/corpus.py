@@ -89,6 +89,25 @@ def _adds_only_a_transpose(c: Any) -> bool:
             and not _op_counts(c.rhs) - _op_counts(c.lhs))
 
 
+def _nested_transposes(e: Sexp, under: bool = False) -> bool:
+    """True when a transpose has another transpose below it."""
+    if not isinstance(e, list):
+        return False
+    _, _, ins = split_args(e)
+    here = e[0] == "transpose"
+    if here and under:
+        return True
+    return any(_nested_transposes(x, under or here) for x in ins)
+
+
+def _layout_only(c: Any) -> bool:
+    """Both sides are chains of transposes: a composition, to be applied one way only."""
+    def only_transposes(e: Sexp) -> bool:
+        return is_var(e) or (isinstance(e, list) and e[0] == "transpose" and only_transposes(e[-1]))
+
+    return all(only_transposes(parse(s)) for s in (*c.lhs, *c.rhs))
+
+
 def select(cands: Iterable[Any]) -> list[Entry]:
     """Choose the corpus from confirmed generator candidates.
 
@@ -97,9 +116,12 @@ def select(cands: Iterable[Any]) -> list[Entry]:
     change the number of matmuls / convolutions without reusing a subterm (merges such as
     ``x1 W1 + x2 W2 = [x1 x2] [W1; W2]`` or a 1x1 and a 3x3 convolution added into one). Other same-size
     rules with three operators per side are left out: they are numerous and mostly compositions of the smaller ones.
+    So are rules of three operators with a transpose below a transpose: they compose the transpose-composition
+    rules (two transposes are one) with smaller rules, and there are many of them for rank-3 permutations.
 
-    Applied in both directions: same-size rules, rules that remove one operator from two, and rules that
-    only remove a transpose (so that e.g. a transpose of a matmul can become a matmul of transposes).
+    Applied in both directions: same-size rules, rules that remove one operator from two (but not two
+    transposes composed into one: splitting a transpose in two is never useful), and rules that only remove a
+    transpose (so that e.g. a transpose of a matmul can become a matmul of transposes).
     """
     out: list[Entry] = []
     for c in cands:
@@ -107,7 +129,9 @@ def select(cands: Iterable[Any]) -> list[Entry]:
                            and sum(map(_heavy_ops, map(parse, c.lhs))) != sum(map(_heavy_ops, map(parse, c.rhs))))
         if not (c.multi or c.n_lhs != c.n_rhs or c.n_lhs <= 2 or same_size_merge):
             continue
-        bidir = (not c.multi and c.n_rhs >= 1
+        if not c.multi and max(c.n_lhs, c.n_rhs) >= 3 and any(_nested_transposes(parse(x)) for x in (*c.lhs, *c.rhs)):
+            continue
+        bidir = (not c.multi and c.n_rhs >= 1 and not _layout_only(c)
                  and (c.n_lhs == c.n_rhs or (c.n_lhs - c.n_rhs == 1 and c.n_lhs <= 2) or _adds_only_a_transpose(c)))
         out.append(Entry("", list(c.lhs), list(c.rhs), list(getattr(c, "conditions", ()) or ()), c.multi, bidir,
                          domain=c.domain, ops=[c.n_lhs, c.n_rhs]))

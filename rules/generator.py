@@ -56,6 +56,8 @@ class VarType:
     shapes: tuple[tuple[int, ...], ...]
     count: int
     kernel: bool = False
+    #: A parameter variable (a reshape target): ``shapes`` holds its value per shape set; not a tensor.
+    param: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,18 @@ CONV = Domain("conv", (
 ), ("conv0", "conv1", "convg2", "convpool", "relu", "ewadd", "ewmul", "smul", "avgpool", "maxpool",
     "concat0", "concat1", "split0", "split1", "enlarge", "add_iconv"))
 
-DOMAINS: dict[str, Domain] = {d.name: d for d in (MAT, CONV)}
+#: Attention heads: rank-3 tensors under every rank-3 transpose and batched matmul, and the reshape of a
+#: matrix into heads (``?r1`` is its target shape, a parameter variable, so the rules hold for any target).
+TRANSPOSES3 = {"t021": (0, 2, 1), "t102": (1, 0, 2), "t120": (1, 2, 0), "t201": (2, 0, 1), "t210": (2, 1, 0)}
+HEADS = Domain("heads", (
+    VarType("q", ((2, 3, 4), (3, 2, 5), (2, 4, 3)), 2),
+    VarType("v", ((2, 4, 4), (3, 5, 5), (2, 3, 3)), 1),
+    VarType("m", ((3, 8), (2, 15), (4, 6)), 1),
+    VarType("r", ((3, 2, 4), (2, 3, 5), (4, 2, 3)), 1, param=True),
+    VarType("s", ((), (), ()), 1),
+), ("ewadd", "smul", "relu", "matmul", *TRANSPOSES3, "reshape"))
+
+DOMAINS: dict[str, Domain] = {d.name: d for d in (MAT, CONV, HEADS)}
 SHAPE_SETS = 3
 
 _VAR_TYPES = {t.prefix: t for d in DOMAINS.values() for t in d.types}
@@ -94,6 +107,12 @@ def var_shape(var: str, shape_set: int) -> tuple[int, ...]:
     if name.startswith("b") and name[1:2] in ("k", "u"):
         return (_VAR_TYPES[name[1]].shapes[shape_set][0],)
     return _VAR_TYPES[name.rstrip("0123456789")].shapes[shape_set]
+
+
+def is_param_var(var: str) -> bool:
+    """True for a parameter variable of a domain (its value is a tuple, not a tensor)."""
+    vt = _VAR_TYPES.get(var_prefix(var))
+    return vt is not None and vt.param
 
 
 def var_prefix(var: str) -> str:
@@ -258,6 +277,9 @@ class Templates:
             t.bounds = {ax: e for ax, e in ((0, x.bounds.get(0)), (1, k.bounds.get(0))) if e is not None}
         return t
 
+    def _matrix_shape(self) -> tuple[int, ...] | None:
+        return next((vt.shapes[0] for vt in self.domain.types if vt.prefix == "m"), None)
+
     # -- the templates: (name, arity) -> outputs
     def arity(self, name: str) -> int:
         """Number of tensor operands a template takes."""
@@ -311,12 +333,23 @@ class Templates:
             if t is not None:
                 t.bounds = {1 - ax: e for ax, e in a.bounds.items()}
             return [t] if t is not None else None
+        if name in TRANSPOSES3:
+            if len(a.shape) != 3:
+                return None
+            perm = TRANSPOSES3[name]
+            return _opt(ev.apply("transpose", [_v(perm)], {"perm": perm}, [a]))
+        if name == "reshape":  # a matrix into heads, by the domain's target-shape parameter variable
+            target = next(vt for vt in self.domain.types if vt.param)
+            if a.is_var and var_prefix(a.key) != "m" or a.shape != self._matrix_shape():
+                return None
+            return _opt(ev.apply("reshape", [f"?{target.prefix}1"], {"shape": target.shapes[0]}, [a],
+                                 tuple(target.shapes[0])))
         if name == "matmul":
             b = rest[0]
-            if len(a.shape) != 2 or len(b.shape) != 2:
+            if len(a.shape) != len(b.shape) or len(a.shape) not in (2, 3):
                 return None
             t = ev.apply("matmul", [], {}, [a, b])
-            if t is not None:
+            if t is not None and len(a.shape) == 2:
                 t.bounds = {ax: e for ax, e in ((0, a.bounds.get(0)), (1, b.bounds.get(1))) if e is not None}
             return [t] if t is not None else None
         if name in ("concat0", "concat1"):
@@ -473,6 +506,8 @@ class Enumerator:
         self.tpl = Templates(self.ev, domain)
         self.vars: list[Tensor] = []
         for vt in domain.types:
+            if vt.param:
+                continue
             for k in range(1, vt.count + 1):
                 t = self.ev.variable(f"?{vt.prefix}{k}", vt.shapes[0])
                 if vt.kernel:
@@ -616,7 +651,7 @@ def merge_unit_results(results: Iterable[tuple[list[GraphRecord], int]]
     return graphs, states
 
 
-def work_units(max_ops: int, domains: Sequence[str] = ("mat", "conv"), seed: int = 0) -> list[WorkUnit]:
+def work_units(max_ops: int, domains: Sequence[str] = tuple(DOMAINS), seed: int = 0) -> list[WorkUnit]:
     """All independent units of an enumeration."""
     units = []
     for d in domains:
@@ -737,15 +772,19 @@ def common_supergraph(c: Candidate) -> bool:
     return sum(x != y for x, y in zip(a[1], b[1], strict=True)) <= 1
 
 
+#: Operators that only move data: two outputs sharing one of them share no work.
+_LAYOUT_OPS = ("transpose", "reshape")
+
+
 def _shared_ops(outputs: Sequence[str]) -> bool:
-    """True when two outputs have an operator in common (a shared subgraph)."""
+    """True when two outputs have an operator in common (a shared subgraph) that computes something."""
     if len(outputs) < 2:
         return False
     subs = []
     for o in outputs:
         s: set[str] = set()
         _subterms(parse(o), s)
-        s = {t for t in s if not _weight_only(t)}
+        s = {t for t in s if not _weight_only(t) and parse(t)[0] not in _LAYOUT_OPS}
         if isinstance(parse(o), list) and parse(o)[0] == "split":  # both pieces of one split are one operator
             s.add(unparse(parse(o)[-1]) + "#split")
         subs.append(s)
@@ -848,8 +887,8 @@ def candidates_from(graphs: Iterable[GraphRecord]) -> tuple[list[Candidate], int
 
 def random_env(variables: Iterable[str], shape_of: Callable[[str], tuple[int, ...]],
                rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Random float64 values for variables of the given shapes."""
-    return {v: rng.standard_normal(shape_of(v)) for v in variables}
+    """Random float64 values for variables of the given shapes (a parameter variable's value is its "shape")."""
+    return {v: tuple(shape_of(v)) if is_param_var(v) else rng.standard_normal(shape_of(v)) for v in variables}
 
 
 def _eval_sides(sides: Sequence[str], env: dict[str, Any]) -> list[np.ndarray] | None:
@@ -921,6 +960,9 @@ def _random_shapes(variables: Sequence[str], rng: np.random.Generator) -> dict[s
             color = int(rng.integers(0, 2))
             dims.append(remap.setdefault((d, color), int(rng.integers(1, 6))))
         out[v] = tuple(dims)
+    for v in variables:  # a reshape target and the matrix it reshapes: (a, b, c) and (a, b * c)
+        if is_param_var(v) and f"?m{v[2:]}" in out:
+            out[f"?m{v[2:]}"] = (out[v][0], out[v][1] * out[v][2])
     return out
 
 
@@ -985,7 +1027,7 @@ def confirm(c: Candidate) -> tuple[str | None, str | None, tuple[str, ...]]:
     return "general", r, ()
 
 
-def generate(max_ops: int = 3, workers: int = 2, domains: Sequence[str] = ("mat", "conv"), seed: int = 0,
+def generate(max_ops: int = 3, workers: int = 2, domains: Sequence[str] = tuple(DOMAINS), seed: int = 0,
              progress: Callable[[str], None] | None = None) -> tuple[list[Candidate], GenerationReport]:
     """Enumerate, fingerprint, pair, prune and confirm; returns the surviving candidates and the report."""
     say = progress or (lambda m: None)

@@ -137,3 +137,43 @@ def test_generation_is_deterministic_across_processes_and_hash_seeds() -> None:
         outs.append(json.loads(res.stdout))
     assert outs[0] == outs[1]
     assert outs[0]["rules"]
+
+
+def test_variable_prefixes_name_one_type_across_domains() -> None:
+    # var_shape() looks a variable up by its prefix alone, so a prefix must mean the same type everywhere
+    seen: dict[str, gen.VarType] = {}
+    for d in gen.DOMAINS.values():
+        for t in d.types:
+            assert seen.setdefault(t.prefix, t) == t, (d.name, t.prefix)
+
+
+@pytest.fixture(scope="module")
+def heads() -> list[gen.Candidate]:
+    return gen.generate(max_ops=3, workers=2, domains=("heads",))[0]
+
+
+def test_heads_domain_finds_rank3_transpose_and_reshape_rules(heads: list[gen.Candidate]) -> None:
+    texts = _texts(heads)
+    # a scalar multiplication moves through a reshape to any target shape (a parameter variable) ...
+    assert "(smul (reshape ?r1 ?m1) ?s1) => (reshape ?r1 (smul ?m1 ?s1))" in texts
+    # ... and through every rank-3 transpose
+    for perm in gen.TRANSPOSES3.values():
+        p = "[" + " ".join(map(str, perm)) + "]"
+        assert any(t in texts for t in (f"(transpose {p} (smul ?q1 ?s1)) => (smul (transpose {p} ?q1) ?s1)",
+                                        f"(transpose {p} (smul ?v1 ?s1)) => (smul (transpose {p} ?v1) ?s1)"))
+    # two transposes are one (BERT's K: heads, then the last two axes swapped)
+    assert "(transpose [0 2 1] (transpose [1 0 2] ?q1)) => (transpose [1 2 0] ?q1)" in texts
+    assert "(transpose [1 2 0] (transpose [2 0 1] ?q1)) => ?q1" in texts
+    # the batched transpose of a matmul
+    assert "(matmul (transpose [0 2 1] ?v1) (transpose [0 2 1] ?q1)) => (transpose [0 2 1] (matmul ?q1 ?v1))" in texts
+    # sharing a transpose is no shared work: no two-output rules made of transposes only
+    assert not [c for c in heads if c.multi]
+
+
+def test_heads_rules_hold_for_other_shapes_and_reshape_targets(heads: list[gen.Candidate]) -> None:
+    for c in heads:
+        assert gen.check_numeric(c.lhs, c.rhs, shape_sets=(0, 1, 2), random_shapes=4, seed=5,
+                                 conditions=c.conditions) is None, c.text()
+    # a reshape target is a parameter: its value, not a tensor, reaches the evaluator
+    env = gen.random_env(["?r1", "?m1"], lambda v: gen.var_shape(v, 1), __import__("numpy").random.default_rng(0))
+    assert env["?r1"] == (2, 3, 5) and env["?m1"].shape == (2, 15)
