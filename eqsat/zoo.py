@@ -149,9 +149,10 @@ def two_matmul_shared_input(batch: int = 64, hidden: int = 256, seed: int = 0) -
                    [("y1", (batch, hidden)), ("y2", (batch, hidden))])
 
 
-def bert_attention_block(seq: int = 64, hidden: int = 256, heads: int = 4, seed: int = 0) -> onnx.ModelProto:
+def bert_attention_block(seq: int = 64, hidden: int = 1024, heads: int = 16, seed: int = 0) -> onnx.ModelProto:
     """One BERT self-attention block as TASO benchmarks it: Q/K/V projections of a shared input, per-head
-    scaled dot products with softmax, output projection and a residual connection."""
+    scaled dot products with softmax, output projection and a residual connection. The default shapes are
+    TASO's (its C++ BERT example: sequence 64, hidden 1024, 16 heads of 64)."""
     b = _Builder(seed)
     dh = hidden // heads
 
