@@ -58,6 +58,8 @@ class VarType:
     kernel: bool = False
     #: A parameter variable (a reshape target): ``shapes`` holds its value per shape set; not a tensor.
     param: bool = False
+    #: For a reshape target: the prefix of the matrix variables it reshapes (``(a, b * c)`` to ``(a, b, c)``).
+    of: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ HEADS = Domain("heads", (
     VarType("q", ((2, 3, 4), (3, 2, 5), (2, 4, 3)), 2),
     VarType("v", ((2, 4, 4), (3, 5, 5), (2, 3, 3)), 1),
     VarType("m", ((3, 8), (2, 15), (4, 6)), 1),
-    VarType("r", ((3, 2, 4), (2, 3, 5), (4, 2, 3)), 1, param=True),
+    VarType("r", ((3, 2, 4), (2, 3, 5), (4, 2, 3)), 1, param=True, of="m"),
     VarType("s", ((), (), ()), 1),
 ), ("ewadd", "smul", "relu", "matmul", *TRANSPOSES3, "reshape"))
 
@@ -277,8 +279,8 @@ class Templates:
             t.bounds = {ax: e for ax, e in ((0, x.bounds.get(0)), (1, k.bounds.get(0))) if e is not None}
         return t
 
-    def _matrix_shape(self) -> tuple[int, ...] | None:
-        return next((vt.shapes[0] for vt in self.domain.types if vt.prefix == "m"), None)
+    def _shape_of_prefix(self, prefix: str) -> tuple[int, ...] | None:
+        return next((vt.shapes[0] for vt in self.domain.types if vt.prefix == prefix), None)
 
     # -- the templates: (name, arity) -> outputs
     def arity(self, name: str) -> int:
@@ -340,7 +342,7 @@ class Templates:
             return _opt(ev.apply("transpose", [_v(perm)], {"perm": perm}, [a]))
         if name == "reshape":  # a matrix into heads, by the domain's target-shape parameter variable
             target = next(vt for vt in self.domain.types if vt.param)
-            if a.is_var and var_prefix(a.key) != "m" or a.shape != self._matrix_shape():
+            if a.shape != self._shape_of_prefix(target.of) or (a.is_var and var_prefix(a.key) != target.of):
                 return None
             return _opt(ev.apply("reshape", [f"?{target.prefix}1"], {"shape": target.shapes[0]}, [a],
                                  tuple(target.shapes[0])))
@@ -961,8 +963,10 @@ def _random_shapes(variables: Sequence[str], rng: np.random.Generator) -> dict[s
             dims.append(remap.setdefault((d, color), int(rng.integers(1, 6))))
         out[v] = tuple(dims)
     for v in variables:  # a reshape target and the matrix it reshapes: (a, b, c) and (a, b * c)
-        if is_param_var(v) and f"?m{v[2:]}" in out:
-            out[f"?m{v[2:]}"] = (out[v][0], out[v][1] * out[v][2])
+        vt = _VAR_TYPES[var_prefix(v)]
+        matrix = f"?{vt.of}{v[1 + len(vt.prefix):]}"
+        if vt.of and matrix in out:
+            out[matrix] = (out[v][0], int(np.prod(out[v][1:])))
     return out
 
 
