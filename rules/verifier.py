@@ -28,7 +28,7 @@ import z3
 
 from eqsat import ops
 from eqsat.rules.axioms import AXIOMS, DIM_AXIOMS, Axiom, DimAxiom
-from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, parse, split_args
+from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, param_vars, parse, split_args, tensor_vars
 
 # ---------------------------------------------------------------------------------------------------------
 # encoding
@@ -78,8 +78,6 @@ class Encoder:
             saved.append((n, value))
             return n
         if isinstance(e, list) and e[0] == "compose":  # of concrete permutations: computed here
-            from eqsat.rules.rule import eval_param
-
             return self._value(eval_param(e, env))
         if isinstance(e, list):
             if e[0] == "dim":
@@ -105,8 +103,6 @@ class Encoder:
 
 
 def _tensor_vars(text: str) -> list[str]:
-    from eqsat.rules.rule import tensor_vars
-
     return sorted(tensor_vars(parse(text)))
 
 
@@ -116,8 +112,6 @@ def _param_combos(params: Mapping[str, tuple], skip: Sequence[str] = ()) -> list
 
 
 def _param_vars(text: str) -> set[str]:
-    from eqsat.rules.rule import param_vars
-
     return param_vars(parse(text))
 
 
