@@ -963,9 +963,9 @@ def _random_shapes(variables: Sequence[str], rng: np.random.Generator) -> dict[s
             dims.append(remap.setdefault((d, color), int(rng.integers(1, 6))))
         out[v] = tuple(dims)
     for v in variables:  # a reshape target and the matrix it reshapes: (a, b, c) and (a, b * c)
-        vt = _VAR_TYPES[var_prefix(v)]
-        matrix = f"?{vt.of}{v[1 + len(vt.prefix):]}"
-        if vt.of and matrix in out:
+        vt = _VAR_TYPES.get(var_prefix(v))
+        matrix = f"?{vt.of}{v[1 + len(vt.prefix):]}" if vt is not None and vt.of else None
+        if matrix in out:
             out[matrix] = (out[v][0], int(np.prod(out[v][1:])))
     return out
 
