@@ -1,25 +1,63 @@
-"""The ``eqsat`` command line: optimize, inspect, demo, extract, and the rules/costs tools."""
+"""The ``eqsat`` command line: optimize, inspect, demo, extract, and the rules/costs tools.
+
+A problem the user can fix (an :class:`eqsat.errors.EqsatError`, a file-system error, a failed numeric check)
+prints one line, ``eqsat: error: <what happened>; <what to do>``, exits with status 2 and writes nothing.
+Any other exception is a bug and keeps its traceback (``EQSAT_TRACEBACK=1`` shows one for user errors too).
+Results go to stdout; progress and log messages go to stderr (``-q`` keeps only warnings).
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import importlib.util
+import logging
+import os
+import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from eqsat.errors import EqsatError, UsageError
+
+if TYPE_CHECKING:
+    from eqsat.onnx_io import ModelSummary
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line: what is wrong, and where the usage is."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE; run 'PROG --help' for usage`` and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message}; run '{self.prog} --help' for usage\n")
 
 
 def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME=d1,d2,...`` as (name, dims); the argparse type of ``--input-shape``. Sizes are checked when the
+    model is loaded (positive, matching the input)."""
+    name, sep, dims = text.rpartition("=")
     try:
-        name, dims = text.rsplit("=", 1)
+        if not sep or not name:
+            raise ValueError
         return name, tuple(int(d) for d in dims.split(",") if d.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected NAME=d1,d2,..., got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected NAME=d1,d2,... (e.g. input=1,3,224,224), got {text!r}") from None
 
 
-def _progress(quiet: bool):
+def _input_shapes(given: Sequence[tuple[str, tuple[int, ...]]] | None) -> dict[str, tuple[int, ...]]:
+    """The ``--input-shape`` options as a dict; an input given twice with different shapes is an error."""
+    out: dict[str, tuple[int, ...]] = {}
+    for name, dims in given or []:
+        if name in out and out[name] != dims:
+            raise UsageError(f"--input-shape gives {name!r} twice ({','.join(map(str, out[name]))} and "
+                             f"{','.join(map(str, dims))}); give it once")
+        out[name] = dims
+    return out
+
+
+def _progress(quiet: bool) -> Callable[[str], None]:
     start = time.perf_counter()
 
     def say(msg: str) -> None:
@@ -29,44 +67,142 @@ def _progress(quiet: bool):
     return say
 
 
-def _cost_model(name: str):
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler writing to whatever ``sys.stderr`` is when a record is emitted (tests swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        """The current ``sys.stderr``."""
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+class _Elapsed(logging.Formatter):
+    """``[  12.3s] message`` like the progress lines; warnings and errors say so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start = time.time()
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Elapsed seconds, level (above INFO), message."""
+        level = "" if record.levelno <= logging.INFO else f"{record.levelname.lower()}: "
+        return f"[{record.created - self.start:6.1f}s] {level}{super().format(record)}"
+
+
+def _setup_logging(quiet: bool) -> None:
+    """Send the library's log records (the ``eqsat`` loggers) to stderr: INFO and up, WARNING and up with -q."""
+    log = logging.getLogger("eqsat")
+    for h in list(log.handlers):
+        if isinstance(h, _StderrHandler):
+            log.removeHandler(h)
+    handler = _StderrHandler()
+    handler.setFormatter(_Elapsed())
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+def _cost_model(name: str) -> Any:
     from eqsat.gpu import get_cost_model
 
-    return get_cost_model(name)
+    try:
+        return get_cost_model(name)
+    except ValueError as e:  # unknown name
+        raise UsageError(f"--costs {name}: {e}") from None
+    except RuntimeError as e:  # e.g. CuPy or CUDA missing for --costs gpu
+        raise UsageError(f"--costs {name}: {e}") from None
 
 
 def _rules(name: str):
+    """The rule set named on the command line; ``None`` (optimize's own default) for "default"."""
     from eqsat import rules
 
-    return rules.starter_rules() if name == "starter" else rules.corpus_or_starter()
+    return rules.starter_rules() if name == "starter" else None
+
+
+def _check_output(path: str, option: str, example: str) -> Path:
+    """Fail at once, before any work, when ``path`` cannot be written as a file. Missing folders on the way
+    are fine: they are created when the file is written (only after everything else succeeded)."""
+    p = Path(path)
+    if p.is_dir() or path.endswith(("/", os.sep)):
+        raise UsageError(f"{option} {path} names a directory; give a file path, e.g. {option} {p / example}")
+    folder = p.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: {folder} is a file, not a folder; choose another path")
+    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"{option} {path}: no permission to write there; choose another path")
+    return p
+
+
+def _write_file(out: Path, write: Callable[[Path], None]) -> None:
+    """Create ``out``'s folders and write it through a temporary file, so a failure leaves nothing behind."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    """Optimize an ONNX file and write the result."""
-    from eqsat.pipeline import optimize
+    """Optimize an ONNX file and write the result (and the e-graph with ``--dump-egraph``).
 
-    say = _progress(args.quiet)
-    res = optimize(args.model, cost_model=_cost_model(args.costs), rules=_rules(args.rules),
-                   time_limit=args.time_limit, node_limit=args.node_limit, iter_limit=args.iter_limit,
-                   solver=args.solver, input_shapes=dict(args.input_shape or []), check=not args.no_check,
-                   dump_egraph=args.dump_egraph, progress=say)
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    The paths are checked before any work; missing folders are created when writing. Nothing is written
+    unless the whole run succeeds (the e-graph goes to a temporary file until then).
+    """
     import onnx
 
-    onnx.save(res.model, str(out))
+    from eqsat.pipeline import optimize
+
+    out = _check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
+    dump = _check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None
+    if dump is not None and dump.resolve() == out.resolve():
+        raise UsageError(f"-o and --dump-egraph name the same file {out}; give two different paths")
+    shapes = _input_shapes(args.input_shape)
+    cost_model = _cost_model(args.costs)
+    say = _progress(args.quiet)
+    with tempfile.TemporaryDirectory(prefix="eqsat-") as tmp:
+        dump_tmp = Path(tmp) / "egraph.json" if dump is not None else None
+        res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules),
+                       time_limit=args.time_limit, node_limit=args.node_limit, iter_limit=args.iter_limit,
+                       solver=args.solver, input_shapes=shapes, check=not args.no_check,
+                       dump_egraph=dump_tmp, progress=say)
+        _write_file(out, lambda p: onnx.save(res.model, str(p)))
+        if dump is not None and dump_tmp is not None:
+            _write_file(dump, lambda p: shutil.copyfile(dump_tmp, p))
     print(res.summary())
     print(f"\nwrote {out}")
-    if args.dump_egraph:
-        print(f"wrote e-graph {args.dump_egraph}")
+    if dump is not None:
+        print(f"wrote e-graph {dump}")
     return 0
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    """Print an operator histogram, input/output shapes and the opaque operators of a model."""
+    """Describe a model: operator histogram, input/output shapes and the opaque operators of its IR; for a
+    model eqsat cannot import (dynamic shapes, control flow), what the ONNX file declares and how to fix it."""
     from eqsat import onnx_io
+    from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError
 
-    g = onnx_io.load_model(args.model, input_shapes=dict(args.input_shape or []))
+    model, label = onnx_io.read_model(args.model)
+    try:
+        g = onnx_io.load_model(model, input_shapes=_input_shapes(args.input_shape), label=label)
+    except (ModelReadError, InputShapeError):
+        raise
+    except ModelLoadError as e:
+        summary = onnx_io.summarize_model(model, label=label)
+        # a dynamic input is already explained by the "dynamic dimensions" line
+        _describe(summary, "" if isinstance(e, DynamicShapeError) and summary.dynamic_inputs()
+                  else str(e).removeprefix(f"{label}: "))
+        return 0
     shapes = g.shapes
     print(f"model {args.model}: {len(g.nodes)} IR nodes, {len(g.weights)} weights, opset {g.meta.get('opset')}")
     for i in g.inputs:
@@ -81,6 +217,31 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _describe(s: ModelSummary, reason: str) -> None:
+    """Print an :class:`eqsat.onnx_io.ModelSummary` of a model that cannot be imported as is."""
+    print(f"model {s.label}: {s.nodes} ONNX nodes, {s.initializers} initializers, opset {s.opset}, "
+          f"IR version {s.ir_version} (described from the ONNX file: it cannot be imported as is)")
+    for i in s.inputs:
+        dyn = f"  (dynamic: {', '.join(i.dynamic)})" if i.dynamic else ""
+        print(f"  input  {i.name}: {i.shape_text()} {i.dtype}{dyn}")
+    for o in s.outputs:
+        print(f"  output {o.name}: {o.shape_text()} {o.dtype}")
+    print("operators (ONNX):")
+    for op, n in sorted(s.op_histogram.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {op:<24} {n}")
+    if s.control_flow:
+        print("inside control-flow bodies:")
+        for op, n in sorted(s.subgraph_op_histogram.items(), key=lambda kv: (-kv[1], kv[0])):
+            print(f"  {op:<24} {n}")
+        print("control flow (not supported for optimization; eqsat optimize refuses the model): "
+              + ", ".join(s.control_flow))
+    if s.dynamic_inputs():
+        dims = sorted({d for i in s.dynamic_inputs() for d in i.dynamic})
+        print(f"dynamic dimensions: {', '.join(dims)}; fix them with {s.input_shape_hint()}")
+    if reason:
+        print(f"why it cannot be imported: {reason}")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Optimize a built-in model end to end and print the report."""
     import onnx
@@ -88,43 +249,50 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from eqsat import zoo
     from eqsat.pipeline import optimize
 
+    out = _check_output(args.output, "-o", f"{args.model}.opt.onnx") if args.output else None
     builders = zoo.builtin_models()
     if args.model in builders:
         model = builders[args.model]()
-    else:
+    elif args.model in zoo.zoo_names():
         model = zoo.load_zoo_model(args.model)
+    else:
+        raise UsageError(f"--model {args.model}: no such built-in model; choose one of "
+                         f"{', '.join(list(builders) + zoo.zoo_names())}")
+    cost_model = _cost_model(args.costs)
     say = _progress(args.quiet)
     say(f"demo: optimizing the built-in model {args.model!r}")
-    res = optimize(model, cost_model=_cost_model(args.costs), time_limit=args.time_limit, progress=say)
+    res = optimize(model, cost_model=cost_model, time_limit=args.time_limit, progress=say)
+    if out is not None:
+        _write_file(out, lambda p: onnx.save(res.model, str(p)))
     print(res.summary())
-    if args.output:
-        onnx.save(res.model, args.output)
-        print(f"\nwrote {args.output}")
+    if out is not None:
+        print(f"\nwrote {out}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
-    p = argparse.ArgumentParser(prog="eqsat", description="ONNX superoptimizer by equality saturation")
+    p = _Parser(prog="eqsat", description="ONNX superoptimizer by equality saturation")
     sub = p.add_subparsers(dest="command", required=True)
 
     o = sub.add_parser("optimize", help="optimize an ONNX model")
     o.add_argument("model")
-    o.add_argument("-o", "--output", required=True)
+    o.add_argument("-o", "--output", required=True, help="the optimized model (missing folders are created)")
     o.add_argument("--time-limit", type=float, default=60.0, help="seconds for the whole run (default 60)")
     o.add_argument("--node-limit", type=int, default=50_000, help="e-node limit (default 50000)")
     o.add_argument("--iter-limit", type=int, default=10, help="saturation iterations (default 10)")
-    o.add_argument("--dump-egraph", metavar="PATH", help="write the saturated e-graph (extraction-gym JSON)")
+    o.add_argument("--dump-egraph", metavar="PATH",
+                   help="write the saturated e-graph (extraction-gym JSON; missing folders are created)")
     o.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224",
                    help="fix a dynamic input shape (repeatable)")
     o.add_argument("--costs", default="analytic", help="cost model: analytic (default), measured/cpu, gpu")
     o.add_argument("--solver", default="cpsat", choices=["cpsat", "greedy"])
     o.add_argument("--rules", default="default", choices=["default", "starter"])
     o.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric check")
-    o.add_argument("-q", "--quiet", action="store_true")
+    o.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the report is still printed)")
     o.set_defaults(func=cmd_optimize)
 
-    i = sub.add_parser("inspect", help="op histogram, shapes and opaque ops of a model")
+    i = sub.add_parser("inspect", help="op histogram, shapes and opaque ops of a model (any ONNX model)")
     i.add_argument("model")
     i.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224")
     i.set_defaults(func=cmd_inspect)
@@ -144,17 +312,52 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``eqsat`` console script."""
-    args = build_parser().parse_args(argv)
+def _is_user_error(e: BaseException) -> bool:
+    """Whether ``e`` reports a problem the user can fix (one line, exit 2) rather than a bug (traceback)."""
+    return isinstance(e, EqsatError | OSError)
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror and e.filename and not isinstance(e, EqsatError):
+        return f"{e.filename}: {e.strerror}"
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
-        return int(args.func(args) or 0)
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error already printed on one line
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    _setup_logging(getattr(args, "quiet", False))
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("eqsat: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, RuntimeError, FileNotFoundError) as e:
-        print(f"eqsat: error: {e}", file=sys.stderr)
+    except BrokenPipeError:
+        raise
+    except Exception as e:
+        if not _is_user_error(e) or os.environ.get("EQSAT_TRACEBACK"):
+            raise
+        print(f"eqsat: error: {_one_line(e)}", file=sys.stderr)
         return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``eqsat`` console script; returns the exit status."""
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        # the reader went away (``eqsat inspect m.onnx | head -1``): stop quietly, as other Unix tools do;
+        # stdout goes to devnull so the interpreter's final flush does not fail again
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the closed pipe
 
 
 if __name__ == "__main__":

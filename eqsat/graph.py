@@ -113,11 +113,15 @@ class Graph:
 
     @cached_property
     def dtypes(self) -> dict[str, str]:
-        """numpy dtype name of every tensor (registry ops keep their first input's dtype)."""
+        """numpy dtype name of every tensor.
+
+        An opaque node carries its dtype in its parameters; a registry op keeps its first input's dtype; a
+        registry op without inputs (a constant such as ``const_pool``) is float32, the dtype it exports as.
+        """
         dt: dict[str, str] = {i.name: i.dtype for i in self.inputs}
         dt.update({k: str(v.dtype) for k, v in self.weights.items()})
         for n in self.nodes:
-            dt[n.output] = n.p["dtype"] if n.op == "opaque" else dt[n.inputs[0]]
+            dt[n.output] = _node_dtype(n, dt)
         return dt
 
     def validate(self) -> Graph:
@@ -176,6 +180,21 @@ class Graph:
             else:
                 env[n.output] = n.spec.evaluate(n.p, args)
         return [env[o] for o in self.outputs]
+
+
+#: dtype of registry operators without inputs (the constants of :mod:`eqsat.ops`, exported as float32)
+CONSTANT_DTYPE = "float32"
+
+
+def _node_dtype(n: Node, known: Mapping[str, str]) -> str:
+    if n.op == "opaque":
+        return str(n.p["dtype"])
+    if not n.inputs:
+        return CONSTANT_DTYPE
+    try:
+        return known[n.inputs[0]]
+    except KeyError:
+        raise GraphError(f"node {n.output!r} ({n.op}) reads undefined tensor {n.inputs[0]!r}") from None
 
 
 def _toposort(nodes: Iterable[Node], leaves: set[str]) -> list[Node]:
