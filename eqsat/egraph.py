@@ -13,8 +13,12 @@ serializer drops them.
 
 from __future__ import annotations
 
+import enum
 import json
+import logging
+import math
 import multiprocessing as mp
+import numbers
 import re
 import resource
 import time
@@ -25,16 +29,22 @@ from typing import Any
 import numpy as np
 
 from eqsat import ops
+from eqsat.errors import EqsatError, UsageError
 from eqsat.graph import Graph, Node, make_node
 from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_args
 
 EGGLOG_VERSION = "13.2.0"
+log = logging.getLogger(__name__)
 _SORTS = {"int": "i64", "ints": "IVec", "float": "String", "str": "String", "any": "String"}
 _ARITH = {"+", "-", "*"}
 
 
-class EngineError(RuntimeError):
+class EngineError(EqsatError, RuntimeError):
     """egglog rejected the program or the engine process failed in a way we cannot recover from."""
+
+
+class LimitError(UsageError):
+    """A limit that means nothing (negative, NaN, infinite, a fractional count); a ValueError naming it."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -274,18 +284,60 @@ def compile_graph(graph: Graph) -> CompiledGraph:
 
 @dataclass
 class Limits:
-    """Bounds on saturation. The engine stops at the first one reached, keeping the e-graph so far."""
+    """Bounds on saturation. The engine stops at the first one reached, keeping the e-graph so far.
+
+    All of them hold during an iteration, not only between iterations: a rule is applied only when all its
+    matches fit in what is left of the node, memory and time budgets (see :func:`_saturate_in_process`).
+    Invalid values (negative, NaN, infinite, fractional counts) raise :class:`LimitError`, a ValueError naming
+    the limit and what it allows.
+    """
 
     iter_limit: int = 10
-    node_limit: int = 50_000
-    time_limit: float = 30.0  # seconds of saturation
+    node_limit: int = 50_000  # e-nodes; the input graph itself is never cut, even when it is larger
+    time_limit: float = 30.0  # seconds of saturation, from the call to the serialized e-graph; 0 runs no iteration
     multi_iters: int = 1  # iterations in which two-output rules run (they feed on their own output)
     memory_limit_mb: int = 8192
+
+    def __post_init__(self) -> None:
+        self.iter_limit = _whole("iter_limit", self.iter_limit, 0, "iterations")
+        self.node_limit = _whole("node_limit", self.node_limit, 1, "e-nodes")
+        self.time_limit = check_seconds("time_limit", self.time_limit, allow_zero=True)
+        self.multi_iters = _whole("multi_iters", self.multi_iters, 0, "iterations")
+        self.memory_limit_mb = _whole("memory_limit_mb", self.memory_limit_mb, 1, "MiB")
+
+
+def _whole(name: str, value: Any, minimum: int, unit: str) -> int:
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+          and value == int(value) and value >= minimum)
+    if not ok:
+        raise LimitError(f"{name} must be a whole number of {unit} >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """Return ``value`` as seconds, or raise :class:`LimitError` (a ValueError) naming ``name`` if it is not a
+    finite number greater than zero (or equal to zero with ``allow_zero``)."""
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+          and (value >= 0 if allow_zero else value > 0))
+    if not ok:
+        kind = "a finite, non-negative" if allow_zero else "a finite, positive"
+        raise LimitError(f"{name} must be {kind} number of seconds, got {value!r}")
+    return float(value)
+
+
+class StopReason(enum.StrEnum):
+    """Why saturation stopped; ``str()`` is the readable form reports print ("node limit")."""
+
+    SATURATED = "saturated"
+    ITERATION_LIMIT = "iteration limit"
+    NODE_LIMIT = "node limit"
+    TIME_LIMIT = "time limit"
+    MEMORY_LIMIT = "memory limit"
 
 
 @dataclass
 class IterationStats:
-    """What one saturation iteration did."""
+    """What one saturation iteration did (a last iteration cut short by a limit counts, with what it did)."""
 
     iteration: int
     enodes: int
@@ -300,7 +352,7 @@ class SaturationResult:
 
     egraph: dict[str, Any]
     iterations: list[IterationStats]
-    stop_reason: str
+    stop_reason: StopReason
     seconds: float
     program: str = ""
     tensor_of_global: dict[str, str] = field(default_factory=dict)
@@ -316,7 +368,33 @@ class SaturationResult:
         return out
 
 
-def _sizes(eg: Any, b: Any) -> tuple[int, int]:
+@dataclass(frozen=True)
+class _Step:
+    """One rule direction in a ruleset of its own, so that it can be applied (or not) on its own."""
+
+    ruleset: str
+    rule: str
+    multi: bool
+    size: int  # operator applications in its right-hand sides: the most e-nodes one match can add
+
+
+# which limit to name when several keep a rule from being applied (the e-graph being full comes first)
+_REASON_ORDER = [StopReason.NODE_LIMIT, StopReason.MEMORY_LIMIT, StopReason.TIME_LIMIT]
+_CHUNK = "\n;;CHUNK\n"
+_RULES = "\n;;RULES\n"  # separates the graph from the rules in a program
+_GRAPH_CHUNK = 500  # lines per graph chunk: egglog parses one big block of global lets superlinearly (3.8 s vs 0.2 s)
+
+# The engine's costs per e-node, measured on 2 cores (ewadd chain under assoc/comm, shared-weight matmul chain),
+# rounded up: adding one (rule actions, rebuild, shape rules) 20-40 us; serializing one at the end (egglog JSON,
+# Python dicts, the pipe) 22-35 us; address space of the e-graph plus its serialization peak 1.5-3 KB. They turn
+# the time and memory limits into e-node allowances, and time into the reserve kept for finishing.
+_SECONDS_PER_NEW_ENODE = 40e-6
+_SECONDS_PER_ENODE_OUT = 35e-6
+_BYTES_PER_ENODE = 4096
+_FINISH_SECONDS = 0.05  # fixed part of the last shape saturation, serialization and transfer
+
+
+def _sizes(eg: Any, b: Any = None) -> tuple[int, int]:
     (out,) = eg.run_program(*eg.parse_program("(print-size)"))
     sizes = dict(out.sizes)
     skip = {"shape", "pending", "TNil", "TCons"}
@@ -328,40 +406,220 @@ def _matches(report: Any) -> dict[str, int]:
     return {str(k): int(v) for k, v in report.num_matches_per_rule.items()}
 
 
-def _saturate_in_process(program: str, roots: list[str], limits: Limits,
-                         report: Callable[[str, Any], None]) -> None:
+def _found(report: Any, rule: str) -> int:
+    """Matches a rule found, applied or not (``num_matches_per_rule`` counts only applied ones). A scheduled
+    run that applies matches reports its search twice, hence the largest per-iteration count."""
+    return max((sum(r.num_matches for r in it.rule_set_report.rule_reports.get(rule, ())) for it in report.iterations),
+               default=0)
+
+
+def _vm_bytes() -> int | None:
+    """Address space of this process: what RLIMIT_AS (the memory limit of the engine process) counts."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):  # pragma: no cover - platform without /proc
+        return None
+
+
+class _Budget:
+    """How many more e-nodes the node, time and memory limits allow, and which of them binds."""
+
+    def __init__(self, limits: Limits, deadline: float, memory_base: int | None) -> None:
+        self.node_limit = limits.node_limit
+        self.deadline = deadline
+        self.memory_end = None if memory_base is None else memory_base + limits.memory_limit_mb * 1024 * 1024
+
+    def finish_seconds(self, enodes: int) -> float:
+        return _FINISH_SECONDS + _SECONDS_PER_ENODE_OUT * enodes
+
+    def out_of(self, enodes: int, pending: int) -> StopReason | None:
+        """The limit already reached with ``enodes`` in the e-graph, ``pending`` of them without shapes yet."""
+        if enodes >= self.node_limit:
+            return StopReason.NODE_LIMIT
+        if time.perf_counter() + self.finish_seconds(enodes) + _SECONDS_PER_NEW_ENODE * pending >= self.deadline:
+            return StopReason.TIME_LIMIT
+        vm = _vm_bytes()
+        if self.memory_end is not None and vm is not None and vm + _BYTES_PER_ENODE * enodes >= self.memory_end:
+            return StopReason.MEMORY_LIMIT
+        return None
+
+    def allowance(self, enodes: int, pending: int) -> _Allowance:
+        """E-nodes the next rules may add under each limit."""
+        left = self.deadline - time.perf_counter() - self.finish_seconds(enodes) - _SECONDS_PER_NEW_ENODE * pending
+        out = {StopReason.NODE_LIMIT: self.node_limit - enodes,
+               StopReason.TIME_LIMIT: int(left / (_SECONDS_PER_NEW_ENODE + _SECONDS_PER_ENODE_OUT))}
+        vm = _vm_bytes()
+        if self.memory_end is not None and vm is not None:
+            out[StopReason.MEMORY_LIMIT] = int((self.memory_end - vm) / _BYTES_PER_ENODE) - enodes
+        return _Allowance({k: max(0, v) for k, v in out.items()})
+
+
+class _Allowance(dict[StopReason, int]):
+    """E-nodes allowed by each limit (:class:`StopReason` -> e-nodes)."""
+
+    @property
+    def nodes(self) -> int:
+        return min(self.values())
+
+    def blocking(self, need: int) -> StopReason:
+        """The limit to name for holding back a rule that would add ``need`` e-nodes: the node limit if it
+        alone forbids it, then memory, then time."""
+        return next((r for r in _REASON_ORDER if self.get(r, need) < need), StopReason.TIME_LIMIT)
+
+
+@dataclass
+class _Progress:
+    """One iteration so far: e-nodes now, how many of them have no shape yet, whether a rule ran, matches."""
+
+    now: int
+    pending: int = 0
+    ran: bool = False
+    matches: dict[str, int] = field(default_factory=dict)
+
+
+def _serialize(eg: Any, b: Any, roots: list[str]) -> dict[str, Any]:
+    ser = eg.serialize([b.Var(b.PanicSpan(), r) for r in roots])
+    return clean_serialized(json.loads(ser.to_json()))
+
+
+def _saturate_in_process(program: str, steps: Sequence[_Step], roots: list[str], limits: Limits,
+                         report: Callable[[str, Any], None], *, deadline: float | None = None,
+                         memory_base: int | None = None, snapshot: bool = False) -> None:
+    """Load ``program`` and saturate it, reporting ``("iter", IterationStats)`` after each iteration and
+    ``("done", (egraph, StopReason))`` at the end (``("snapshot", egraph)`` after iteration 0 with ``snapshot``).
+
+    Every rule has a ruleset of its own. An iteration runs them in groups, under a back-off scheduler whose
+    match limit is the number of e-nodes the limits still allow divided by the most e-nodes the group's
+    rules can add per match: a rule with more matches is not applied at all (banned for that call), so the
+    e-graph cannot grow past the node limit. A rule banned only for the group's share is retried alone with
+    the whole allowance; one that does not fit then is held back (and its search skipped while it still
+    would not fit). The time and memory limits become e-node allowances the same way, and all limits are
+    checked between calls. Whatever stops an iteration, the shapes ruleset is saturated afterwards, so the
+    e-graph serialized has only shape-checked merges. A rule held back by a limit makes that limit the stop
+    reason when nothing else changes any more.
+    """
     from egglog import bindings as b
 
-    eg = b.EGraph()
     t_start = time.perf_counter()
-    for chunk in program.split("\n;;CHUNK\n"):
-        eg.run_program(*eg.parse_program(chunk))
-    eg.run_program(*eg.parse_program("(run-schedule (saturate (run shapes)))"))
-    enodes, classes = _sizes(eg, b)
+    deadline = t_start + limits.time_limit if deadline is None else deadline
+    budget = _Budget(limits, deadline, _vm_bytes() if memory_base is None else memory_base)
+    eg = b.EGraph()
+
+    def run(text: str) -> Any:
+        return eg.run_program(*eg.parse_program(text))
+
+    graph_part, _, rules_part = program.partition(_RULES)
+    for chunk in graph_part.split(_CHUNK):
+        run(chunk)
+    run("(run-schedule (saturate (run shapes)))")
+    enodes, classes = _sizes(eg)
     report("iter", IterationStats(0, enodes, classes, time.perf_counter() - t_start, {}))
-    reason = "iteration limit"
-    for i in range(1, limits.iter_limit + 1):
-        if enodes >= limits.node_limit:
-            reason = "node limit"
+    reason = StopReason.ITERATION_LIMIT if limits.iter_limit == 0 else budget.out_of(enodes, 0)
+    first = None
+    if reason is None and snapshot:  # the fallback if this process is killed or dies later
+        first = _serialize(eg, b, roots)
+        report("snapshot", first)
+    # rules are loaded after the graph (egglog plans a query with the table sizes it sees, issue #866), and
+    # not at all when a limit is already reached
+    for chunk in rules_part.split(_CHUNK) if reason is None else ():
+        if chunk:
+            run(chunk)
+        reason = budget.out_of(enodes, 0)
+        if reason is not None:
             break
-        if time.perf_counter() - t_start >= limits.time_limit:
-            reason = "time limit"
+    changed = False
+    held: dict[str, tuple[int, StopReason]] = {}  # rules held back by a limit -> (their matches, the limit)
+    groups = [g for kind in (False, True) for g in _groups([st for st in steps if st.multi == kind])]
+
+    def apply(it: _Progress, todo: list[_Step], cap: int) -> list[tuple[_Step, int]]:
+        """Run ``todo`` in turn, each rule applied only if it has at most ``cap`` matches; return the rules
+        that had more (not applied) with their match counts."""
+        runs = " ".join(f"(run-with bo {st.ruleset})" for st in todo)
+        rep = run(f"(run-schedule (let-scheduler bo (back-off :match-limit {cap} :ban-length 1)) {runs})")[-1].report
+        it.ran = True
+        over, applied_any = [], False
+        for st in todo:
+            applied = int(rep.num_matches_per_rule.get(st.rule, 0))
+            if applied:
+                applied_any = True
+                held.pop(st.rule, None)
+                it.matches[st.rule] = it.matches.get(st.rule, 0) + applied
+            elif (found := _found(rep, st.rule)) > cap:
+                over.append((st, found))
+        if applied_any:
+            before = it.now
+            it.now, _ = _sizes(eg)  # exact: most matches re-create terms that already exist
+            it.pending += max(0, it.now - before)
+        return over
+
+    for i in range(1, limits.iter_limit + 1 if reason is None else 1):
+        reason = StopReason.ITERATION_LIMIT
+        stop = budget.out_of(enodes, 0)
+        if stop is not None:
+            reason = stop
             break
         t0 = time.perf_counter()
-        sched = "(run rw)" + (" (run multi)" if i <= limits.multi_iters else "")
-        outs = eg.run_program(*eg.parse_program(f"(run-schedule {sched} (saturate (run shapes)))"))
-        matches = _matches(outs[-1].report)
-        new_enodes, classes = _sizes(eg, b)
-        report("iter", IterationStats(i, new_enodes, classes, time.perf_counter() - t0, matches))
-        if new_enodes == enodes and not any(v for k, v in matches.items() if k != "merge-checked"):
-            reason = "saturated"
+        it = _Progress(enodes)
+        for group in groups:
+            group = [st for st in group if not (st.multi and i > limits.multi_iters)]
+            if not group:
+                continue
+            if (stop := budget.out_of(it.now, it.pending)) is not None:
+                break
+            allow = budget.allowance(it.now, it.pending)
+            todo = []
+            for st in group:
+                found = held.get(st.rule, (0,))[0]
+                if found > allow.nodes // st.size:  # held back before and would be again: skip its search
+                    held[st.rule] = (found, allow.blocking(found * st.size))
+                else:
+                    todo.append(st)
+            if not todo:
+                continue
+            # the group's share of the allowance: even if every rule of it applies all its matches, it fits
+            over = apply(it, todo, allow.nodes // sum(st.size for st in todo))
+            for st, found in over:  # rules with more matches than the group's share: alone, if they fit
+                if (stop := budget.out_of(it.now, it.pending)) is not None:
+                    break
+                allow = budget.allowance(it.now, it.pending)
+                if found <= allow.nodes // st.size:
+                    again = apply(it, [st], allow.nodes // st.size)
+                    if not again:
+                        continue
+                    found = again[0][1]
+                # a scheduled rule finds all its matches every time, so it has at least as many next time
+                held[st.rule] = (found, allow.blocking(found * st.size))
+            if stop is not None:
+                break
+        if it.ran:  # shape-check and merge what this (maybe partial) iteration added
+            outs = run("(run-schedule (saturate (run shapes)))")
+            for k, v in _matches(outs[-1].report).items():
+                it.matches[k] = it.matches.get(k, 0) + v
+            new_enodes, new_classes = _sizes(eg)
+            report("iter", IterationStats(i, new_enodes, new_classes, time.perf_counter() - t0, it.matches))
+            changed = True
+        else:
+            new_enodes, new_classes = enodes, classes
+        if stop is not None:
+            reason = stop
             break
-        if new_enodes == enodes and i > limits.multi_iters:
-            reason = "saturated"
+        if new_enodes == enodes and new_classes == classes:
+            # nothing changed: saturated, unless a limit kept rules with matches from being applied (multi rules
+            # held back in their iterations count too: they do not run again)
+            reason = min((w for _, w in held.values()), key=_REASON_ORDER.index) if held else StopReason.SATURATED
             break
-        enodes = new_enodes
-    ser = eg.serialize([b.Var(b.PanicSpan(), r) for r in roots])
-    report("done", (clean_serialized(json.loads(ser.to_json())), reason))
+        enodes, classes = new_enodes, new_classes
+    reason = reason or StopReason.ITERATION_LIMIT
+    log.debug("saturation stopped (%s) after %.2f s", reason, time.perf_counter() - t_start)
+    report("done", (first if first is not None and not changed else _serialize(eg, b, roots), reason))
+
+
+def _groups(steps: list[_Step], size: int = 16) -> list[list[_Step]]:
+    """Rules are run a group per egglog call (one call per rule costs ~0.5 ms each, 0.2 s an iteration)."""
+    return [steps[k:k + size] for k in range(0, len(steps), size)]
+
+
 
 
 def _explain(e: BaseException) -> str:
@@ -372,17 +630,19 @@ def _explain(e: BaseException) -> str:
     return msg
 
 
-def _child_main(conn: Any, program: str, roots: list[str], limits: Limits) -> None:
+def _child_main(conn: Any, program: str, steps: Sequence[_Step], roots: list[str], limits: Limits,
+                deadline: float) -> None:
+    # the memory limit is on what the engine adds to what the forked process already maps
+    mapped = _vm_bytes()
+    if mapped is not None:
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (mapped + limits.memory_limit_mb * 1024 * 1024,
+                                                    resource.RLIM_INFINITY))
+        except (ValueError, OSError):  # pragma: no cover - platform without RLIMIT_AS
+            pass
     try:
-        # the limit is on memory the engine adds to what the forked process already maps
-        with open("/proc/self/statm") as f:
-            mapped = int(f.read().split()[0]) * resource.getpagesize()
-        limit = mapped + limits.memory_limit_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
-    except (ValueError, OSError):  # pragma: no cover - platform without /proc or RLIMIT_AS
-        pass
-    try:
-        _saturate_in_process(program, roots, limits, lambda kind, payload: conn.send((kind, payload)))
+        _saturate_in_process(program, steps, roots, limits, lambda kind, payload: conn.send((kind, payload)),
+                             deadline=deadline, memory_base=mapped, snapshot=True)
     except MemoryError:
         conn.send(("error", "memory limit"))
     except BaseException as e:  # egglog errors (and Rust panics) cross the process boundary as text
@@ -391,27 +651,66 @@ def _child_main(conn: Any, program: str, roots: list[str], limits: Limits) -> No
         conn.close()
 
 
-def build_program(graph: Graph, rules: Sequence[Rule]) -> tuple[str, CompiledGraph]:
-    """The whole egglog program (declarations, graph, rules) as text chunks joined by ';;CHUNK' lines."""
+def _term_size(e: Sexp) -> int:
+    """Operator applications in a pattern (parameters are primitives, not e-nodes)."""
+    if not isinstance(e, list):
+        return 0
+    _, _, ins = split_args(e)
+    return 1 + sum(_term_size(x) for x in ins)
+
+
+def _build_program(graph: Graph, rules: Sequence[Rule]) -> tuple[str, CompiledGraph, list[_Step]]:
     cg = compile_graph(graph)
-    rule_texts = compile_rules(rules)
-    # rules are added after the graph (egglog plans queries with the table sizes it sees, issue #866), in
-    # small batches (one big batch costs extra memory)
-    chunks = [declarations(), cg.text] + ["\n".join(rule_texts[i:i + 20]) for i in range(0, len(rule_texts), 20)]
-    return "\n;;CHUNK\n".join(c for c in chunks if c), cg
+    directions = {d.name: d for r in rules for d in r.directions()}
+    steps: list[_Step] = []
+    rule_texts: list[str] = []
+    for text in compile_rules(rules):
+        body, tail = text.rsplit(" :ruleset ", 1)  # compile_rule ends a rule with ':ruleset K :name "N")'
+        kind, name = tail.split(" :name ", 1)
+        rule = json.loads(name.removesuffix(")"))
+        ruleset = f"step{len(steps)}"
+        size = sum(_term_size(parse(x)) for x in directions[rule].rhs)
+        steps.append(_Step(ruleset, rule, kind == "multi", max(1, size)))
+        rule_texts.append(f"(ruleset {ruleset})\n{body} :ruleset {ruleset} :name {name}")
+    graph_lines = cg.text.split("\n") if cg.text else []
+    graph_chunks = [declarations()] + ["\n".join(graph_lines[i:i + _GRAPH_CHUNK])
+                                        for i in range(0, len(graph_lines), _GRAPH_CHUNK)]
+    # rules in small batches (one big batch costs extra memory)
+    rule_chunks = ["\n".join(rule_texts[i:i + 20]) for i in range(0, len(rule_texts), 20)]
+    return _CHUNK.join(graph_chunks) + _RULES + _CHUNK.join(rule_chunks), cg, steps
+
+
+def build_program(graph: Graph, rules: Sequence[Rule]) -> tuple[str, CompiledGraph]:
+    """The whole egglog program: declarations and graph, a ';;RULES' line, then the rules, each part in text
+    chunks joined by ';;CHUNK' lines.
+
+    Each rule direction gets a ruleset of its own (``step0``, ``step1``, ...) so saturation can apply or hold
+    back each one separately.
+    """
+    program, cg, _ = _build_program(graph, rules)
+    return program, cg
 
 
 def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, *,
              progress: Callable[[IterationStats], None] | None = None, in_process: bool = False) -> SaturationResult:
     """Saturate ``graph`` under ``rules`` and return the serialized e-graph.
 
-    The engine runs in a child process with a memory limit. If the child dies or overruns the time limit in
-    the middle of an iteration, it is run again with one iteration fewer than it had completed, so the
-    result is always the e-graph after the last complete iteration (egglog is deterministic).
+    The limits hold during iterations (see :func:`_saturate_in_process`): the e-graph returned has at most
+    ``node_limit`` e-nodes (unless the input graph alone has more), and the call returns within
+    ``time_limit`` seconds plus a small margin. The engine runs in a child process with a memory limit; as a
+    last resort, if that process overruns the time limit by more than a margin (a single rule's search is
+    still unbounded) it is killed, and if it dies, the e-graph of iteration 0 (the input graph with its shapes,
+    sent by the child before loading the rules) is returned with the limit as the stop reason. Loading the
+    graph itself is not cut short: without it there is no e-graph to return.
     """
     limits = limits or Limits()
-    program, cg = build_program(graph, rules)
     t0 = time.perf_counter()
+    deadline = t0 + limits.time_limit
+    program, cg, steps = _build_program(graph, rules)
+
+    def result(egraph: dict[str, Any], iters: list[IterationStats], reason: StopReason) -> SaturationResult:
+        return SaturationResult(egraph, iters, reason, time.perf_counter() - t0, program, cg.tensor_of_global)
+
     if in_process:
         msgs: list[tuple[str, Any]] = []
 
@@ -421,78 +720,76 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
                 progress(payload)
 
         try:
-            _saturate_in_process(program, cg.output_globals, limits, rep)
+            _saturate_in_process(program, steps, cg.output_globals, limits, rep, deadline=deadline)
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # a Rust panic is a BaseException
             raise EngineError(_explain(e)) from e
         iters = [p for k, p in msgs if k == "iter"]
         egraph, reason = msgs[-1][1]
-        return SaturationResult(egraph, iters, reason, time.perf_counter() - t0, program, cg.tensor_of_global)
+        return result(egraph, iters, reason)
 
-    attempt_limits = limits
-    while True:
-        # each attempt gets the full allowance: a rerun redoes the iterations that already fitted in it
-        iters, done, error = _run_child(program, cg.output_globals, attempt_limits, progress,
-                                        deadline=time.perf_counter() + limits.time_limit * 1.5 + 30)
-        if done is not None:
-            egraph, reason = done
-            return SaturationResult(egraph, iters, reason, time.perf_counter() - t0, program, cg.tensor_of_global)
-        completed = max((it.iteration for it in iters), default=-1)
-        if completed < 0 or attempt_limits.iter_limit == 0:
-            raise EngineError(f"e-graph engine failed before the first iteration: {error}")
-        # rerun, stopping after the last iteration that completed (or one earlier if serializing it failed)
-        attempt_limits = Limits(max(0, min(completed, attempt_limits.iter_limit - 1)), limits.node_limit,
-                                limits.time_limit, limits.multi_iters, limits.memory_limit_mb)
-        if progress:
-            print(f"  engine stopped ({error}); redoing {attempt_limits.iter_limit} iteration(s)")
+    # the child stops itself before the deadline; past the margin (an estimate was off, or one rule's search
+    # ran long) it is killed. The caller's later stages absorb the margin (optimize gives extraction what is left)
+    margin = 0.5 + 0.2 * limits.time_limit
+    iters, snapshot, done, failure = _run_child(program, steps, cg.output_globals, limits, progress,
+                                                deadline=deadline, kill_at=deadline + margin)
+    if done is not None:
+        return result(done[0], iters, done[1])
+    if snapshot is None or not iters:
+        raise EngineError(f"e-graph engine failed before the first iteration: {failure[1]}")
+    log.warning("e-graph engine stopped (%s); keeping the e-graph of iteration 0", failure[1])
+    return result(snapshot, iters[:1], failure[0])
 
 
-def _run_child(program: str, roots: list[str], limits: Limits,
-               progress: Callable[[IterationStats], None] | None, deadline: float
-               ) -> tuple[list[IterationStats], tuple[dict, str] | None, str]:
+def _run_child(program: str, steps: Sequence[_Step], roots: list[str], limits: Limits,
+               progress: Callable[[IterationStats], None] | None, deadline: float, kill_at: float
+               ) -> tuple[list[IterationStats], dict[str, Any] | None, tuple[dict, StopReason] | None,
+                          tuple[StopReason, str]]:
+    """Run the engine in a forked child; return (iterations, iteration-0 snapshot, result, failure)."""
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(child, program, roots, limits), daemon=True)
+    proc = ctx.Process(target=_child_main, args=(child, program, steps, roots, limits, deadline), daemon=True)
     proc.start()
     child.close()
     iters: list[IterationStats] = []
-    error = "engine process ended without a result"
+    snapshot = None
+
+    def died() -> tuple[StopReason, str]:
+        proc.join(1)
+        return StopReason.MEMORY_LIMIT, f"engine process died (exit code {proc.exitcode}; likely the memory limit)"
+
     try:
         while True:
-            remaining = deadline - time.perf_counter()
+            # before its snapshot the child is loading the graph (bounded work) and there is nothing to fall back on
+            remaining = kill_at - time.perf_counter() if snapshot is not None else 0.25
             if remaining <= 0:
-                error = "time limit (iteration did not finish)"
-                break
-            if not parent.poll(min(remaining, 1.0)):
+                return iters, snapshot, None, (StopReason.TIME_LIMIT, "time limit (a rule did not finish in time)")
+            if not parent.poll(min(remaining, 0.25)):
                 if not proc.is_alive() and not parent.poll(0):
-                    proc.join(1)
-                    error = f"engine process died (exit code {proc.exitcode}; likely the memory limit)"
-                    break
+                    return iters, snapshot, None, died()
                 continue
             try:
                 kind, payload = parent.recv()
             except EOFError:
-                proc.join(1)
-                error = f"engine process died (exit code {proc.exitcode}; likely the memory limit)"
-                break
+                return iters, snapshot, None, died()
             if kind == "iter":
                 iters.append(payload)
                 if progress:
                     progress(payload)
+            elif kind == "snapshot":
+                snapshot = payload
             elif kind == "done":
-                return iters, payload, ""
+                return iters, snapshot, payload, (StopReason.SATURATED, "")
+            elif str(payload).startswith("memory"):
+                return iters, snapshot, None, (StopReason.MEMORY_LIMIT, str(payload))
             else:
-                error = payload
-                if not str(payload).startswith("memory"):
-                    raise EngineError(payload)
-                break
+                raise EngineError(payload)
     finally:
         if proc.is_alive():
             proc.kill()
         proc.join(5)
         parent.close()
-    return iters, None, error
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -601,33 +898,31 @@ def weight_only_classes(egraph: Mapping[str, Any]) -> set[str]:
     return wo
 
 
-def node_cost_keys(egraph: Mapping[str, Any]) -> dict[str, ops.CostKey | None]:
-    """Cost key of every node; ``None`` for nodes that cost nothing (leaves, lists, weight-only work)."""
+def node_cost_keys(egraph: Mapping[str, Any]) -> dict[str, tuple[ops.CostKey, ...]]:
+    """Cost keys of every node (what it runs as once exported); none for nodes that cost nothing (leaves,
+    lists, weight-only work)."""
     nodes, cd = egraph["nodes"], egraph["class_data"]
     wo = weight_only_classes(egraph)
-    keys: dict[str, ops.CostKey | None] = {}
+    keys: dict[str, tuple[ops.CostKey, ...]] = {}
     for nid, n in nodes.items():
         kids = [nodes[k]["eclass"] for k in n["children"]]
         if n["op"] in ("Input", "Weight", "TNil", "TCons") or n["eclass"] in wo and all(k in wo for k in kids):
-            keys[nid] = None
+            keys[nid] = ()
             continue
-        spec = ops.get(n["op"])
-        out_shape = tuple(cd[n["eclass"]]["shape"])
-        if n["op"] == "opaque":
-            params = {"key": n["params"]["key"], "index": n["params"]["index"]}
-            keys[nid] = ops.CostKey("opaque", tuple(params.items()), (), out_shape)
-            continue
-        keys[nid] = spec.cost_key(n["params"], [tuple(cd[k]["shape"]) for k in kids], out_shape,
-                                  weights=[i for i, k in enumerate(kids) if k in wo])
+        in_shapes = [] if n["op"] == "opaque" else [tuple(cd[k]["shape"]) for k in kids]  # opaque: a TList child
+        keys[nid] = ops.get(n["op"]).cost_keys(n["params"], in_shapes,
+                                               tuple(cd[n["eclass"]]["shape"]),
+                                               weights=[i for i, k in enumerate(kids) if k in wo])
     return keys
 
 
 def selection_to_graph(egraph: Mapping[str, Any], selection: Mapping[str, str], original: Graph,
-                       tensor_of_class: Mapping[str, str] | None = None) -> Graph:
+                       tensor_of_class: Mapping[str, str] | None = None, *, flatten: bool = True) -> Graph:
     """Build the IR graph chosen by an extraction (``selection``: e-class -> node id).
 
     Graph inputs, weights, output names and opaque nodes are taken from ``original``. Intermediate tensors
-    keep a name from ``tensor_of_class`` where one is known.
+    keep a name from ``tensor_of_class`` where one is known. With ``flatten``, chains of binary concats
+    (the e-graph's form) become n-ary concats (:func:`flatten_concats`).
     """
     nodes = egraph["nodes"]
     opaque = {(n.p["key"], n.p["index"]): n for n in original.nodes if n.op == "opaque"}
@@ -700,8 +995,8 @@ def selection_to_graph(egraph: Mapping[str, Any], selection: Mapping[str, str], 
             ir.append(make_node("reshape", {"shape": shape}, [t], name))
         outputs.append(name)
     weights = {k: v for k, v in original.weights.items()}
-    return flatten_concats(Graph(original.inputs, weights, tuple(ir), tuple(outputs), original.name,
-                                 original.meta)).live()
+    graph = Graph(original.inputs, weights, tuple(ir), tuple(outputs), original.name, original.meta)
+    return (flatten_concats(graph) if flatten else graph).live()
 
 
 def flatten_concats(graph: Graph) -> Graph:

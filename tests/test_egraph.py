@@ -117,7 +117,7 @@ def test_memory_limit_keeps_the_last_complete_iteration() -> None:
     res = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=30, node_limit=10**9, time_limit=120,
                                                 memory_limit_mb=600))
     assert 1 <= len(res.iterations) - 1 < 30
-    assert res.stop_reason == "iteration limit"
+    assert res.stop_reason == "memory limit"  # the real reason (it used to say "iteration limit" after a rerun)
     assert res.egraph["root_eclasses"] and len(res.egraph["nodes"]) > len(g.nodes)
 
 
@@ -145,6 +145,6 @@ def test_selection_round_trip_preserves_semantics() -> None:
 def test_cost_keys_mark_weight_operands() -> None:
     res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(iter_limit=3), in_process=True)
     keys = E.node_cost_keys(res.egraph)
-    matmuls = [keys[nid] for nid, n in res.egraph["nodes"].items() if n["op"] == "matmul"]
+    matmuls = [k for nid, n in res.egraph["nodes"].items() if n["op"] == "matmul" for k in keys[nid]]
     # x @ w and x @ concat(w1, w2): the right operand is a weight (the concat of weights is precomputed)
-    assert matmuls and all(k is not None and k.weights == (1,) for k in matmuls)
+    assert matmuls and all(k.weights == (1,) for k in matmuls)

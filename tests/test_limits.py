@@ -1,0 +1,254 @@
+"""Limits must hold: each case of the issue, named after it.
+
+The node, time and memory limits hold during an iteration (each rule is applied only when its matches fit what
+the limits still allow), the whole ``optimize`` run stays within its time limit (+10 %), the stop reason is
+the one that stopped saturation, and a negative, NaN or infinite limit is rejected before anything runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from eqsat import egraph as E
+from eqsat.cli import main
+from eqsat.graph import Graph, TensorInfo, make_node
+from eqsat.pipeline import default_rules, optimize
+from eqsat.rules.rule import Rule
+from eqsat.rules.starter import STARTER_RULES
+
+# two products by the same right operand -> one product over the stacked left operands, split back: on a chain
+# of n such products it has n*n matches (the issue's blow-up: 4 million e-nodes in one iteration for n=1000)
+FUSE_SHARED_RHS = Rule("fuse-matmul-shared-rhs", ("(matmul ?a ?w)", "(matmul ?b ?w)"),
+                       ("(split 0 0 (dim ?a 0) (matmul (concat 0 ?a ?b) ?w))",
+                        "(split 0 (dim ?a 0) (dim ?b 0) (matmul (concat 0 ?a ?b) ?w))"))
+
+
+def chain_model(n: int, d: int = 64) -> onnx.ModelProto:
+    """x[1,d] -> n times (MatMul by the same W, Add the same bias, Relu): the issue's model."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32), "W")
+    b = numpy_helper.from_array((0.1 * rng.standard_normal(d)).astype(np.float32), "B")
+    nodes, prev = [], "x"
+    for i in range(n):
+        nodes += [helper.make_node("MatMul", [prev, "W"], [f"m{i}"]),
+                  helper.make_node("Add", [f"m{i}", "B"], [f"a{i}"]), helper.make_node("Relu", [f"a{i}"], [f"r{i}"])]
+        prev = f"r{i}"
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
+                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, d])], [w, b])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _chain_graph(n: int) -> Graph:
+    """The chain as an IR graph, for the engine alone."""
+    rng = np.random.default_rng(0)
+    w = {"W": rng.standard_normal((8, 8)).astype(np.float32), "B": rng.standard_normal((1, 8)).astype(np.float32)}
+    nodes, prev = [], "x"
+    for i in range(n):
+        nodes += [make_node("matmul", {}, [prev, "W"], f"m{i}"), make_node("ewadd", {}, [f"m{i}", "B"], f"a{i}"),
+                  make_node("relu", {}, [f"a{i}"], f"r{i}")]
+        prev = f"r{i}"
+    return Graph((TensorInfo("x", (1, 8)),), w, tuple(nodes), (prev,)).validate()
+
+
+def _ewadd_chain(n: int = 40) -> Graph:
+    """x + w0 + w1 + ...: associativity and commutativity make it grow without end (Catalan numbers)."""
+    rng = np.random.default_rng(0)
+    w = {f"w{i}": rng.standard_normal((4, 4)).astype(np.float32) for i in range(n)}
+    nodes, prev = [], "x"
+    for i in range(n):
+        nodes.append(make_node("ewadd", {}, [prev, f"w{i}"], f"a{i}"))
+        prev = f"a{i}"
+    return Graph((TensorInfo("x", (4, 4)),), w, tuple(nodes), (prev,)).validate()
+
+
+def _two_matmuls() -> Graph:
+    rng = np.random.default_rng(0)
+    w = {"w1": rng.standard_normal((64, 32)).astype(np.float32), "w2": rng.standard_normal((64, 16)).astype(np.float32)}
+    n = [make_node("matmul", {}, ["x", "w1"], "a"), make_node("matmul", {}, ["x", "w2"], "b"),
+         make_node("relu", {}, ["a"], "ra"), make_node("relu", {}, ["b"], "rb")]
+    return Graph((TensorInfo("x", (8, 64)),), w, tuple(n), ("ra", "rb")).validate()
+
+
+# ------------------------------------------------------------------------------------------ the time limit
+
+
+def test_long_chain_stays_within_its_time_limit() -> None:
+    """The issue's model: 1000 x (MatMul, Add, Relu) with a shared weight took 41.7 s under --time-limit 10."""
+    limit = 10.0
+    t0 = time.perf_counter()
+    res = optimize(chain_model(1000), time_limit=limit, rules=default_rules() + [FUSE_SHARED_RHS])
+    wall = time.perf_counter() - t0
+    assert wall <= 1.1 * limit, (wall, res.stage_seconds)
+    assert res.iterations[-1].enodes <= 50_000
+    assert res.numeric.ok
+
+
+def test_saturation_stops_at_its_time_limit() -> None:
+    """An e-graph that would grow for minutes (the ewadd chain, no node limit) stops in time, saying so."""
+    limit = 3.0
+    t0 = time.perf_counter()
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, E.Limits(iter_limit=100, node_limit=10**9, time_limit=limit))
+    wall = time.perf_counter() - t0
+    assert res.stop_reason == E.StopReason.TIME_LIMIT
+    assert wall <= 1.1 * limit, wall
+    assert len(res.iterations) >= 3 and res.egraph["root_eclasses"]
+
+
+def test_engine_killed_past_the_deadline_keeps_iteration_zero(monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The last resort: an engine stuck inside one rule is killed just past the deadline, and the e-graph of
+    iteration 0 (sent before iterating) is returned with "time limit"; a warning is logged, nothing printed."""
+    real = E._saturate_in_process
+
+    def stuck(*args, **kw):  # runs in the forked engine process: send iteration 0 and its snapshot, then hang
+        report = args[4]
+
+        def hang(kind, payload):
+            report(kind, payload)
+            if kind == "snapshot":
+                threading.Event().wait()
+        real(*args[:4], hang, **kw)
+
+    monkeypatch.setattr(E, "_saturate_in_process", stuck)
+    limit = 1.0
+    t0 = time.perf_counter()
+    with caplog.at_level(logging.WARNING, logger="eqsat.egraph"):
+        res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(time_limit=limit))
+    wall = time.perf_counter() - t0
+    assert res.stop_reason == "time limit" and len(res.iterations) == 1
+    assert {n["op"] for n in res.egraph["nodes"].values()} == {"Input", "Weight", "matmul", "relu"}
+    assert wall <= limit + 0.5 + 0.2 * limit + 1.0, wall  # the kill margin, plus the kill and the join
+    assert "iteration 0" in caplog.text
+    assert capsys.readouterr().out == ""
+
+
+def test_engine_that_dies_keeps_iteration_zero_and_says_memory_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = E._saturate_in_process
+
+    def dies(*args, **kw):  # the engine process ends abruptly after iteration 0, as under RLIMIT_AS
+        report = args[4]
+
+        def die(kind, payload):
+            report(kind, payload)
+            if kind == "snapshot":
+                os._exit(137)
+        real(*args[:4], die, **kw)
+
+    monkeypatch.setattr(E, "_saturate_in_process", dies)
+    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(time_limit=30))
+    assert res.stop_reason == "memory limit" and len(res.iterations) == 1
+    assert res.egraph["root_eclasses"]
+
+
+# ------------------------------------------------------------------------------------------ the node limit
+
+
+def test_node_limit_holds_against_a_two_output_rule_with_quadratic_matches() -> None:
+    """200 products by one weight: 40 000 pairs, 4 new e-nodes each, against a 5 000 e-node limit."""
+    res = E.saturate(_chain_graph(200), [*STARTER_RULES, FUSE_SHARED_RHS],
+                     E.Limits(iter_limit=10, node_limit=5_000, time_limit=60), in_process=True)
+    assert all(it.enodes <= 5_000 for it in res.iterations)
+    assert len(res.egraph["nodes"]) <= 5_000
+    assert res.stop_reason == "node limit"
+    assert "fuse-matmul-shared-rhs" not in res.rules_fired
+
+
+def test_node_limit_holds_during_an_exploding_iteration() -> None:
+    """Associativity and commutativity on the ewadd chain: one iteration goes from 31 k to 730 k e-nodes
+    unchecked (a limit checked between iterations ends far past it); with a 50 k limit every iteration, and the
+    e-graph handed on, stay within it."""
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, E.Limits(iter_limit=20, node_limit=50_000, time_limit=60))
+    assert max(it.enodes for it in res.iterations) <= 50_000
+    assert len(res.egraph["nodes"]) <= 50_000
+    assert res.stop_reason == "node limit"
+    # the limit is used, not just respected (a rule applies all its matches or none, so not to the last e-node)
+    assert res.iterations[-1].enodes > 20_000
+
+
+def test_node_limit_below_the_input_graph_stops_before_the_first_iteration() -> None:
+    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(node_limit=1), in_process=True)
+    assert res.stop_reason == "node limit" and len(res.iterations) == 1
+
+
+# ------------------------------------------------------------------------------------------ stop reasons
+
+
+def test_stop_reason_saturated() -> None:
+    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(iter_limit=50), in_process=True)
+    assert res.stop_reason == E.StopReason.SATURATED
+    assert str(res.stop_reason) == "saturated" and f"stopped: {res.stop_reason}" == "stopped: saturated"
+    assert len(res.iterations) - 1 < 50
+
+
+def test_stop_reason_iteration_limit() -> None:
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, E.Limits(iter_limit=2), in_process=True)
+    assert res.stop_reason == E.StopReason.ITERATION_LIMIT and len(res.iterations) == 3
+
+
+def test_stop_reason_node_limit_not_iteration_limit() -> None:
+    """The issue's report: the node limit stopped it, and the report said "iteration limit"."""
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, E.Limits(iter_limit=10, node_limit=2_000), in_process=True)
+    assert res.stop_reason == E.StopReason.NODE_LIMIT and str(res.stop_reason) == "node limit"
+    assert len(res.iterations) - 1 < 10
+
+
+def test_stop_reason_time_limit() -> None:
+    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(time_limit=0.0), in_process=True)
+    assert res.stop_reason == E.StopReason.TIME_LIMIT and str(res.stop_reason) == "time limit"
+
+
+def test_stop_reason_memory_limit() -> None:
+    res = E.saturate(_ewadd_chain(), STARTER_RULES,
+                     E.Limits(iter_limit=30, node_limit=10**9, time_limit=60, memory_limit_mb=200), in_process=True)
+    assert res.stop_reason == E.StopReason.MEMORY_LIMIT and str(res.stop_reason) == "memory limit"
+    assert len(res.iterations) - 1 >= 2
+
+
+# ------------------------------------------------------------------------------------------ invalid limits
+
+
+@pytest.mark.parametrize(("name", "value", "allowed"), [
+    ("iter_limit", -1, ">= 0"), ("iter_limit", 2.5, ">= 0"), ("iter_limit", math.nan, ">= 0"),
+    ("node_limit", 0, ">= 1"), ("node_limit", -5, ">= 1"), ("node_limit", math.inf, ">= 1"),
+    ("time_limit", -1.0, "non-negative"), ("time_limit", math.nan, "non-negative"),
+    ("time_limit", math.inf, "finite"), ("time_limit", "10", "seconds"),
+    ("multi_iters", -1, ">= 0"), ("memory_limit_mb", 0, ">= 1"), ("memory_limit_mb", math.nan, ">= 1"),
+    ("node_limit", True, ">= 1"),
+])
+def test_negative_nan_or_infinite_limits_are_rejected(name: str, value: object, allowed: str) -> None:
+    with pytest.raises(ValueError, match=name) as e:
+        E.Limits(**{name: value})
+    assert allowed in str(e.value) and f"got {value!r}" in str(e.value)
+
+
+@pytest.mark.parametrize("value", [-1.0, math.nan, math.inf, 0.0])
+def test_bad_time_limit_is_rejected_before_the_model_is_read(value: float) -> None:
+    with pytest.raises(ValueError, match=r"time_limit must be a finite, positive number of seconds, got"):
+        optimize("/nonexistent/model.onnx", time_limit=value)  # the missing file is never opened
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--time-limit", "-1", "time_limit must be a finite, positive number of seconds, got -1.0"),
+    ("--time-limit", "nan", "time_limit must be a finite, positive number of seconds, got nan"),
+    ("--node-limit", "-5", "node_limit must be a whole number of e-nodes >= 1, got -5"),
+])
+def test_cli_rejects_negative_or_nan_limits_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          option: str, value: str, message: str) -> None:
+    model = tmp_path / "x.onnx"
+    onnx.save(chain_model(2), str(model))
+    out = tmp_path / "y.onnx"
+    assert main(["optimize", str(model), "-o", str(out), option, value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"eqsat: error: {message}"]
+    assert not out.exists()
