@@ -121,6 +121,9 @@ class OpSpec:
     elementwise: bool = False
     doc: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)
+    #: The operators this one runs as once exported, applied in a chain (``None``: itself). A fused form
+    #: that export writes back as several ONNX nodes is priced as those nodes, so it never shows as a gain.
+    runs_as: Callable[[Params], list[tuple[str, Params]] | None] | None = None
 
     # -- parameters -------------------------------------------------------------------------------------
     def param_names(self) -> tuple[str, ...]:
@@ -190,6 +193,22 @@ class OpSpec:
         """The key a cost model uses for this configuration (``weights``: positions of constant inputs)."""
         return CostKey(self.name, self.param_tuple(params), tuple(tuple(s) for s in in_shapes),
                        tuple(out_shape), dtype, layout, tuple(sorted(weights)))
+
+    def cost_keys(self, params: Params, in_shapes: Sequence[Shape], out_shape: Shape,
+                  weights: Sequence[int] = ()) -> tuple[CostKey, ...]:
+        """The keys of what this configuration runs as after export (see ``runs_as``); the first of a chain
+        takes the inputs, each later one the previous output."""
+        if self.name == "opaque":  # priced by identity: the node it stands for, and which of its outputs
+            return (CostKey("opaque", (("key", params["key"]), ("index", params["index"])), (), tuple(out_shape)),)
+        chain = self.runs_as(params) if self.runs_as else None
+        if not chain:
+            return (self.cost_key(params, in_shapes, out_shape, weights=weights),)
+        keys = []
+        for k, (op, p) in enumerate(chain):
+            spec = get(op)
+            keys.append(spec.cost_key(spec.normalize(p), in_shapes if k == 0 else [out_shape], out_shape,
+                                      weights=weights if k == 0 else ()))
+        return tuple(keys)
 
 
 REGISTRY: dict[str, OpSpec] = {}
@@ -558,6 +577,7 @@ CONV2D = _register(OpSpec(
     shape_fn=_conv_shape, numpy_fn=_conv_np, modular_fn=_conv_mod,
     flops_fn=lambda p, ins, out: 2 * math.prod(out) * ins[1][1] * ins[1][2] * ins[1][3],
     export_fn=_conv_export,
+    runs_as=lambda p: [("conv2d", {**p, "act": ACT_NONE}), ("relu", {})] if p["act"] == ACT_RELU else None,
     egglog_shape=lambda: [_rule("", [
         "(= (vec-length s_x) 4)", "(= (vec-length s_w) 4)",
         f"(= {_vget('s_x', 1)} (* groups {_vget('s_w', 1)}))",
@@ -748,6 +768,8 @@ def _import_concat(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not all(ctx.is_float(i) for i in ins):
         return None
+    if len(ins) == 1:  # a one-input Concat is an identity; the e-graph only knows concats of two or more
+        return [("reshape", {"shape": ctx.shape(ins[0])}, list(ins), list(outs))]
     ax = _norm_axis(int(attrs["axis"]), len(ctx.shape(ins[0])))
     return [("concat", {"axis": ax}, list(ins), list(outs))]
 

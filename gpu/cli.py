@@ -18,13 +18,13 @@ def cmd_measure(args: argparse.Namespace) -> int:
     """Measure every operator configuration the optimizer will price for MODEL (its saturated e-graph)."""
     from eqsat import egraph, onnx_io
     from eqsat.gpu import get_cost_model
-    from eqsat.rules import corpus_or_starter
+    from eqsat.pipeline import default_rules
 
     model = get_cost_model("gpu" if args.device == "gpu" else "measured")
     graph = onnx_io.load_model(args.model, input_shapes=dict(args.input_shape or []))
-    sat = egraph.saturate(graph, corpus_or_starter(), egraph.Limits(iter_limit=args.iter_limit,
+    sat = egraph.saturate(graph, default_rules(), egraph.Limits(iter_limit=args.iter_limit,
                                                                      time_limit=args.time_limit))
-    keys = {k for k in egraph.node_cost_keys(sat.egraph).values() if k is not None}
+    keys = {k for ks in egraph.node_cost_keys(sat.egraph).values() for k in ks}
     print(f"measuring {len(keys)} operator configurations with {model.name}", file=sys.stderr)
     costs = model.costs(keys, progress=_bar)
     hits = getattr(model, "hits", 0)

@@ -7,6 +7,7 @@ import onnx
 import pytest
 
 from eqsat import onnx_io, zoo
+from eqsat.numeric import check_equal
 
 
 @pytest.mark.parametrize("name", zoo.zoo_names())
@@ -18,7 +19,7 @@ def test_zoo_round_trip(name: str) -> None:
     onnx.checker.check_model(out, full_check=True)
     assert [o.name for o in out.graph.output] == [o.name for o in model.graph.output]
     assert [i.name for i in out.graph.input] == [i.name for i in model.graph.input]
-    report = onnx_io.check_equal(model, out)
+    report = check_equal(model, out)
     assert report.ok, report.summary()
 
 
@@ -45,4 +46,4 @@ def test_numpy_evaluation_matches_onnxruntime_on_squeezenet() -> None:
 def test_builtin_models_round_trip(name: str) -> None:
     model = zoo.builtin_models()[name]()
     out = onnx_io.to_onnx(onnx_io.load_model(model))
-    assert onnx_io.check_equal(model, out).ok
+    assert check_equal(model, out).ok

@@ -1,0 +1,286 @@
+"""The numeric check: does the optimized model compute what the original model, as given, computes?
+
+Both models run in onnxruntime with graph optimizations off on several sets of random inputs. Every graph
+output is compared position by position: NaN and infinity must sit at the same places in both, and finite
+values must agree within a tolerance relative to that output's own scale (its largest magnitude). An output
+that cannot tell models apart is *saturated*: it does not change with the inputs, or it sits at the bounds
+of a squashing operator (a one-hot softmax, a sigmoid at 0 or 1). For those, the tensors that feed the
+squashing operators are compared as well, since a wrong rewrite upstream would not show in the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from eqsat.errors import EqsatError
+from eqsat.onnx_io import run_onnxruntime
+
+#: Operators whose output can saturate (stop reflecting their input), and whose input is checked instead.
+SQUASHING_OPS = {"Softmax", "Sigmoid", "Tanh", "HardSigmoid", "Hardmax", "ArgMax", "ArgMin", "Sign", "Clip",
+                 "Softsign", "Erf"}
+#: Single-input operators that pass saturation through (the walk back to the pre-saturation tensor crosses
+#: them).
+_PASS_THROUGH = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Cast"}
+#: The input distributions of the trials, in turn: standard normal, uniform in [0, 1) (positive, for
+#: ReLU-heavy models), and normal with a small spread (away from the bounds of squashing operators).
+_DISTRIBUTIONS = ("normal", "uniform", "small")
+
+
+class NumericCheckUnavailable(EqsatError, RuntimeError):
+    """The numeric check cannot run (e.g. onnxruntime cannot execute an operator of the original model)."""
+
+
+@dataclass
+class OutputComparison:
+    """How one tensor of the optimized model compared with the original's."""
+
+    name: str
+    shape: tuple[int, ...]
+    scale: float = 0.0  # largest finite magnitude of the reference over all trials
+    max_abs: float = 0.0
+    max_rel: float = 0.0  # max_abs / scale: the error relative to the tensor's own scale
+    saturated: str = ""  # why the tensor cannot tell models apart, if it cannot
+    problem: str = ""  # why it does not match, if it does not
+    pre_saturation: bool = False  # an intermediate tensor checked because an output saturates
+
+
+@dataclass
+class NumericReport:
+    """What was compared, against which model, and the outcome."""
+
+    ok: bool
+    reference: str = "the original model"
+    trials: int = 0
+    comparisons: list[OutputComparison] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    rtol: float = 1e-4
+    atol: float = 1e-4
+    ran: bool = True  # False when the check could not run at all (see ``problems``)
+
+    @property
+    def worst_rel(self) -> float:
+        """The largest error relative to the tensor's own scale over every compared tensor."""
+        return max((c.max_rel for c in self.comparisons), default=0.0)
+
+    @property
+    def max_abs(self) -> dict[str, float]:
+        """Largest absolute error per compared tensor."""
+        return {c.name: c.max_abs for c in self.comparisons}
+
+    @property
+    def saturated(self) -> list[OutputComparison]:
+        """Outputs that cannot tell models apart by themselves."""
+        return [c for c in self.comparisons if c.saturated and not c.pre_saturation]
+
+    def summary(self) -> str:
+        """One line: what was compared and the worst error, or what is wrong."""
+        outs = [c for c in self.comparisons if not c.pre_saturation]
+        pre = [c for c in self.comparisons if c.pre_saturation]
+        what = (f"against {self.reference}, {self.trials} random input set(s), {len(outs)} output(s)"
+                + (f" + {len(pre)} pre-saturation tensor(s)" if pre else ""))
+        if not self.ran:
+            return "NOT RUN: " + "; ".join(self.problems)
+        if not self.ok:
+            return f"MISMATCH ({what}): " + "; ".join(self.problems)
+        text = f"ok ({what}; worst error {self.worst_rel:.2e} of the tensor's scale, tolerance {self.atol:g})"
+        if self.saturated:
+            text += "; saturated: " + "; ".join(f"{c.name} ({c.saturated})" for c in self.saturated)
+        return text
+
+
+def _input_specs(model: onnx.ModelProto) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+    inits = {i.name for i in model.graph.initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        t = vi.type.tensor_type
+        dims = tuple(int(d.dim_value) for d in t.shape.dim)
+        specs.append((vi.name, dims, np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type))))
+    return specs
+
+
+def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random inputs for ``model`` (which must have static input shapes) for trial number ``trial``.
+
+    Floats follow the trial's distribution in turn (normal, uniform in [0, 1), normal with spread 0.01),
+    integers lie in [0, 4) (valid indices for small tables), booleans are fair coins.
+    """
+    rng = np.random.default_rng([seed, trial])
+    kind = _DISTRIBUTIONS[trial % len(_DISTRIBUTIONS)]
+    feeds: dict[str, np.ndarray] = {}
+    for name, shape, dt in _input_specs(model):
+        if dt.kind == "f":
+            x = {"normal": lambda s: rng.standard_normal(s), "uniform": lambda s: rng.random(s),
+                 "small": lambda s: 0.01 * rng.standard_normal(s)}[kind](shape)
+            feeds[name] = x.astype(dt)
+        elif dt.kind == "b":
+            feeds[name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            feeds[name] = rng.integers(0, 4, shape).astype(dt)
+    return feeds
+
+
+def _producers(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
+    return {o: n for n in model.graph.node for o in n.output if o}
+
+
+def _pre_saturation_tensor(model: onnx.ModelProto, output: str) -> tuple[str, list[str]] | None:
+    """The tensor feeding the squashing operators at the end of ``output``'s producer chain, with the
+    operator types crossed on the way; ``None`` if ``output`` does not come from a squashing operator."""
+    producers = _producers(model)
+    name, path, squashed = output, [], False
+    while name in producers:
+        node = producers[name]
+        if node.op_type in SQUASHING_OPS:
+            squashed = True
+        elif node.op_type not in _PASS_THROUGH:
+            break
+        path.append(node.op_type)
+        name = node.input[0]
+    return (name, path) if squashed else None
+
+
+def _with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
+    """A copy of ``model`` that also outputs the intermediate tensors ``names``."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    have = {o.name for o in out.graph.output}
+    out.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names if n not in have)
+    return out
+
+
+def _saturation(op_path: Sequence[str], refs: Sequence[np.ndarray], tol: float) -> str:
+    """Why an output cannot tell models apart ("" if it can)."""
+    finite = [np.where(np.isfinite(r), r, 0.0) for r in refs]
+    if len(finite) > 1 and finite[0].size:
+        spread = max(float(np.max(np.abs(f - finite[0]))) for f in finite[1:])
+        scale = max(float(np.max(np.abs(f))) for f in finite)
+        if spread <= tol * max(scale, np.finfo(np.float32).tiny):
+            return "the same for every input"
+    if not op_path or not finite[0].size:
+        return ""
+    op = op_path[0]
+    if op in ("Hardmax", "ArgMax", "ArgMin", "Sign"):
+        return f"{op} output"
+    at_bounds = 0.0
+    for f in finite:
+        if op == "Softmax":
+            at_bounds += float(np.mean(np.max(f, axis=-1) > 1 - 1e-3))
+        elif op in ("Sigmoid", "HardSigmoid"):
+            at_bounds += float(np.mean((f < 1e-3) | (f > 1 - 1e-3)))
+        elif op in ("Tanh", "Softsign", "Erf"):
+            at_bounds += float(np.mean(np.abs(f) > 1 - 1e-3))
+    if at_bounds / len(finite) > 0.9:
+        return f"{op} at its bounds"
+    return ""
+
+
+def _compare(name: str, refs: Sequence[np.ndarray], gots: Sequence[np.ndarray], rtol: float,
+             atol: float) -> OutputComparison:
+    c = OutputComparison(name, tuple(np.shape(refs[0])))
+    for t, (a, b) in enumerate(zip(refs, gots, strict=True)):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            c.problem = f"shape {b.shape} instead of {a.shape}"
+            return c
+        if a.dtype != b.dtype:
+            c.problem = f"dtype {b.dtype} instead of {a.dtype}"
+            return c
+        if a.dtype.kind not in "fc":
+            if not np.array_equal(a, b):
+                c.problem = f"{int(np.sum(a != b))} of {a.size} values differ (input set {t})"
+                return c
+            continue
+        for what, ma, mb in (("NaN", np.isnan(a), np.isnan(b)), ("+inf", np.isposinf(a), np.isposinf(b)),
+                             ("-inf", np.isneginf(a), np.isneginf(b))):
+            if not np.array_equal(ma, mb):
+                c.problem = (f"{what} at {int(np.sum(ma != mb))} position(s) where the other model has "
+                             f"{'none' if np.sum(mb) < np.sum(ma) else 'another value'} (input set {t})")
+                return c
+        fin = np.isfinite(a)
+        c.scale = max(c.scale, float(np.max(np.abs(a[fin]))) if fin.any() else 0.0)
+    scale = max(c.scale, np.finfo(np.float32).tiny)
+    if np.asarray(refs[0]).dtype.kind not in "fc":
+        return c
+    for a, b in zip(refs, gots, strict=True):
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        fin = np.isfinite(a)
+        diff = np.abs(a[fin] - b[fin])
+        if diff.size:
+            c.max_abs = max(c.max_abs, float(diff.max()))
+            if np.any(diff > atol * scale + rtol * np.abs(a[fin])):
+                c.problem = (f"max abs error {c.max_abs:.3e} is {c.max_abs / scale:.2e} of the output's scale "
+                             f"{c.scale:.3e} (tolerance {atol:g})")
+    c.max_rel = c.max_abs / scale
+    return c
+
+
+def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, reference: str = "the original model",
+                trials: int = 3, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-4) -> NumericReport:
+    """Run ``original`` (as given) and ``optimized`` on ``trials`` random input sets and compare every output.
+
+    Input shapes come from ``optimized`` (static after import), so an original with dynamic dimensions is
+    fed the shapes it was optimized for. An element matches when ``|got - ref| <= atol * scale + rtol * |ref|``
+    with ``scale`` the largest finite magnitude of that output over all trials; NaN and infinities must
+    match by position; integer and boolean outputs must match exactly. Outputs that come from squashing
+    operators (softmax, sigmoid, ...) present in both models are also compared before those operators, and
+    saturated outputs (see the module docstring) are named in the report. ``reference`` names the original
+    in the report. If onnxruntime cannot run the original, the report has ``ran=False`` and the reason.
+    """
+    report = NumericReport(True, reference=reference, trials=trials, rtol=rtol, atol=atol)
+    names = [o.name for o in original.graph.output]
+    if names != [o.name for o in optimized.graph.output]:
+        report.ok = False
+        report.problems.append(f"output names differ: {names} vs {[o.name for o in optimized.graph.output]}")
+        return report
+    # the tensors before each output's squashing operators, where both models end in the same ones
+    tails = {n: (_pre_saturation_tensor(original, n), _pre_saturation_tensor(optimized, n)) for n in names}
+    pre = {n: (a[0], b[0]) for n, (a, b) in tails.items()
+           if a and b and a[1] == b[1] and a[0] in _producers(original) and b[0] in _producers(optimized)}
+    a_model = _with_outputs(original, [a for a, _ in pre.values()])
+    b_model = _with_outputs(optimized, [b for _, b in pre.values()])
+    feeds = [trial_feeds(optimized, t, seed) for t in range(trials)]
+    try:
+        refs = [dict(zip([o.name for o in a_model.graph.output], run_onnxruntime(a_model, f), strict=True))
+                for f in feeds]
+    except Exception as e:  # onnxruntime's errors share no base class
+        report.ok = report.ran = False
+        report.problems.append(f"onnxruntime cannot run the original model: {_first_line(e)}")
+        return report
+    try:
+        gots = [dict(zip([o.name for o in b_model.graph.output], run_onnxruntime(b_model, f), strict=True))
+                for f in feeds]
+    except Exception as e:
+        report.ok = False
+        report.problems.append(f"onnxruntime cannot run the optimized model: {_first_line(e)}")
+        return report
+    for name in names:
+        c = _compare(name, [r[name] for r in refs], [g[name] for g in gots], rtol, atol)
+        if not c.problem and np.asarray(refs[0][name]).dtype.kind == "f":
+            tail_a, tail_b = tails[name]
+            c.saturated = _saturation(tail_a[1] if tail_a else (), [r[name] for r in refs], atol)
+            if c.saturated and name not in pre:
+                c.saturated += ("; no squashing operator to look behind" if not tail_a else
+                                "; the models do not end in the same squashing operators, so the tensor "
+                                "before them was not checked")
+        report.comparisons.append(c)
+    for name, (a, b) in pre.items():
+        c = _compare(f"{name} (before {a})", [r[a] for r in refs], [g[b] for g in gots], rtol, atol)
+        c.pre_saturation = True
+        report.comparisons.append(c)
+    for c in report.comparisons:
+        if c.problem:
+            report.ok = False
+            report.problems.append(f"{c.name}: {c.problem}")
+    return report
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]

@@ -1,0 +1,184 @@
+"""The numeric check guards for real: the original as given, several inputs, every output, NaN/inf by position,
+tolerances relative to each output's scale, saturation, and models onnxruntime cannot run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from eqsat import onnx_io
+from eqsat.cli import main
+from eqsat.numeric import check_equal
+from eqsat.pipeline import NumericCheckUnavailable, NumericMismatch, optimize
+
+
+def _model(nodes, inputs, outputs, inits=(), opset: int = 17, domains=()) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    return helper.make_model(g, opset_imports=opsets)
+
+
+def _f(name: str, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+
+def _w(name: str, array) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
+
+
+def _matmul_softmax(scale: float) -> onnx.ModelProto:
+    w = np.random.default_rng(0).standard_normal((16, 8)) * scale
+    return _model([helper.make_node("MatMul", ["x", "w"], ["logits"]),
+                   helper.make_node("Softmax", ["logits"], ["y"], axis=-1)],
+                  [_f("x", (4, 16))], [_f("y", (4, 8))], [_w("w", w)])
+
+
+def _scaled(model: onnx.ModelProto, weight: str, factor: float) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for init in out.graph.initializer:
+        if init.name == weight:
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * np.float32(factor), weight))
+    return out
+
+
+def test_reference_is_the_original_file_not_its_reexport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export bug must not hide behind a reference that went through the same export."""
+    src = tmp_path / "m.onnx"
+    onnx.save(_model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                     [_f("x", (2, 4))], [_f("y", (2, 3))], [_w("w", np.arange(12).reshape(4, 3) - 5.0)]), src)
+    real = onnx_io.to_onnx
+
+    def buggy_export(graph, **kw):  # an export that doubles every weight
+        m = real(graph, **kw)
+        for init in m.graph.initializer:
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 2, init.name))
+        return m
+
+    monkeypatch.setattr(onnx_io, "to_onnx", buggy_export)
+    with pytest.raises(NumericMismatch):
+        optimize(str(src), time_limit=10)
+    with pytest.raises(NumericMismatch):
+        optimize(src.read_bytes(), time_limit=10)
+
+
+def test_saturated_output_still_catches_a_scaled_last_layer() -> None:
+    model = _matmul_softmax(1000.0)  # logits ~1e3: the softmax is one-hot
+    report = check_equal(model, model)
+    assert report.ok and report.saturated, report.summary()
+    assert "saturated" in report.summary()
+    wrong = check_equal(model, _scaled(model, "w", 1.5))
+    assert not wrong.ok, wrong.summary()
+    assert "before logits" in wrong.summary()
+
+
+def test_saturated_zoo_model_catches_a_scaled_last_layer() -> None:
+    from eqsat import zoo
+
+    model = zoo.load_zoo_model("resnet50")  # logits ~4.5e4 under random weights
+    last = [n for n in model.graph.node if n.op_type in ("Gemm", "MatMul", "Conv")][-1]
+    report = check_equal(model, _scaled(model, last.input[1], 1.5))
+    assert not report.ok, report.summary()
+
+
+def test_unsaturated_softmax_is_not_reported_as_saturated() -> None:
+    report = check_equal(_matmul_softmax(0.1), _matmul_softmax(0.1))
+    assert report.ok and not report.saturated, report.summary()
+
+
+def _nan_model(op: str) -> onnx.ModelProto:
+    return _model([helper.make_node(op, ["x"], ["y"])], [_f("x", (3, 5))], [_f("y", (3, 5))])
+
+
+def test_nan_positions_must_match() -> None:
+    sqrt, relu = _nan_model("Sqrt"), _nan_model("Relu")  # sqrt is NaN where x < 0; relu never is
+    assert not check_equal(sqrt, relu).ok
+    assert not check_equal(relu, sqrt).ok
+    report = check_equal(sqrt, sqrt)
+    assert report.ok, report.summary()
+
+
+def test_all_nan_original_does_not_pass_against_a_finite_model() -> None:
+    nan = _model([helper.make_node("Mul", ["x", "nan"], ["y"])], [_f("x", (3, 5))], [_f("y", (3, 5))],
+                 [_w("nan", np.full((1,), np.nan))])
+    report = check_equal(nan, _nan_model("Relu"))
+    assert not report.ok and "NaN" in report.summary()
+
+
+def test_inf_positions_and_signs_must_match() -> None:
+    recip = _nan_model("Reciprocal")
+    neg = _model([helper.make_node("Reciprocal", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])],
+                 [_f("x", (3, 5))], [_f("y", (3, 5))])
+    zero_in = _model([helper.make_node("Mul", ["x", "zero"], ["z"]), helper.make_node("Reciprocal", ["z"], ["y"])],
+                     [_f("x", (3, 5))], [_f("y", (3, 5))], [_w("zero", [0.0])])
+    assert check_equal(zero_in, zero_in).ok
+    assert not check_equal(recip, neg).ok
+    assert not check_equal(zero_in, recip).ok
+
+
+def test_every_output_is_compared_including_intermediate_outputs() -> None:
+    def two_outputs(factor: float) -> onnx.ModelProto:
+        return _model([helper.make_node("Mul", ["x", "s"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                      [_f("x", (2, 3))], [_f("y", (2, 3)), _f("h", (2, 3))], [_w("s", [factor])])
+
+    report = check_equal(two_outputs(2.0), two_outputs(2.0))
+    assert report.ok and [c.name for c in report.comparisons] == ["y", "h"]
+    wrong = _model([helper.make_node("Mul", ["x", "s"], ["h0"]), helper.make_node("Relu", ["h0"], ["y"]),
+                    helper.make_node("Abs", ["h0"], ["h"])],  # y is right, the intermediate output h is not
+                   [_f("x", (2, 3))], [_f("y", (2, 3)), _f("h", (2, 3))], [_w("s", [2.0])])
+    bad = check_equal(two_outputs(2.0), wrong)
+    assert not bad.ok and bad.problems[0].startswith("h:")
+
+
+def test_tolerance_is_relative_to_the_outputs_scale() -> None:
+    def tiny(offset: float) -> onnx.ModelProto:  # outputs of magnitude ~1e-3
+        return _model([helper.make_node("Mul", ["x", "s"], ["h"]), helper.make_node("Add", ["h", "o"], ["y"])],
+                      [_f("x", (4, 4))], [_f("y", (4, 4))], [_w("s", [1e-3]), _w("o", [offset])])
+
+    assert check_equal(tiny(0.0), tiny(0.0)).ok
+    report = check_equal(tiny(0.0), tiny(3e-5))  # 1 % of the output's scale: a real difference
+    assert not report.ok, report.summary()
+
+
+def test_several_random_input_sets_are_used() -> None:
+    model = _nan_model("Relu")
+    report = check_equal(model, model)
+    assert report.trials == 3 and "3 random input set(s)" in report.summary()
+    # a model that differs only on inputs of one sign is caught, whichever set shows it
+    abs_model = _nan_model("Abs")
+    assert not check_equal(model, abs_model).ok
+
+
+def _custom_op_model() -> onnx.ModelProto:
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+                helper.make_node("Mystery", ["h"], ["y"], domain="com.example")],
+               [_f("x", (2, 4))], [_f("y", (2, 3))], [_w("w", np.ones((4, 3)))], domains=["com.example"])
+    m.graph.value_info.append(_f("y", (2, 3)))
+    return m
+
+
+def test_custom_op_that_onnxruntime_cannot_run_refuses_to_write(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    src, out = tmp_path / "custom.onnx", tmp_path / "out.onnx"
+    onnx.save(_custom_op_model(), src)
+    with pytest.raises(NumericCheckUnavailable, match="--no-check"):
+        optimize(str(src), time_limit=10)
+    assert main(["optimize", str(src), "-o", str(out), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot run" in err and "--no-check" in err and not out.exists()
+    assert main(["optimize", str(src), "-o", str(out), "-q", "--no-check"]) == 0
+    assert out.exists()
+
+
+def test_report_says_what_was_compared(tmp_path: Path) -> None:
+    src = tmp_path / "m.onnx"
+    onnx.save(_matmul_softmax(0.1), src)
+    res = optimize(str(src), time_limit=10)
+    line = res.numeric.summary()
+    assert f"the original model as given ({src})" in line
+    assert "3 random input set(s)" in line and "1 output(s)" in line and "worst error" in line
+    assert "numeric check" in res.summary() and line in res.summary()

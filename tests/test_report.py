@@ -1,0 +1,132 @@
+"""Reports that mean what they say: node counts of the written files, real speedups, explained cost gaps,
+no fake fusion gains, no unused initializers, resolvable rule names, one default rule set, a README that runs."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from eqsat import pipeline, zoo
+from eqsat.cli import main
+from eqsat.pipeline import optimize
+from eqsat.rules import starter_rules
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _f(name: str, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+
+def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, list(inits)),
+                             opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _conv_relu(bias: bool) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32), "w")]
+    ins = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b"))
+        ins.append("b")
+    return _model([helper.make_node("Conv", ins, ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+                  [_f("x", (1, 4, 8, 8))], [_f("y", (1, 8, 8, 8))], inits)
+
+
+def test_nodes_before_after_count_the_onnx_files() -> None:
+    model = zoo.builtin_models()["nasrnn_cell"]()
+    res = optimize(model, time_limit=20)
+    assert res.onnx_nodes == (len(model.graph.node), len(res.model.graph.node))
+    assert f"{len(model.graph.node)} / {len(res.model.graph.node)}" in res.summary()
+
+
+def test_vanished_computation_shows_its_real_speedup() -> None:
+    # transpose(transpose(x)) is x: nothing is left to compute
+    model = _model([helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+                    helper.make_node("Transpose", ["t"], ["y"], perm=[1, 0])], [_f("x", (16, 32))], [_f("y", (16, 32))])
+    res = optimize(model, time_limit=20)
+    assert res.cost_before > 0 and res.cost_after == 0
+    assert math.isinf(res.speedup) and "infinite" in res.summary()
+    assert res.numeric.ok
+
+
+def test_extraction_and_final_cost_differences_are_explained() -> None:
+    # a three-way concat is two binary concats in the e-graph and one n-ary concat once written
+    model = _model([helper.make_node("Relu", [n], [n + "r"]) for n in "abc"]
+                   + [helper.make_node("Concat", ["ar", "br", "cr"], ["y"], axis=0)],
+                   [_f(n, (4, 8)) for n in "abc"], [_f("y", (12, 8))])
+    res = optimize(model, time_limit=20)
+    assert res.cost_after != pytest.approx(res.extraction_cost, rel=1e-12)
+    assert any("concat" in note for note in res.cost_notes), res.cost_notes
+    assert "merged into n-ary" in res.summary()
+
+
+def test_fusion_that_export_splits_back_is_not_a_gain() -> None:
+    # conv-relu-fuse makes one fused conv, but export writes Conv + Relu again: no gain to report
+    res = optimize(_conv_relu(bias=True), rules=starter_rules(), time_limit=20)
+    assert res.cost_after == pytest.approx(res.cost_before)
+    assert [n.op_type for n in res.model.graph.node].count("Relu") == 1
+
+
+def test_exported_models_carry_no_unused_initializers() -> None:
+    res = optimize(_conv_relu(bias=False), time_limit=20)  # the importer adds a zero bias; export drops it
+    read = {i for n in res.model.graph.node for i in n.input}
+    assert res.model.graph.initializer and all(init.name in read for init in res.model.graph.initializer)
+
+
+def test_rules_show_resolves_every_fired_rule_name(capsys: pytest.CaptureFixture[str]) -> None:
+    bn = _model([helper.make_node("Conv", ["x", "w"], ["c"]),
+                 helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])],
+                [_f("x", (1, 4, 8, 8))], [_f("y", (1, 8, 6, 6))],
+                [numpy_helper.from_array(np.ones(s, np.float32), n)
+                 for n, s in [("w", (8, 4, 3, 3)), ("s", (8,)), ("b", (8,)), ("m", (8,)), ("v", (8,))]])
+    fired: set[str] = set()
+    for model in (bn, zoo.builtin_models()["bert_attention_block"](), zoo.builtin_models()["nasrnn_cell"]()):
+        fired |= set(optimize(model, time_limit=20).rules_fired)
+    fired |= set(optimize(_conv_relu(True), rules=starter_rules(), time_limit=20).rules_fired)
+    assert any(n.endswith("-rev") for n in fired) and "conv-batchnorm-fold" in fired
+    assert any(n.startswith("layout-") for n in fired)
+    for name in sorted(fired):
+        assert main(["rules", "show", name]) == 0, name
+    capsys.readouterr()
+    assert main(["rules", "show", "no-such-rule"]) == 2
+    assert "no rule" in capsys.readouterr().err
+
+
+def test_cli_and_api_use_the_same_default_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "m.onnx"
+    onnx.save(zoo.builtin_models()["two_matmul_shared_input"](), src)
+    seen = {}
+    real = pipeline.optimize
+
+    def spy(model, **kw):
+        seen["rules"] = kw.get("rules")
+        return real(model, **kw)
+
+    monkeypatch.setattr(pipeline, "optimize", spy)
+    assert main(["optimize", str(src), "-o", str(tmp_path / "out.onnx"), "-q"]) == 0
+    assert seen["rules"] is None  # optimize's own default: corpus, extra and layout rules
+    names = {r.name for r in pipeline.default_rules()}
+    assert any(n.startswith("layout-") for n in names) and "conv-batchnorm-fold" in names
+
+
+def _python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocks = _python_blocks(README.read_text())
+    assert blocks, "the README has no Python example"
+    monkeypatch.chdir(tmp_path)
+    onnx.save(zoo.builtin_models()["two_matmul_shared_input"](), "model.onnx")  # the file the example names
+    for code in blocks:
+        exec(compile(code, str(README), "exec"), {"__name__": "readme"})
+    assert Path("model.opt.onnx").exists()
+    onnx.checker.check_model(onnx.load("model.opt.onnx"), full_check=True)
