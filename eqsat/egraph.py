@@ -135,6 +135,7 @@ def _shape_rules(spec: ops.OpSpec) -> list[str]:
 class _RuleCompiler:
     def __init__(self) -> None:
         self.shape_vars: dict[str, str] = {}
+        self.dims: dict[tuple[str, str], None] = {}  # (shape, index) pairs read with vec-get, in order
 
     @staticmethod
     def var(v: str) -> str:
@@ -160,7 +161,9 @@ class _RuleCompiler:
         if isinstance(e, list):
             head = e[0]
             if head == "dim":
-                return f"(vec-get {self.shape_of(e[1])} {self.expr(e[2])})"
+                shape, index = self.shape_of(e[1]), self.expr(e[2])
+                self.dims[(shape, index)] = None
+                return f"(vec-get {shape} {index})"
             if head == "rank":
                 return f"(vec-length {self.shape_of(e[1])})"
             if head == "shape":
@@ -191,6 +194,9 @@ def compile_rule(rule: Rule) -> str:
     facts += [comp.condition(c) for c in rule.conditions]
     actions = [f"(pending __r{k} {comp.term(parse(rhs))})" for k, rhs in enumerate(rule.rhs)]
     facts += [f"(= {s} (shape {comp.var(v)}))" for v, s in comp.shape_vars.items()]
+    # a dimension read must exist: a matrix rule matching a rank-1 tensor would make vec-get fail in the
+    # actions, which aborts the whole run; in the query the guard just rejects the match
+    facts += [f"(< {index} (vec-length {shape}))" for shape, index in comp.dims]
     ruleset = "multi" if rule.multi else "rw"
     return f"(rule ({' '.join(facts)}) ({' '.join(actions)}) :ruleset {ruleset} :name {json.dumps(rule.name)})"
 

@@ -731,11 +731,13 @@ def _export_opaque(group: list[Node], ref: Callable[[str], str], ex: _Exporter) 
     outs = [""] * p["n_outputs"]
     for m in group:
         outs[m.p["index"]] = m.output
-    for k, o in enumerate(outs):  # outputs nobody reads still need a name when later ones are used
-        if not o and any(outs[k + 1:]):
-            outs[k] = ex.fresh(f"{p['key']}_unused{k}")
-    while outs and not outs[-1]:
+    try:  # trailing outputs nobody reads are dropped, down to what the operator's schema requires
+        required = onnx.defs.get_schema(p["op_type"], ex.opset, p["domain"] or "").min_output
+    except onnx.defs.SchemaError:  # a custom operator: keep every output it had
+        required = p["n_outputs"]
+    while len(outs) > required and not outs[-1]:
         outs.pop()
+    outs = [o or ex.fresh(f"{p['key']}_unused{k}") for k, o in enumerate(outs)]  # nobody reads them: any name
     ins = [ref(i) for i in group[0].inputs]
     if p["slots"]:
         it = iter(ins)
