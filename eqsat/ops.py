@@ -1099,6 +1099,7 @@ CONV2D_NHWC = _register(OpSpec(
     modular_fn=lambda p, x, w, b, m: np.transpose(
         _conv_mod(p, np.transpose(np.asarray(x, dtype=object), (0, 3, 1, 2)), w, b, m), (0, 2, 3, 1)),
     flops_fn=CONV2D.flops_fn, export_fn=_conv_nhwc_export,
+    runs_as=lambda p: [("conv2d_nhwc", {**p, "act": ACT_NONE}), ("relu", {})] if p["act"] == ACT_RELU else None,
     egglog_shape=lambda: [_rule("", [
         "(= (vec-length s_x) 4)", "(= (vec-length s_w) 4)",
         f"(= {_vget('s_x', 3)} (* groups {_vget('s_w', 1)}))",

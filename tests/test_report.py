@@ -75,6 +75,19 @@ def test_fusion_that_export_splits_back_is_not_a_gain() -> None:
     assert [n.op_type for n in res.model.graph.node].count("Relu") == 1
 
 
+def test_every_fused_activation_is_priced_as_what_export_writes() -> None:
+    from eqsat import ops
+
+    fused = [spec for spec in ops.REGISTRY.values() if "act" in spec.param_names()]
+    assert fused
+    for spec in fused:
+        p = {**spec.defaults, "act": ops.ACT_RELU}
+        x = (1, 8, 8, 4) if spec.name.endswith("nhwc") else (1, 4, 8, 8)
+        shapes = [x, (8, 4, 3, 3), (8,)]
+        out = spec.shape(p, shapes)
+        assert [k.op for k in spec.cost_keys(p, shapes, out)] == [spec.name, "relu"], spec.name
+
+
 def test_exported_models_carry_no_unused_initializers() -> None:
     res = optimize(_conv_relu(bias=False), time_limit=20)  # the importer adds a zero bias; export drops it
     read = {i for n in res.model.graph.node for i in n.input}
