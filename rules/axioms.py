@@ -25,6 +25,9 @@ class Axiom:
     #: Parameter variables the Z3 formula quantifies over (it then holds for every value); their ``params``
     #: values are only the ones validation executes. The others are instantiated once per listed value.
     quantified: tuple[str, ...] = ()
+    #: Shape conditions ``(= (shape ?a) (shape ?b))`` under which the equation holds: the Z3 formula is an
+    #: implication from equal dimensions, and validation executes only shapes that satisfy them.
+    conditions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,10 +88,21 @@ AXIOMS: tuple[Axiom, ...] = (
     Axiom("conv-kernel-linear", _c(CONV0, "?x", "(ewadd ?w ?v)", "(ewadd ?b ?c)"),
           "(ewadd " + _c(CONV0, "?x", "?w", "?b") + " " + _c(CONV0, "?x", "?v", "?c") + ")",
           {"?pd": CONV_P["?pd"]}),
+    Axiom("conv-input-linear", _c(CONV0, "(ewadd ?x ?y)", "?w", "(ewadd ?b ?c)"),
+          "(ewadd " + _c(CONV0, "?x", "?w", "?b") + " " + _c(CONV0, "?y", "?w", "?c") + ")",
+          {"?pd": CONV_P["?pd"]}, "linear in the input; the two biases add up (TASO's axiom 18 with biases)"),
+    Axiom("conv-concat-channels", _c(CONV0, "(concat 1 ?x ?y)", "(concat 1 ?w ?v)", "(ewadd ?b ?c)"),
+          "(ewadd " + _c(CONV0, "?x", "?w", "?b") + " " + _c(CONV0, "?y", "?v", "?c") + ")",
+          {"?pd": CONV_P["?pd"]}, "a convolution over channel-concatenated inputs and kernels sums two"),
     Axiom("conv-concat-batch", "(concat 0 " + _c(CONVA, "?x", "?w", "?b") + " " + _c(CONVA, "?y", "?w", "?b") + ")",
           _c(CONVA, "(concat 0 ?x ?y)", "?w", "?b"), CONV_P),
     Axiom("conv-concat-out", "(concat 1 " + _c(CONVA, "?x", "?w", "?b") + " " + _c(CONVA, "?x", "?v", "?c") + ")",
           _c(CONVA, "?x", "(concat 0 ?w ?v)", "(concat 0 ?b ?c)"), CONV_P),
+    Axiom("conv-group-merge", "(concat 1 " + _c(CONVA, "?x", "?w", "?b") + " " + _c(CONVA, "?y", "?v", "?c") + ")",
+          "(conv2d [1 1] ?pd [1 1] 2 ?act (concat 1 ?x ?y) (concat 0 ?w ?v) (concat 0 ?b ?c))", CONV_P,
+          "two convolutions side by side are one grouped convolution (TASO left it out: it needs the kernels "
+          "to have equal shapes, as a group takes an equal share of the channels)",
+          conditions=("(= (shape ?w) (shape ?v))",)),
     Axiom("conv-enlarge", "(conv2d [1 1] [0 0 0 0] [1 1] 1 ?act ?x ?w ?b)",
           "(conv2d [1 1] [1 1 1 1] [1 1] 1 ?act ?x (enlarge [3 3] ?w) ?b)", {"?act": (0, 1)},
           "holds for 1x1 kernels: the shape check rejects any other instance"),
@@ -96,6 +110,9 @@ AXIOMS: tuple[Axiom, ...] = (
           "?x", {"?pd": ((1, 1, 1, 1),)}),
     Axiom("conv-pool", "(conv2d [1 1] [1 1 1 1] [1 1] (dim ?x 1) 0 ?x (const_pool [3 3] (dim ?x 1)) "
           "(const_zero [(dim ?x 1)]))", f"(avgpool {POOL} 1 ?x)"),
+    Axiom("zero-ewadd", "(ewadd (const_zero ?z) (const_zero ?z))", "(const_zero ?z)", {"?z": ((2,), (3,))},
+          "zero plus zero (so that a zero bias splits into the two zero biases of a sum of convolutions)",
+          quantified=("?z",)),
     # pools
     Axiom("avgpool-ewadd", f"(avgpool {POOL} 1 (ewadd ?a ?b))", f"(ewadd (avgpool {POOL} 1 ?a) (avgpool {POOL} 1 ?b))"),
     Axiom("avgpool-concat", f"(avgpool {POOL} 1 (concat ?ax ?a ?b))",

@@ -42,7 +42,7 @@ def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int
             e.status, e.reason = "refuted", f"numeric counterexample: {bad}"
         else:
             todo.append(e)
-    verdicts = verifier.verify_many([(e.lhs, e.rhs) for e in todo], timeout=timeout, workers=workers,
+    verdicts = verifier.verify_many([(e.lhs, e.rhs, e.conditions) for e in todo], timeout=timeout, workers=workers,
                                     rlimit=rlimit)
     for e, v in zip(todo, verdicts, strict=True):
         e.status, e.reason = v.status, v.reason
@@ -88,14 +88,29 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hand_written_rules() -> list[tuple[str, Any]]:
+    """The rules written by hand, one entry per direction, each with the set it belongs to."""
+    from eqsat.rules.layout import LAYOUT_RULES
+    from eqsat.rules.starter import EXTRA_RULES, STARTER_RULES
+
+    sets = [("extra rule, run by default beside the corpus", EXTRA_RULES),
+            ("data-layout rule, run by default (optimize(layouts=False) leaves it out)", LAYOUT_RULES),
+            ("starter rule, run with --rules starter (or when there is no corpus)", STARTER_RULES)]
+    return [(label, d) for label, rules in sets for r in rules for d in r.directions()]
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    """Show one corpus rule in full, with the engine rules it compiles to."""
+    """Show one rule in full: a corpus entry (with the engine rules it compiles to) or a hand-written rule.
+    Every name the optimizer reports under "rules fired" resolves, ``-rev`` (reverse direction) included."""
     from eqsat.rules import corpus
 
     entries, _ = corpus.read_corpus(args.corpus)
+    base = args.id[:-len("-rev")] if args.id.endswith("-rev") else args.id
     for e in entries:
-        if e.id == args.id:
+        if e.id == base:
             print(f"id:          {e.id}")
+            if base != args.id:
+                print("direction:   reverse (each target is rewritten into its source)")
             print(f"status:      {e.status} ({e.reason})")
             print(f"domain:      {e.domain}   operators: {e.ops[0]} -> {e.ops[1]}")
             print(f"two-output:  {e.multi}   both directions: {e.bidirectional}")
@@ -108,7 +123,19 @@ def cmd_show(args: argparse.Namespace) -> int:
                 print(f"engine rule {r.name}: {' ; '.join(r.lhs)} => {' ; '.join(r.rhs)}"
                       + (f"  if {' '.join(r.conditions)}" if r.conditions else ""))
             return 0
-    print(f"no rule {args.id!r}")
+    for label, r in _hand_written_rules():
+        if r.name == args.id:
+            print(f"name:        {r.name}")
+            print(f"kind:        written by hand; {label}")
+            print(f"two-output:  {r.multi}")
+            for k, (a, b) in enumerate(zip(r.lhs, r.rhs, strict=True)):
+                print(f"source[{k}]:   {a}")
+                print(f"target[{k}]:   {b}")
+            for c in r.conditions:
+                print(f"condition:   {c}")
+            return 0
+    print(f"eqsat: error: no rule {args.id!r}; `eqsat rules list --all` lists the corpus, and the optimizer's "
+          "report names every rule that fired", file=sys.stderr)
     return 2
 
 

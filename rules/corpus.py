@@ -10,13 +10,14 @@ a computed parameter on a left-hand side becomes a parameter variable with an eq
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_args, unparse
+from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_args, tensor_vars, unparse
 
 CORPUS_PATH = Path(__file__).parent / "corpus" / "rules.json"
 
@@ -108,37 +109,239 @@ def _layout_only(c: Any) -> bool:
     return all(only_transposes(parse(s)) for s in (*c.lhs, *c.rhs))
 
 
+#: Commutative operators: rules that only swap their operands somewhere inside a term are commutativity
+#: applied in context, which the e-graph already derives from the commutativity rules by congruence.
+_COMMUTATIVE = ("ewadd", "ewmul")
+
+
+def _normal(e: Sexp) -> Sexp:
+    """A pattern with the operands of every commutative operator sorted (commutativity applied)."""
+    if not isinstance(e, list):
+        return e
+    spec, params, ins = split_args(e)
+    args = [_normal(x) for x in ins]
+    if spec.name in _COMMUTATIVE:
+        args.sort(key=unparse)
+    return [e[0], *params, *args]
+
+
+def _normal_key(sides: Sequence[str]) -> tuple[str, ...]:
+    return tuple(unparse(_normal(parse(s))) for s in sides)
+
+
+def _head(e: Sexp) -> str | None:
+    """An operator with its parameters (``concat 1``), or None for a leaf."""
+    if not isinstance(e, list):
+        return None
+    _, params, _ = split_args(e)
+    return " ".join([e[0], *(unparse(p) for p in params)])
+
+
+def _children(e: Sexp) -> list[Sexp]:
+    if not isinstance(e, list):
+        return []
+    spec, _, ins = split_args(e)
+    if spec.name == "conv2d":
+        return ins[:2]  # a kernel's bias travels with it
+    return ins
+
+
+def _has_constants(sides: Sequence[str]) -> bool:
+    return any(op.startswith("const_") for s in sides for op in re.findall(r"\((\w+)", s))
+
+
+def interchange(lhs: str, rhs: str) -> bool:
+    """``X(Y(a, b), Y(c, d)) = Y(X(a, c), X(b, d))`` and the like: the root operator of one side is the operator of
+    both children on the other side, and the other way round (an element-wise operator over concatenations,
+    concatenations along two axes, a convolution over channel-concatenated inputs and kernels)."""
+    a, b = parse(lhs), parse(rhs)
+    ca, cb = _children(a), _children(b)
+    if len(ca) != 2 or len(cb) != 2 or _head(a) == _head(b):
+        return False
+    heads_a = {_head(x) for x in ca}
+    heads_b = {_head(x) for x in cb}
+    return heads_a == {_head(b)} and heads_b == {_head(a)}
+
+
+def factoring(lhs: str, rhs: str) -> bool:
+    """``X(Y(a, b), Y(a, c)) = Y(a, X(b, c))`` and ``X(Y(a), Y(b)) = Y(X(a, b))``: a distributive law read in its
+    cost-reducing direction (two applications of ``Y`` become one); its reverse is the expansion."""
+    a, b = parse(lhs), parse(rhs)
+    ca = _children(a)
+    if len(ca) != 2 or _head(ca[0]) is None or _head(ca[0]) != _head(ca[1]) or _head(b) != _head(ca[0]):
+        return False
+    return any(_head(x) == _head(a) for x in _children(b))
+
+
+def _generalize(c: Any) -> Any | None:
+    """The rule with one repeated variable split into two, where that still holds (checked numerically like
+    every candidate): e.g. ``(ewadd (concat 1 ?w1 ?w2) (concat 1 ?w2 ?w3))`` generalizes to four operands."""
+    from eqsat.rules import generator as gen
+
+    text_vars = re.findall(r"\?[a-z]+\d+", " ".join(c.lhs))
+    tensor = [v for v in text_vars if not gen.var_prefix(v).startswith("b") and not gen.is_param_var(v)]
+    repeated = [v for v in dict.fromkeys(tensor) if tensor.count(v) > 1]
+    if not repeated:
+        return c
+    v = repeated[0]
+    prefix = gen.var_prefix(v)
+    used = {int(x[len(prefix) + 1:]) for x in set(tensor) if gen.var_prefix(x) == prefix}
+    fresh = f"?{prefix}{max(used) + 1}"
+    pat = re.compile(re.escape(v) + r"(?!\d)")
+
+    def replace_nth(text: str, n: int) -> str:
+        ms = list(pat.finditer(text))
+        m = ms[n]
+        return text[:m.start()] + fresh + text[m.end():]
+
+    lhs_side = 0 if pat.search(c.lhs[0]) else 1
+    n_l = len(pat.findall(c.lhs[lhs_side]))
+    for k_r in range(len(pat.findall(c.rhs[lhs_side]))):
+        new = type(c)(tuple(replace_nth(s, n_l - 1) if i == lhs_side else s for i, s in enumerate(c.lhs)),
+                      tuple(replace_nth(s, k_r) if i == lhs_side else s for i, s in enumerate(c.rhs)),
+                      c.n_lhs, c.n_rhs, c.domain, c.lhs_ops, c.rhs_ops)
+        stage, _, conds = gen.confirm(new)
+        if stage is None:
+            new = gen.canonical(new)
+            new.conditions = conds
+            return _generalize(new)
+    return None
+
+
+def _grouped(sides: Sequence[str]) -> bool:
+    """True when a side has a grouped convolution with a literal group count above one."""
+    def walk(e: Sexp) -> bool:
+        if not isinstance(e, list):
+            return False
+        spec, params, ins = split_args(e)
+        if spec.name == "conv2d" and isinstance(params[3], int) and params[3] > 1:
+            return True
+        return any(walk(x) for x in ins)
+
+    return any(walk(parse(s)) for s in sides)
+
+
+def _distinct_inputs(lhs: str) -> tuple[str, ...]:
+    """``(!= ?x ?y)`` for two convolutions over variables ``?x`` and ``?y``: merged into a grouped convolution over
+    ``[x; x]`` when ``x = y``, they would only duplicate the input (one convolution with the two kernels
+    concatenated does that merge, and it grew SqueezeNet's e-graph threefold)."""
+    kids = _children(parse(lhs))
+    ins = [split_args(k)[2][0] for k in kids if isinstance(k, list) and k[0] == "conv2d"]
+    return (f"(!= {ins[0]} {ins[1]})",) if len(ins) == 2 and all(map(is_var, ins)) and ins[0] != ins[1] else ()
+
+
+#: Operators whose expansion over a concatenation is left out (measured, default limits, same costs): a matmul's
+#: reverse closes split/concat cycles with the two-output merges (which build exactly these concatenated-weight
+#: matmuls), so exact extraction of the NasRNN cell runs into its time limit (0.2 s -> 30 s); a pool's pushes
+#: Inception's max pools into every branch of its four-way concatenations (+10 % e-nodes, one more iteration).
+NO_EXPANSION_OVER_CONCAT = ("matmul", "maxpool", "avgpool")
+
+
+def _matmul_over_concat(lhs: str) -> bool:
+    """``concat(op(..), op(..))`` for an operator of :data:`NO_EXPANSION_OVER_CONCAT`: kept in its merging
+    direction only."""
+    e = parse(lhs)
+    return e[0] == "concat" and all(isinstance(x, list) and x[0] in NO_EXPANSION_OVER_CONCAT for x in _children(e))
+
+
 def select(cands: Iterable[Any]) -> list[Entry]:
     """Choose the corpus from confirmed generator candidates.
 
+    Commutativity applied inside a term (both sides equal once the operands of every commutative operator are
+    sorted) is left out, and of rules equal up to commutativity only the first is kept: the e-graph derives
+    the others from the commutativity rules by congruence.
+
     Kept: two-output rules, rules that change the operator count, rules of at most two operators per side
-    (commutativity, associativity, distributivity and other enabling rewrites), and same-size rules that
+    (commutativity, associativity, distributivity and other enabling rewrites), same-size rules that
     change the number of matmuls / convolutions without reusing a subterm (merges such as
-    ``x1 W1 + x2 W2 = [x1 x2] [W1; W2]`` or a 1x1 and a 3x3 convolution added into one). Other same-size
-    rules with three operators per side are left out: they are numerous and mostly compositions of the smaller ones.
-    So are rules of three operators with a transpose below a transpose: they compose the transpose-composition
-    rules (two transposes are one) with smaller rules, and there are many of them for rank-3 permutations.
+    ``x1 W1 + x2 W2 = [x1 x2] [W1; W2]`` or a 1x1 and a 3x3 convolution added into one), and same-size
+    *interchange* laws (:func:`interchange`: an element-wise operator over concatenations, concatenations along
+    two axes), generalized where the generator only found them with a repeated variable. A merge into a grouped
+    convolution gets the shape conditions it needs (equal kernels), and distinct inputs. Other same-size
+    rules with three operators per side are left out: they are numerous and mostly compositions of the
+    smaller ones. So are rules of three operators with a transpose below a transpose: they compose the
+    transpose-composition rules (two transposes are one) with smaller rules, and there are many of them for
+    rank-3 permutations.
 
     Applied in both directions: same-size rules, rules that remove one operator from two (but not two
-    transposes composed into one: splitting a transpose in two is never useful), and rules that only remove a
-    transpose (so that e.g. a transpose of a matmul can become a matmul of transposes).
+    transposes composed into one: splitting a transpose in two is never useful), rules that only remove a
+    transpose (so that e.g. a transpose of a matmul can become a matmul of transposes), and distributive laws
+    (:func:`factoring`) without constants, so that targets that need an expansion first are built, except a
+    matmul or a pool over a concatenation (:data:`NO_EXPANSION_OVER_CONCAT`).
     """
     out: list[Entry] = []
+    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
     for c in cands:
+        if not c.multi and max(c.n_lhs, c.n_rhs) >= 2 and _normal_key(c.lhs) == _normal_key(c.rhs):
+            continue  # commutativity in context
         same_size_merge = (c.n_lhs == c.n_rhs and _tree_shaped([*c.lhs, *c.rhs])
                            and sum(map(_heavy_ops, map(parse, c.lhs))) != sum(map(_heavy_ops, map(parse, c.rhs))))
-        if not (c.multi or c.n_lhs != c.n_rhs or c.n_lhs <= 2 or same_size_merge):
+        swap = (not c.multi and c.n_lhs == c.n_rhs == 3 and _tree_shaped([*c.lhs, *c.rhs])
+                and not _has_constants([*c.lhs, *c.rhs]) and interchange(c.lhs[0], c.rhs[0]))
+        if swap:
+            c = _generalize(c)
+            if c is None:
+                continue
+        if not (c.multi or c.n_lhs != c.n_rhs or c.n_lhs <= 2 or same_size_merge or swap):
             continue
+        if same_size_merge and _grouped([*c.lhs, *c.rhs]) and not c.conditions:
+            # a grouped convolution gives each group an equal share of the channels: merging two convolutions
+            # into one is sound only when their operands have equal shapes (the generator's shapes have them,
+            # so its numeric checks cannot tell)
+            from eqsat.rules.generator import shape_conditions
+
+            c.conditions = shape_conditions(c) + _distinct_inputs(c.lhs[0])
         if not c.multi and max(c.n_lhs, c.n_rhs) >= 3 and any(_nested_transposes(parse(x)) for x in (*c.lhs, *c.rhs)):
             continue
+        key = (_normal_key(c.lhs), _normal_key(c.rhs))
+        if key in seen or (not c.multi and (key[1], key[0]) in seen):
+            continue
+        seen.add(key)
+        expand = (not c.multi and c.n_lhs == 3 and c.n_rhs == 2 and _tree_shaped([*c.lhs, *c.rhs])
+                  and not _has_constants([*c.lhs, *c.rhs]) and factoring(c.lhs[0], c.rhs[0])
+                  and not _matmul_over_concat(c.lhs[0]))
         bidir = (not c.multi and c.n_rhs >= 1 and not _layout_only(c)
-                 and (c.n_lhs == c.n_rhs or (c.n_lhs - c.n_rhs == 1 and c.n_lhs <= 2) or _adds_only_a_transpose(c)))
+                 and (c.n_lhs == c.n_rhs or (c.n_lhs - c.n_rhs == 1 and c.n_lhs <= 2) or _adds_only_a_transpose(c)
+                      or expand))
         out.append(Entry("", list(c.lhs), list(c.rhs), list(getattr(c, "conditions", ()) or ()), c.multi, bidir,
                          domain=c.domain, ops=[c.n_lhs, c.n_rhs]))
     out.sort(key=lambda e: (e.multi, e.domain, sum(e.ops), e.text()))
     for k, e in enumerate(out, 1):
         e.id = f"r{k:03d}"
     return out
+
+
+#: Rule families: TASO's Table 2 operator properties grouped by the operators a rule relates. A rule belongs
+#: to the first family whose test its operator set passes (``ops``: operator names on either side).
+FAMILIES: tuple[tuple[str, Any], ...] = (
+    ("identities and constants (C_pool, I_conv, I_matmul, I_ewmul)",
+     lambda o: any(x.startswith("const_") and x != "const_zero" for x in o)),
+    ("split of a concatenation", lambda o: "split" in o),
+    ("reshape", lambda o: "reshape" in o),
+    ("transpose", lambda o: "transpose" in o),
+    ("enlarge (a 1x1 kernel as 3x3)", lambda o: "enlarge" in o),
+    ("convolution over concatenation (incl. grouped merge)", lambda o: {"conv2d", "concat"} <= o),
+    ("convolution linearity", lambda o: {"conv2d", "ewadd"} <= o and o <= {"conv2d", "ewadd", "const_zero"}),
+    ("convolution + relu fusion", lambda o: {"conv2d", "relu"} <= o and o <= {"conv2d", "relu", "ewadd", "ewmul"}),
+    ("scalar multiplication", lambda o: "smul" in o),
+    ("matmul over concatenation", lambda o: {"matmul", "concat"} <= o),
+    ("matmul linearity", lambda o: {"matmul", "ewadd"} == o),
+    ("matmul associativity", lambda o: o == {"matmul"}),
+    ("element-wise over concatenation", lambda o: "concat" in o and o <= {"concat", "ewadd", "ewmul"} and len(o) > 1),
+    ("relu / pooling over concatenation",
+     lambda o: "concat" in o and o <= {"concat", "relu", "avgpool", "maxpool"} and len(o) > 1),
+    ("concatenation reassociation and geometry", lambda o: o == {"concat"}),
+    ("ewmul distributes over ewadd", lambda o: o == {"ewadd", "ewmul"}),
+    ("ewadd / ewmul associativity and commutativity", lambda o: o in ({"ewadd"}, {"ewmul"})),
+    ("pooling", lambda o: bool(o & {"avgpool", "maxpool"}) and o <= {"avgpool", "maxpool", "ewadd", "relu"}),
+)
+OTHER_FAMILY = "other (compositions of the above)"
+
+
+def family(sides: Sequence[str]) -> str:
+    """The family (:data:`FAMILIES`) of a rule given all its sides."""
+    o = {op for s in sides for op in re.findall(r"\((\w+)", s)} - {"dim"}
+    return next((name for name, test in FAMILIES if test(o)), OTHER_FAMILY)
 
 
 def save_corpus(entries: Sequence[Entry], path: str | Path = CORPUS_PATH, meta: dict[str, Any] | None = None) -> None:
@@ -188,7 +391,7 @@ def engine_rules(entry: Entry) -> list[Rule]:
     for lhs, rhs, name in sides:
         if any(is_var(parse(s)) for s in lhs):
             continue
-        conds = list(entry.conditions)
+        conds = list(entry.conditions) + _distinct(lhs)
         counter = [0]
         elhs = tuple(unparse(_engine_lhs(parse(s), conds, counter)) for s in lhs)
         try:
@@ -197,6 +400,15 @@ def engine_rules(entry: Entry) -> list[Rule]:
         except RuleError:
             continue
     return out
+
+
+def _distinct(lhs: Sequence[str]) -> list[str]:
+    """For a two-output rule, a condition that its two matches are different tensors: merging an operator with
+    itself (``conv(x, w)`` twice into a batch of ``[x; x]``) is never a gain and only grows the e-graph."""
+    if len(lhs) != 2:
+        return []
+    a, b = (sorted(tensor_vars(parse(s)) - tensor_vars(parse(t))) for s, t in (lhs, lhs[::-1]))
+    return [f"(!= {a[0]} {b[0]})"] if a and b else []
 
 
 def load_corpus_rules(include_unproved: bool = False, path: str | Path = CORPUS_PATH) -> list[Rule]:

@@ -53,6 +53,21 @@ STARTER_RULES: tuple[Rule, ...] = (
          conditions=("(!= ?w1 ?w2)", "(= ?g 1)")),
 )
 
-#: Hand-written rules over operators outside the generator's TASO operator set (batch-norm folding). They are
-#: added to the generated corpus by default and tested numerically like every other rule.
-EXTRA_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in ("conv-batchnorm-fold",))
+#: Convolution is linear in its input. The generator cannot state it (every kernel it enumerates carries its
+#: own bias variable, and conv(a + b, w, bias) adds the bias once), so it is written here in the two forms
+#: the rule language can express: the biases of two convolutions add up, and a zero bias (``const_zero``)
+#: splits into two. Z3 proves both from the axioms ``conv-input-linear`` and ``zero-ewadd``
+#: (tests/test_derivations.py). The inputs must have equal shapes: with broadcasting, padding would differ.
+LINEAR_RULES: tuple[Rule, ...] = (
+    Rule("conv-input-linear", (f"(ewadd (conv2d {_CONV} 0 ?x ?w ?b1) (conv2d {_CONV} 0 ?y ?w ?b2))",),
+         (f"(conv2d {_CONV} 0 (ewadd ?x ?y) ?w (ewadd ?b1 ?b2))",), conditions=("(= (shape ?x) (shape ?y))",)),
+    Rule("conv-input-linear-zero-bias", (f"(conv2d {_CONV} 0 (ewadd ?x ?y) ?w (const_zero ?z))",),
+         (f"(ewadd (conv2d {_CONV} 0 ?x ?w (const_zero ?z)) (conv2d {_CONV} 0 ?y ?w (const_zero ?z)))",),
+         conditions=("(= (shape ?x) (shape ?y))",), bidirectional=True),
+)
+
+#: Hand-written rules added to the generated corpus by default, tested numerically like every other rule:
+#: rules over operators outside the generator's TASO operator set (batch-norm folding), the two halves of a
+#: split concatenated back (the generator only splits the concatenations it built), and input linearity.
+EXTRA_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in ("conv-batchnorm-fold", "concat-of-splits")
+                                      ) + LINEAR_RULES

@@ -115,6 +115,23 @@ def _param_vars(text: str) -> set[str]:
     return param_vars(parse(text))
 
 
+#: Ranks up to which a shape condition equates dimensions (the domains' tensors have at most four).
+MAX_RANK = 4
+
+
+def shape_hypotheses(enc: Encoder, conditions: Sequence[str], env: Mapping[str, Any]) -> list[z3.BoolRef]:
+    """Shape conditions ``(= (shape ?a) (shape ?b))`` as equalities of the uninterpreted dimensions."""
+    out = []
+    for c in conditions:
+        e = parse(c)
+        if not (e[0] == "=" and isinstance(e[1], list) and e[1][0] == "shape" and isinstance(e[2], list)
+                and e[2][0] == "shape"):
+            raise ValueError(f"only shape equalities are supported as conditions here: {c}")
+        a, b = enc.term(e[1][1], env), enc.term(e[2][1], env)
+        out += [enc.dim(a, z3.IntVal(k, enc.ctx)) == enc.dim(b, z3.IntVal(k, enc.ctx)) for k in range(MAX_RANK)]
+    return out
+
+
 def axiom_formulas(enc: Encoder, axioms: Sequence[Axiom] = AXIOMS,
                    dim_axioms: Sequence[DimAxiom] = DIM_AXIOMS) -> list[tuple[str, z3.BoolRef]]:
     """Every axiom instance as a quantified Z3 formula, with its name."""
@@ -131,8 +148,9 @@ def axiom_formulas(enc: Encoder, axioms: Sequence[Axiom] = AXIOMS,
             rhs = enc.term(parse(ax.rhs), env)
             body = lhs == rhs
             bound = list(consts.values()) + list(qparams.values()) + [n for n, _ in abstracted]
-            if abstracted:
-                body = z3.Implies(z3.And([n == v for n, v in abstracted]), body)
+            hyps = [n == v for n, v in abstracted] + shape_hypotheses(enc, ax.conditions, env)
+            if hyps:
+                body = z3.Implies(z3.And(hyps), body)
             pats = [lhs] if not is_var(parse(ax.lhs)) else []
             if (not abstracted and not is_var(parse(ax.rhs)) and set(_tensor_vars(ax.rhs)) == set(tv)
                     and set(ax.quantified) <= _param_vars(ax.rhs)):
@@ -190,8 +208,9 @@ def _rlimit_used(s: z3.Solver) -> int | None:
 
 
 def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.0,
-                    rlimit: int | None = RULE_RLIMIT) -> Verdict:
-    """Check that the axioms entail ``lhs[i] == rhs[i]`` for every output ``i``.
+                    rlimit: int | None = RULE_RLIMIT, conditions: Sequence[str] = ()) -> Verdict:
+    """Check that the axioms entail ``lhs[i] == rhs[i]`` for every output ``i`` (under the rule's shape
+    ``conditions``, which become hypotheses).
 
     ``rlimit`` bounds Z3's deterministic resource counter (reproducible outcomes); ``timeout`` (seconds) is
     a wall-clock safety net on top of it.
@@ -210,6 +229,8 @@ def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.
     s.set("max_memory", 2048)
     for _, f in axiom_formulas(enc):
         s.add(f)
+    for h in shape_hypotheses(enc, [c for c in conditions if "(shape" in c], env):
+        s.add(h)
     diffs = [enc.term(parse(a), env) != enc.term(parse(b), env) for a, b in zip(lhs, rhs, strict=True)]
     s.add(z3.Or(diffs))
     try:
@@ -224,14 +245,15 @@ def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.
     return Verdict("unknown", _unknown_reason(s, rlimit, timeout, dt), dt)
 
 
-def _verify_unit(args: tuple[tuple[str, ...], tuple[str, ...], float, int | None]) -> Verdict:
+def _verify_unit(args: tuple[tuple[str, ...], tuple[str, ...], float, int | None, tuple[str, ...]]) -> Verdict:
     return verify_equation(*args)
 
 
-def verify_many(equations: Sequence[tuple[Sequence[str], Sequence[str]]], timeout: float = 10.0, workers: int = 2,
+def verify_many(equations: Sequence[tuple[Sequence[str], ...]], timeout: float = 10.0, workers: int = 2,
                 progress: Callable[[str], None] | None = None, rlimit: int | None = RULE_RLIMIT) -> list[Verdict]:
-    """Verify many equations (independent units, each in its own Z3 context) in a process pool."""
-    jobs = [(tuple(a), tuple(b), timeout, rlimit) for a, b in equations]
+    """Verify many equations ``(lhs, rhs)`` or ``(lhs, rhs, conditions)`` (independent units, each in its own
+    Z3 context) in a process pool."""
+    jobs = [(tuple(eq[0]), tuple(eq[1]), timeout, rlimit, tuple(eq[2]) if len(eq) > 2 else ()) for eq in equations]
     if workers <= 1:
         return [_verify_unit(j) for j in jobs]
     with mp.get_context("fork").Pool(workers, maxtasksperchild=50) as pool:
@@ -350,8 +372,10 @@ def _ranks(text: str, ranks: dict[str, int], params: Mapping[str, Any]) -> None:
 
 
 def shape_assignments(lhs: str, rhs: str, params: Mapping[str, Any], count: int = 3, seed: int = 0,
-                      tries: int = 4000) -> list[dict[str, tuple[int, ...]]]:
-    """Small random shape assignments where both sides are well-shaped with equal shapes."""
+                      tries: int = 4000, conditions: Sequence[str] = ()) -> list[dict[str, tuple[int, ...]]]:
+    """Small random shape assignments where both sides are well-shaped with equal shapes (and the shape
+    ``conditions`` hold)."""
+    equal = [(parse(c)[1][1], parse(c)[2][1]) for c in conditions]
     rng = np.random.default_rng(seed)
     ranks: dict[str, int] = {}
     _ranks(lhs, ranks, params)
@@ -373,7 +397,7 @@ def shape_assignments(lhs: str, rhs: str, params: Mapping[str, Any], count: int 
         except (ops.OpError, IndexError, KeyError, ValueError, TypeError):
             continue
         key = tuple(sorted(shapes.items()))
-        if a != b or key in seen:
+        if a != b or key in seen or any(shapes[x] != shapes[y] for x, y in equal):
             continue
         seen.add(key)
         out.append(dict(shapes))
@@ -412,7 +436,7 @@ def validate_axiom(ax: Axiom, cases: int = 3, timeout: float = 20.0, seed: int =
     sym = _Symbolic()
     n = 0
     for combo in _param_combos(ax.params):
-        for shapes in shape_assignments(ax.lhs, ax.rhs, combo, cases, seed):
+        for shapes in shape_assignments(ax.lhs, ax.rhs, combo, cases, seed, conditions=ax.conditions):
             env: dict[str, Any] = dict(combo)
             for v, shp in shapes.items():
                 arr = np.empty(shp, dtype=object)
@@ -460,7 +484,8 @@ def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
             tv = sorted(set(_tensor_vars(ax.lhs)) | set(_tensor_vars(ax.rhs)))
             env = {**{v: z3.Const(f"sk_{v[1:]}", enc.T) for v in tv},
                    **{v: z3.Int(f"skp_{v[1:]}", ctx) for v in ax.quantified}, **combo}
-            diffs.append(enc.term(parse(ax.lhs), env) != enc.term(parse(ax.rhs), env))
+            diff = enc.term(parse(ax.lhs), env) != enc.term(parse(ax.rhs), env)
+            diffs.append(z3.And(*shape_hypotheses(enc, ax.conditions, env), diff) if ax.conditions else diff)
         s.add(z3.Or(diffs))
         if s.check() == z3.unsat:
             out.append(ax.name)

@@ -215,3 +215,48 @@ def test_corpus_is_never_worse_than_starter_rules(name: str) -> None:
 def test_corpus_beats_starter_rules(name: str) -> None:
     corpus_cost, starter_cost = _optimized_costs(name)
     assert corpus_cost < starter_cost * (1 - _REL)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# selection
+
+
+def _cand(lhs: str, rhs: str, n_lhs: int, n_rhs: int, domain: str = "mat") -> gen.Candidate:
+    return gen.Candidate((lhs,), (rhs,), n_lhs, n_rhs, domain)
+
+
+def test_selection_classifies_interchange_and_factoring_laws() -> None:
+    assert corpus.interchange("(ewadd (concat 0 ?a ?b) (concat 0 ?c ?d))", "(concat 0 (ewadd ?a ?c) (ewadd ?b ?d))")
+    assert corpus.interchange("(concat 1 (concat 0 ?a ?b) (concat 0 ?c ?d))",
+                              "(concat 0 (concat 1 ?a ?c) (concat 1 ?b ?d))")
+    assert not corpus.interchange("(ewadd (ewadd ?a ?b) ?c)", "(ewadd ?a (ewadd ?b ?c))")
+    assert corpus.factoring("(ewadd (ewmul ?a ?b) (ewmul ?a ?c))", "(ewmul ?a (ewadd ?b ?c))")
+    assert corpus.factoring("(concat 1 (relu ?a) (relu ?b))", "(relu (concat 1 ?a ?b))")
+    assert not corpus.factoring("(ewadd (ewadd ?a ?b) ?c)", "(ewadd ?a ?b)")
+
+
+def test_selection_drops_commutativity_in_context_and_generalizes() -> None:
+    cands = [
+        _cand("(ewmul ?w1 (ewadd ?w2 ?w3))", "(ewmul (ewadd ?w3 ?w2) ?w1)", 2, 2),  # commutativity in context
+        _cand("(ewadd ?w1 ?w2)", "(ewadd ?w2 ?w1)", 1, 1),  # commutativity itself stays
+        _cand("(ewadd (concat 1 ?w1 ?w2) (concat 1 ?w2 ?w3))", "(concat 1 (ewadd ?w1 ?w2) (ewadd ?w2 ?w3))", 3, 3),
+        _cand("(ewadd (ewmul ?w1 ?w2) (ewmul ?w1 ?w3))", "(ewmul (ewadd ?w2 ?w3) ?w1)", 3, 2),
+        _cand("(ewadd (ewmul ?w1 ?w2) (ewmul ?w1 ?w3))", "(ewmul (ewadd ?w3 ?w2) ?w1)", 3, 2),  # same law
+    ]
+    entries = corpus.select(cands)
+    texts = [e.text() for e in entries]
+    assert "(ewadd ?w1 ?w2) <=> (ewadd ?w2 ?w1)" in texts
+    assert not any("(ewmul ?w1 (ewadd" in t for t in texts)
+    # the concat interchange was found with a repeated variable: it is kept with four operands, both ways
+    inter = [e for e in entries if e.lhs[0].startswith("(ewadd (concat 1")]
+    assert len(inter) == 1 and inter[0].bidirectional and len(set(re.findall(r"\?w\d", inter[0].lhs[0]))) == 4
+    # a distributive law is kept once, and in both directions (the expansion too)
+    dist = [e for e in entries if e.lhs[0].startswith("(ewadd (ewmul")]
+    assert len(dist) == 1 and dist[0].bidirectional
+
+
+def test_grouped_merge_carries_shape_conditions() -> None:
+    merges = [e for e in ENTRIES if re.search(r"\(conv2d \[1 1\] \[[01 ]+\] \[1 1\] 2 ", e.text())]
+    assert merges
+    for e in merges:
+        assert "(= (shape ?k1) (shape ?k2))" in e.conditions and e.status == "proved", e.id

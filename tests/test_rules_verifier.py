@@ -66,3 +66,20 @@ def test_wrong_composition_axiom_is_rejected() -> None:
     wrong = A.Axiom("bad-compose", "(transpose ?q (transpose ?p ?a))", "(transpose (compose ?q ?p) ?a)",
                     {"?p": A.PERMS3, "?q": A.PERMS3})
     assert V.validate_axiom(wrong).status == "invalid"
+
+
+def test_conditional_axiom_needs_its_shape_conditions() -> None:
+    # two convolutions side by side are one grouped convolution only for kernels of equal shapes
+    lhs = ["(concat 1 (conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?i1 ?k1 ?bk1) (conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?i2 ?k2 ?bk2))"]
+    rhs = ["(conv2d [1 1] [1 1 1 1] [1 1] 2 0 (concat 1 ?i1 ?i2) (concat 0 ?k1 ?k2) (concat 0 ?bk1 ?bk2))"]
+    conds = ["(= (shape ?i1) (shape ?i2))", "(= (shape ?k1) (shape ?k2))"]
+    assert V.verify_equation(lhs, rhs, conditions=conds).status == "proved"
+    assert V.verify_equation(lhs, rhs, timeout=3, rlimit=300_000).status != "proved"
+    ax = next(a for a in A.AXIOMS if a.name == "conv-group-merge")
+    assert ax.conditions and V.validate_axiom(ax, cases=2).status == "valid"
+
+
+def test_new_convolution_axioms_prove_the_channel_concat_rule() -> None:
+    lhs = ["(ewadd (conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?i1 ?k1 ?bk1) (conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?i2 ?k2 ?bk2))"]
+    rhs = ["(conv2d [1 1] [1 1 1 1] [1 1] 1 0 (concat 1 ?i1 ?i2) (concat 1 ?k1 ?k2) (ewadd ?bk1 ?bk2))"]
+    assert V.verify_equation(lhs, rhs).status == "proved"
