@@ -17,27 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
-
 NODE_LIMIT = 50_000
 KEEP = "<!-- kept across runs -->"  # what follows this line in limits.md is not overwritten
-
-
-def chain_model(n: int, d: int = 64) -> onnx.ModelProto:
-    """x[1,d] -> n times (MatMul by the same W, Add the same bias B, Relu)."""
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array((rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32), "W")
-    b = numpy_helper.from_array((0.1 * rng.standard_normal(d)).astype(np.float32), "B")
-    nodes, prev = [], "x"
-    for i in range(n):
-        nodes += [helper.make_node("MatMul", [prev, "W"], [f"m{i}"]),
-                  helper.make_node("Add", [f"m{i}", "B"], [f"a{i}"]), helper.make_node("Relu", [f"a{i}"], [f"r{i}"])]
-        prev = f"r{i}"
-    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
-                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, d])], [w, b])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _commit() -> str:
@@ -50,12 +31,13 @@ def _commit() -> str:
 
 def run(lengths: list[int], time_limits: list[float]) -> list[dict]:
     """Optimize each chain under each time limit (default node limit) and collect what happened."""
+    from eqsat import zoo
     from eqsat.pipeline import optimize
 
     rows = []
     for n in lengths:
         for limit in time_limits:
-            model = chain_model(n)
+            model = zoo.shared_weight_chain(n)
             t0 = time.perf_counter()
             try:
                 res = optimize(model, time_limit=limit, node_limit=NODE_LIMIT)

@@ -215,6 +215,22 @@ def small_cnn(seed: int = 0) -> onnx.ModelProto:
     return b.model("small_cnn", [("x", (1, 3, 16, 16))], [("y", (1, 10))])
 
 
+def shared_weight_chain(n: int = 1000, d: int = 64, seed: int = 0) -> onnx.ModelProto:
+    """x[1,d] -> n times (MatMul by the same weight W, Add the same bias B, Relu): a stress model for the
+    engine's limits (a two-output rule fusing products by one weight has n*(n-1) matches)."""
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array((rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32), "W")
+    b = numpy_helper.from_array((0.1 * rng.standard_normal(d)).astype(np.float32), "B")
+    nodes, prev = [], "x"
+    for i in range(n):
+        nodes += [helper.make_node("MatMul", [prev, "W"], [f"m{i}"]),
+                  helper.make_node("Add", [f"m{i}", "B"], [f"a{i}"]), helper.make_node("Relu", [f"a{i}"], [f"r{i}"])]
+        prev = f"r{i}"
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
+                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, d])], [w, b])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def builtin_models() -> dict[str, Callable[[], onnx.ModelProto]]:
     """Name -> builder of each built-in model (default sizes, seed 0)."""
     return {"bert_attention_block": bert_attention_block, "nasrnn_cell": nasrnn_cell,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,14 @@ def _hand_written_rules() -> list[tuple[str, Any]]:
     return [(label, d) for label, rules in sets for r in rules for d in r.directions()]
 
 
+def _print_sides(lhs: Sequence[str], rhs: Sequence[str], conditions: Sequence[str]) -> None:
+    for k, (a, b) in enumerate(zip(lhs, rhs, strict=True)):
+        print(f"source[{k}]:   {a}")
+        print(f"target[{k}]:   {b}")
+    for c in conditions:
+        print(f"condition:   {c}")
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     """Show one rule in full: a corpus entry (with the engine rules it compiles to) or a hand-written rule.
     Every name the optimizer reports under "rules fired" resolves, ``-rev`` (reverse direction) included."""
@@ -114,11 +123,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"status:      {e.status} ({e.reason})")
             print(f"domain:      {e.domain}   operators: {e.ops[0]} -> {e.ops[1]}")
             print(f"two-output:  {e.multi}   both directions: {e.bidirectional}")
-            for k, (a, b) in enumerate(zip(e.lhs, e.rhs, strict=True)):
-                print(f"source[{k}]:   {a}")
-                print(f"target[{k}]:   {b}")
-            for c in e.conditions:
-                print(f"condition:   {c}")
+            _print_sides(e.lhs, e.rhs, e.conditions)
             for r in corpus.engine_rules(e):
                 print(f"engine rule {r.name}: {' ; '.join(r.lhs)} => {' ; '.join(r.rhs)}"
                       + (f"  if {' '.join(r.conditions)}" if r.conditions else ""))
@@ -128,11 +133,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"name:        {r.name}")
             print(f"kind:        written by hand; {label}")
             print(f"two-output:  {r.multi}")
-            for k, (a, b) in enumerate(zip(r.lhs, r.rhs, strict=True)):
-                print(f"source[{k}]:   {a}")
-                print(f"target[{k}]:   {b}")
-            for c in r.conditions:
-                print(f"condition:   {c}")
+            _print_sides(r.lhs, r.rhs, r.conditions)
             return 0
     print(f"eqsat: error: no rule {args.id!r}; `eqsat rules list --all` lists the corpus, and the optimizer's "
           "report names every rule that fired", file=sys.stderr)

@@ -16,7 +16,7 @@ well-shaped and has the left-hand side's shape.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,3 +235,31 @@ def check_condition(c: str, env: Mapping[str, Any]) -> bool:
         return env[e[1]] is not env[e[2]]  # distinct tensors (e-classes) in the e-graph
     op, a, b = e[0], eval_param(e[1], env), eval_param(e[2], env)
     return {"=": a == b, "!=": a != b, "<": a < b, "<=": a <= b}[op]
+
+
+def terms_graph(outputs: Sequence[str], shapes: Mapping[str, tuple[int, ...]]) -> Any:
+    """An IR graph computing rule terms (``outputs``, s-expressions) over their variables as graph inputs of
+    the given ``shapes`` (``{"?x": (4, 8)}``); a repeated subterm is computed once. For tests and benchmarks
+    that saturate rule sides as graphs."""
+    from eqsat.graph import Graph, TensorInfo, make_node
+
+    nodes: list[Any] = []
+    names: dict[str, str] = {}
+    env: dict[str, Any] = {v: np.zeros(s) for v, s in shapes.items()}
+
+    def build(e: Sexp) -> str:
+        if is_var(e):
+            return e[1:]
+        key = repr(e)
+        if key not in names:
+            spec, params, ins = split_args(e)
+            args = [build(x) for x in ins]
+            p = {n: eval_param(v, env) for (n, _), v in zip(spec.params, params, strict=True)}
+            names[key] = f"t{len(nodes)}"
+            nodes.append(make_node(spec.name, p, args, names[key]))
+        return names[key]
+
+    outs = [build(parse(o)) for o in outputs]
+    used = {i for n in nodes for i in n.inputs} | set(outs)
+    inputs = tuple(TensorInfo(v[1:], tuple(s)) for v, s in shapes.items() if v[1:] in used)
+    return Graph(inputs, {}, tuple(nodes), tuple(outs)).validate()

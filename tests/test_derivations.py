@@ -19,9 +19,8 @@ import numpy as np
 import pytest
 
 from eqsat.egraph import Limits, saturate
-from eqsat.graph import Graph, TensorInfo, make_node
 from eqsat.rules import corpus, engine_worthy
-from eqsat.rules.rule import Rule, check_condition, eval_param, evaluate, is_var, parse, split_args
+from eqsat.rules.rule import Rule, check_condition, eval_param, evaluate, is_var, parse, split_args, terms_graph
 
 C3 = "(conv2d [1 1] [1 1 1 1] [1 1] 1 0 {} {} {})"  # a 3x3 "same" convolution, no activation
 C3R = "(conv2d [1 1] [1 1 1 1] [1 1] 1 1 {} {} {})"  # with a fused relu
@@ -140,29 +139,6 @@ def default_rules() -> tuple[Rule, ...]:
     return tuple(d())
 
 
-def _graph(outputs: list[str], shapes: dict[str, tuple[int, ...]]) -> Graph:
-    nodes = []
-    names: dict[str, str] = {}
-    env: dict[str, Any] = {v: np.zeros(s) for v, s in shapes.items()}
-
-    def build(e: Any) -> str:
-        if is_var(e):
-            return e[1:]
-        key = repr(e)
-        if key not in names:
-            spec, params, ins = split_args(e)
-            args = [build(x) for x in ins]
-            p = {n: eval_param(v, env) for (n, _), v in zip(spec.params, params, strict=True)}
-            names[key] = f"t{len(nodes)}"
-            nodes.append(make_node(spec.name, p, args, names[key]))
-        return names[key]
-
-    outs = [build(parse(o)) for o in outputs]
-    used = {i for n in nodes for i in n.inputs} | set(outs)
-    inputs = tuple(TensorInfo(v[1:], s) for v, s in shapes.items() if v[1:] in used)
-    return Graph(inputs, {}, tuple(nodes), tuple(outs)).validate()
-
-
 def classes_of(egraph: dict[str, Any], term: Any, shapes: dict[str, tuple[int, ...]]) -> set[str]:
     """The e-classes of a saturated e-graph that represent a term (its variables are the graph's inputs)."""
     nodes = egraph["nodes"]
@@ -189,7 +165,7 @@ def _norm(v: Any) -> Any:
 
 def derives(source: str, target: str, shapes: dict[str, tuple[int, ...]], rules: Any, iters: int) -> bool:
     """Whether saturating the source alone builds the target in the source's e-class."""
-    res = saturate(_graph([source], shapes), list(rules),
+    res = saturate(terms_graph([source], shapes), list(rules),
                    Limits(iter_limit=iters, node_limit=20_000, time_limit=60), in_process=True)
     root = res.egraph["root_eclasses"][0]
     return root in classes_of(res.egraph, parse(target), shapes)
@@ -243,7 +219,7 @@ def test_independent_relus_merge_when_enabled() -> None:
              and all(s.startswith("(relu") for s in r.lhs)]
     assert multi
     shapes = {"?a": (1, 2, 3, 3), "?b": (1, 3, 3, 3)}
-    res = saturate(_graph(["(relu ?a)", "(relu ?b)"], shapes), list(default_rules()) + multi,
+    res = saturate(terms_graph(["(relu ?a)", "(relu ?b)"], shapes), list(default_rules()) + multi,
                    Limits(iter_limit=2, node_limit=20_000, time_limit=60, multi_iters=1), in_process=True)
     root = res.egraph["root_eclasses"][0]
     assert root in classes_of(res.egraph, parse("(split 1 0 2 (relu (concat 1 ?a ?b)))"), shapes)

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import egraph as E
+from eqsat import zoo
 from eqsat.cli import main
 from eqsat.graph import Graph, TensorInfo, make_node
 from eqsat.pipeline import default_rules, optimize
@@ -31,21 +31,6 @@ from eqsat.rules.starter import STARTER_RULES
 FUSE_SHARED_RHS = Rule("fuse-matmul-shared-rhs", ("(matmul ?a ?w)", "(matmul ?b ?w)"),
                        ("(split 0 0 (dim ?a 0) (matmul (concat 0 ?a ?b) ?w))",
                         "(split 0 (dim ?a 0) (dim ?b 0) (matmul (concat 0 ?a ?b) ?w))"))
-
-
-def chain_model(n: int, d: int = 64) -> onnx.ModelProto:
-    """x[1,d] -> n times (MatMul by the same W, Add the same bias, Relu): the issue's model."""
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array((rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32), "W")
-    b = numpy_helper.from_array((0.1 * rng.standard_normal(d)).astype(np.float32), "B")
-    nodes, prev = [], "x"
-    for i in range(n):
-        nodes += [helper.make_node("MatMul", [prev, "W"], [f"m{i}"]),
-                  helper.make_node("Add", [f"m{i}", "B"], [f"a{i}"]), helper.make_node("Relu", [f"a{i}"], [f"r{i}"])]
-        prev = f"r{i}"
-    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
-                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, d])], [w, b])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _chain_graph(n: int) -> Graph:
@@ -86,7 +71,7 @@ def test_long_chain_stays_within_its_time_limit() -> None:
     """The issue's model: 1000 x (MatMul, Add, Relu) with a shared weight took 41.7 s under --time-limit 10."""
     limit = 10.0
     t0 = time.perf_counter()
-    res = optimize(chain_model(1000), time_limit=limit, rules=default_rules() + [FUSE_SHARED_RHS])
+    res = optimize(zoo.shared_weight_chain(1000), time_limit=limit, rules=default_rules() + [FUSE_SHARED_RHS])
     wall = time.perf_counter() - t0
     assert wall <= 1.1 * limit, (wall, res.stage_seconds)
     assert res.iterations[-1].enodes <= 50_000
@@ -246,7 +231,7 @@ def test_bad_time_limit_is_rejected_before_the_model_is_read(value: float) -> No
 def test_cli_rejects_negative_or_nan_limits_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                           option: str, value: str, message: str) -> None:
     model = tmp_path / "x.onnx"
-    onnx.save(chain_model(2), str(model))
+    onnx.save(zoo.shared_weight_chain(2), str(model))
     out = tmp_path / "y.onnx"
     assert main(["optimize", str(model), "-o", str(out), option, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()

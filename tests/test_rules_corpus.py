@@ -7,14 +7,12 @@ import functools
 import re
 from typing import Any
 
-import numpy as np
 import pytest
 
 from eqsat.egraph import Limits, saturate
-from eqsat.graph import Graph, TensorInfo, make_node
 from eqsat.rules import corpus
 from eqsat.rules import generator as gen
-from eqsat.rules.rule import Rule, eval_param, is_var, parse, split_args
+from eqsat.rules.rule import Rule, terms_graph
 
 ENTRIES, META = corpus.read_corpus()
 
@@ -83,33 +81,9 @@ def test_default_rules_come_from_the_corpus() -> None:
 # classic substitutions in an e-graph
 
 
-def _graph(outputs: list[str], shapes: dict[str, tuple[int, ...]]) -> Graph:
-    nodes = []
-    names: dict[str, str] = {}
-    env: dict[str, Any] = {v: np.zeros(s) for v, s in shapes.items()}
-
-    def build(e: Any) -> str:
-        if is_var(e):
-            return e[1:]
-        key = repr(e)
-        if key in names:
-            return names[key]
-        spec, params, ins = split_args(e)
-        args = [build(x) for x in ins]
-        p = {n: eval_param(v, env) for (n, _), v in zip(spec.params, params, strict=True)}
-        name = f"t{len(nodes)}"
-        nodes.append(make_node(spec.name, p, args, name))
-        names[key] = name
-        return name
-
-    outs = [build(parse(o)) for o in outputs]
-    inputs = tuple(TensorInfo(v[1:], s) for v, s in shapes.items())
-    return Graph(inputs, {}, tuple(nodes), tuple(outs))
-
-
 def _saturate(outputs: list[str], shapes: dict[str, tuple[int, ...]], iters: int = 4) -> dict[str, Any]:
     rules = corpus.load_corpus_rules()
-    res = saturate(_graph(outputs, shapes), rules, Limits(iter_limit=iters, node_limit=30_000, time_limit=60,
+    res = saturate(terms_graph(outputs, shapes), rules, Limits(iter_limit=iters, node_limit=30_000, time_limit=60,
                                                           multi_iters=iters), in_process=True)
     return res.egraph
 
