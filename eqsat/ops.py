@@ -364,7 +364,10 @@ def _broadcast_rules() -> list[str]:
     rules = []
     for r in range(MAX_RANK + 1):
         dims = " ".join(f"(max {_vget('s_a', i)} {_vget('s_b', i)})" for i in range(r))
-        rules.append(_rule("", [f"(= (vec-length s_a) {r})", f"(= (vec-length s_b) {r})"],
+        # each pair of dims broadcasts: equal, or one of them 1 (a product that is zero, as queries have no "or")
+        fits = [f"(= 0 (* (- {_vget('s_a', i)} {_vget('s_b', i)}) (* (- {_vget('s_a', i)} 1) (- {_vget('s_b', i)} 1))))"
+                for i in range(r)]
+        rules.append(_rule("", [f"(= (vec-length s_a) {r})", f"(= (vec-length s_b) {r})", *fits],
                            f"(vec-of {dims})" if r else "(vec-empty)"))
     return rules
 

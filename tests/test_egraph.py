@@ -148,3 +148,18 @@ def test_cost_keys_mark_weight_operands() -> None:
     matmuls = [k for nid, n in res.egraph["nodes"].items() if n["op"] == "matmul" for k in keys[nid]]
     # x @ w and x @ concat(w1, w2): the right operand is a weight (the concat of weights is precomputed)
     assert matmuls and all(k.weights == (1,) for k in matmuls)
+
+
+
+def test_broadcast_shape_rule_gives_no_shape_to_dims_that_do_not_broadcast() -> None:
+    """The egglog shape rule must refuse what the registry's numpy shape function refuses: a deliberately
+    wrong rule adding (1, 4) to (1, 2) must leave that sum unshaped (dropped, never merged); a + a is fine."""
+    from eqsat.graph import TensorInfo
+
+    g = Graph((TensorInfo("a", (1, 4)), TensorInfo("b", (1, 2))), {},
+              (make_node("relu", {}, ["a"], "ra"), make_node("relu", {}, ["b"], "rb")), ("ra", "rb"))
+    wrong = Rule("wrong", ("(relu ?a)", "(relu ?b)"), ("(relu (ewadd ?a ?b))", "(relu ?b)"))
+    res = E.saturate(g, [wrong], E.Limits(iter_limit=2), in_process=True)
+    nodes = res.egraph["nodes"]
+    assert not [n for n in nodes.values() if n["op"] == "ewadd" and len(set(n["children"])) == 2]
+    assert [n for n in nodes.values() if n["op"] == "ewadd"]  # a + a, b + b: the rule did fire

@@ -153,3 +153,16 @@ def test_rule_reading_a_missing_dimension_does_not_panic() -> None:
                     helper.make_node("Add", ["t", "t"], ["a"]), helper.make_node("Add", ["m", "a"], ["y"])],
                    [("x", [1, 1])], [("y", [1])], [("shape", np.array([1], dtype=np.int64))])
     _assert_ok(fuzz.check_model(model))
+
+
+def test_shape_rule_rejects_dims_that_do_not_broadcast() -> None:
+    """``Concat(Gemm(x, w, bias), same)``: interchange rules built ``ewadd`` of a (1, 4) concat and a (1, 2)
+    product; the egglog broadcast shape rule took the larger of each pair of dims without checking that they
+    broadcast, gave it shape (1, 4), and extraction picked a graph the IR rejects. Fixed in the registry's
+    broadcast shape rule (eqsat/ops.py): dims must be equal or one of them 1."""
+    model = _model([helper.make_node("Gemm", ["x1", "w2", "w3"], ["t4"]),
+                    helper.make_node("Concat", ["t4", "t4"], ["t6"], axis=1)],
+                   [("x1", [1, 1])], [("t6", [1, 4])],
+                   [("w2", np.array([[0.12573022, -0.13210486]], dtype=np.float32)),
+                    ("w3", np.array([0.32021132], dtype=np.float32))])
+    _assert_ok(fuzz.check_model(model))
