@@ -17,12 +17,13 @@ import datetime as dt
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from _common import git_commit
 
 from eqsat.extract import extract_cpsat, extract_greedy, load_egraph, validate_selection
 
@@ -47,16 +48,6 @@ class Row:
     greedy_s: float | None = None
     ilp_s: float | None = None
     error: str = ""
-
-
-def git_commit() -> str:
-    """Short commit hash of HEAD, or 'unknown'."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             timeout=10, cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def run_one(path: Path, root: Path, time_limit: float, workers: int, seed: int | None) -> Row:

@@ -15,20 +15,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, check=True).stdout.strip()
-        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+from _common import git_commit
 
 
 def table(rep, rule_total: int) -> str:
@@ -112,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     rules = "\n".join(f"| {k} | {v} | {rep.rule_calls[k]} |" for k, v in
                       sorted(rep.rules_fired.items(), key=lambda kv: (-kv[1], kv[0])))
     motifs = ", ".join(f"{k} {v}" for k, v in rep.motifs.most_common())
-    text = (f"# Differential fuzzing\n\ncommit {_commit()}, {datetime.date.today()}, "
+    text = (f"# Differential fuzzing\n\ncommit {git_commit(mark_uncommitted=True)}, {datetime.date.today()}, "
             f"{platform.processor() or 'cpu'}, {platform.python_version()}\n\n"
             f"Command: `{cmd}`{stopped}\n\n{md}\n\n"
             f"Each graph: 1-{args.max_motifs} motifs ({motifs}). Outputs compared by the optimizer's numeric "

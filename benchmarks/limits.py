@@ -12,21 +12,14 @@ import argparse
 import datetime
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from _common import git_commit
+
 NODE_LIMIT = 50_000
 KEEP = "<!-- kept across runs -->"  # what follows this line in limits.md is not overwritten
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def run(lengths: list[int], time_limits: list[float]) -> list[dict]:
@@ -93,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     cmd = "python benchmarks/limits.py " + " ".join(
         ["--lengths", *map(str, args.lengths), "--time-limits", *(f"{t:g}" for t in args.time_limits)])
-    header = (f"# Limits hold: shared-weight MatMul/Add/Relu chains\n\nbased on commit {_commit()}, "
+    header = (f"# Limits hold: shared-weight MatMul/Add/Relu chains\n\nbased on commit {git_commit()}, "
               f"{datetime.date.today()}, {platform.machine()} with {os.cpu_count()} cores (load average "
               f"{load:.1f} at the end), {n_rules} default rules, node limit {NODE_LIMIT}\n\n"
               f"Command: `{cmd}`\n\n")

@@ -10,22 +10,15 @@ import argparse
 import datetime
 import json
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from _common import git_commit
+
 DEFAULT_MODELS = ["squeezenet", "resnet50", "inception_v1", "densenet121", "bert_attention_block", "nasrnn_cell",
                   "two_matmul_shared_input"]
 STAGES = ["import", "saturate", "cost", "extract", "export", "check"]
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def run(models: list[str], time_limit: float, costs: str) -> list[dict]:
@@ -86,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    header = (f"# Pipeline timings\n\ncommit {_commit()}, {datetime.date.today()}, {platform.processor() or 'cpu'}, "
+    header = (f"# Pipeline timings\n\ncommit {git_commit()}, {datetime.date.today()}, {platform.processor() or 'cpu'}, "
               f"cost model {args.costs}, time limit {args.time_limit} s\n\n"
               f"Command: `python benchmarks/pipeline.py {' '.join(args.models)} --time-limit {args.time_limit}`\n\n")
     (out / "pipeline.md").write_text(header + md + "\n")
