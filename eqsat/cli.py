@@ -242,22 +242,52 @@ def _describe(s: ModelSummary, reason: str) -> None:
         print(f"why it cannot be imported: {reason}")
 
 
+def _named_model(name: str, option: str) -> Any:
+    """A built-in or zoo model by name, as a ``ModelProto``."""
+    from eqsat import zoo
+
+    builders = zoo.builtin_models()
+    if name in builders:
+        return builders[name]()
+    if name in zoo.zoo_names():
+        return zoo.load_zoo_model(name)
+    raise UsageError(f"{option} {name}: no such built-in model; choose one of "
+                     f"{', '.join(list(builders) + zoo.zoo_names())}")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare eqsat with the backtracking and sampling searches on one model; print a table."""
+    import json
+
+    from eqsat.compare import METHODS, compare
+
+    out = _check_output(args.json, "--json", "compare.json") if args.json else None
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        raise UsageError(f"--methods {args.methods}: unknown method(s) {', '.join(bad) or '(none)'}; choose from "
+                         f"{','.join(METHODS)}")
+    if Path(args.model).exists() or args.model.endswith(".onnx"):
+        model, name = args.model, args.model
+    else:
+        model, name = _named_model(args.model, "MODEL"), args.model
+    res = compare(model, methods, budget=args.budget, cost_model=_cost_model(args.costs), alpha=args.alpha,
+                  seed=args.seed, check=not args.no_check, progress=_progress(args.quiet), name=name)
+    print(res.table())
+    if out is not None:
+        _write_file(out, lambda p: p.write_text(json.dumps(res.as_dict(), indent=1) + "\n"))
+        print(f"\nwrote {out}")
+    return 0 if all(r.status == "ok" for r in res.methods.values()) else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Optimize a built-in model end to end and print the report."""
     import onnx
 
-    from eqsat import zoo
     from eqsat.pipeline import optimize
 
     out = _check_output(args.output, "-o", f"{args.model}.opt.onnx") if args.output else None
-    builders = zoo.builtin_models()
-    if args.model in builders:
-        model = builders[args.model]()
-    elif args.model in zoo.zoo_names():
-        model = zoo.load_zoo_model(args.model)
-    else:
-        raise UsageError(f"--model {args.model}: no such built-in model; choose one of "
-                         f"{', '.join(list(builders) + zoo.zoo_names())}")
+    model = _named_model(args.model, "--model")
     cost_model = _cost_model(args.costs)
     say = _progress(args.quiet)
     say(f"demo: optimizing the built-in model {args.model!r}")
@@ -304,6 +334,18 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-o", "--output")
     d.add_argument("-q", "--quiet", action="store_true")
     d.set_defaults(func=cmd_demo)
+
+    c = sub.add_parser("compare", help="eqsat against TASO's backtracking and OCGGS's sampling search on one model")
+    c.add_argument("model", help="an ONNX file or a built-in model name (e.g. taso_bert)")
+    c.add_argument("--methods", default="eqsat,backtracking,sampling", help="comma-separated (default: all three)")
+    c.add_argument("--budget", type=float, default=60.0, help="wall seconds per method (default 60)")
+    c.add_argument("--alpha", type=float, default=1.05, help="backtracking's relaxation factor (default 1.05)")
+    c.add_argument("--seed", type=int, default=0, help="the sampling search's seed (default 0)")
+    c.add_argument("--costs", default="analytic", help="cost model: analytic (default), measured/cpu, gpu")
+    c.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    c.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric checks")
+    c.add_argument("-q", "--quiet", action="store_true")
+    c.set_defaults(func=cmd_compare)
 
     # subcommands owned by the other packages register themselves when present
     for module in ("eqsat.extract.cli", "eqsat.rules.cli", "eqsat.gpu.cli"):

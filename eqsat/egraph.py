@@ -30,7 +30,7 @@ import numpy as np
 
 from eqsat import ops
 from eqsat.errors import EqsatError, UsageError
-from eqsat.graph import Graph, Node, make_node
+from eqsat.graph import Graph, Node, flatten_concats, make_node
 from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_args
 
 EGGLOG_VERSION = "13.2.0"
@@ -1003,33 +1003,6 @@ def selection_to_graph(egraph: Mapping[str, Any], selection: Mapping[str, str], 
     weights = {k: v for k, v in original.weights.items()}
     graph = Graph(original.inputs, weights, tuple(ir), tuple(outputs), original.name, original.meta)
     return (flatten_concats(graph) if flatten else graph).live()
-
-
-def flatten_concats(graph: Graph) -> Graph:
-    """Merge a concat into its only consumer when both concatenate along the same axis."""
-    consumers = graph.consumers
-    outputs = set(graph.outputs)
-    by_out = graph.producers
-    merged: dict[str, Node] = {}
-    dropped: set[str] = set()
-    for n in graph.nodes:
-        if n.op != "concat":
-            continue
-        ins: list[str] = []
-        for i in n.inputs:
-            src = merged.get(i) or by_out.get(i)
-            if (src is not None and src.op == "concat" and src.p["axis"] == n.p["axis"]
-                    and len(consumers.get(i, [])) == 1 and i not in outputs):
-                ins.extend(src.inputs)
-                dropped.add(i)
-            else:
-                ins.append(i)
-        if len(ins) != len(n.inputs):
-            merged[n.output] = Node("concat", n.params, tuple(ins), n.output)
-    if not merged:
-        return graph
-    new_nodes = tuple(merged.get(n.output, n) for n in graph.nodes if n.output not in dropped)
-    return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
 
 
 def tensor_names_by_class(result: SaturationResult) -> dict[str, str]:

@@ -182,6 +182,33 @@ class Graph:
         return [env[o] for o in self.outputs]
 
 
+def flatten_concats(graph: Graph) -> Graph:
+    """Merge a concat into its only consumer when both concatenate along the same axis."""
+    consumers = graph.consumers
+    outputs = set(graph.outputs)
+    by_out = graph.producers
+    merged: dict[str, Node] = {}
+    dropped: set[str] = set()
+    for n in graph.nodes:
+        if n.op != "concat":
+            continue
+        ins: list[str] = []
+        for i in n.inputs:
+            src = merged.get(i) or by_out.get(i)
+            if (src is not None and src.op == "concat" and src.p["axis"] == n.p["axis"]
+                    and len(consumers.get(i, [])) == 1 and i not in outputs):
+                ins.extend(src.inputs)
+                dropped.add(i)
+            else:
+                ins.append(i)
+        if len(ins) != len(n.inputs):
+            merged[n.output] = Node("concat", n.params, tuple(ins), n.output)
+    if not merged:
+        return graph
+    new_nodes = tuple(merged.get(n.output, n) for n in graph.nodes if n.output not in dropped)
+    return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
+
+
 #: dtype of registry operators without inputs (the constants of :mod:`eqsat.ops`, exported as float32)
 CONSTANT_DTYPE = "float32"
 

@@ -1,0 +1,179 @@
+"""Research comparisons: eqsat against TASO's backtracking and OCGGS's sampling search on the same model,
+rules and cost model.
+
+Every method starts from the same imported graph and gets the same wall-time budget. Its final graph is
+exported to ONNX and judged by the same two functions whatever the method: :func:`model_cost` prices the
+exported model (never a search's own bookkeeping) and :func:`eqsat.numeric.check_equal` compares it with the
+original under onnxruntime.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from eqsat import onnx_io
+from eqsat.errors import UsageError
+from eqsat.numeric import NumericReport, check_equal
+
+METHODS = ("eqsat", "backtracking", "sampling")
+
+
+@dataclass
+class MethodResult:
+    """One method's result on one model."""
+
+    method: str
+    cost: float  # of the exported model, by model_cost
+    seconds: float  # the whole run: import, search, export
+    seconds_to_best: float  # when the best graph was found (eqsat: when its single result was ready)
+    trace: list[tuple[float, float]]  # (seconds, best cost so far); starts at (0, original cost)
+    work: int  # graphs expanded (searches) or e-nodes of the saturated e-graph (eqsat)
+    status: str  # "ok", or why the result cannot be trusted ("MISMATCH: ...", "error: ...")
+    model: onnx.ModelProto | None = None
+    numeric: NumericReport | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form (no model)."""
+        return {"cost": self.cost, "seconds": self.seconds, "seconds_to_best": self.seconds_to_best,
+                "status": self.status, "work": self.work, "trace": [list(p) for p in self.trace],
+                **self.details}
+
+
+@dataclass
+class ComparisonResult:
+    """Every method's result on one model."""
+
+    model: str
+    original_cost: float
+    cost_model: str
+    budget: float
+    methods: dict[str, MethodResult]
+
+    def speedup(self, method: str) -> float:
+        """Original cost over the method's cost."""
+        c = self.methods[method].cost
+        return self.original_cost / c if c > 0 else math.inf
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form written by ``eqsat compare --json``."""
+        return {"model": self.model, "original_cost": self.original_cost, "cost_model": self.cost_model,
+                "budget": self.budget, "methods": {k: v.as_dict() for k, v in self.methods.items()}}
+
+    def table(self) -> str:
+        """A plain-text table: method, cost, speedup, seconds to best, total seconds, status."""
+        rows = [("method", "cost (ms)", "speedup", "to best (s)", "total (s)", "work", "status")]
+        rows.append(("original", f"{self.original_cost:.6g}", "1.000x", "-", "-", "-", ""))
+        for name, r in self.methods.items():
+            sp = self.speedup(name)
+            rows.append((name, f"{r.cost:.6g}", "inf" if math.isinf(sp) else f"{sp:.3f}x", f"{r.seconds_to_best:.2f}",
+                         f"{r.seconds:.2f}", str(r.work), r.status))
+        widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def model_cost(model: onnx.ModelProto, cost_model: Any) -> float:
+    """The cost of an ONNX model under ``cost_model``: the one function every method's result is judged by."""
+    from eqsat.pipeline import graph_cost
+
+    return graph_cost(onnx_io.load_model(model), cost_model)
+
+
+def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] = METHODS, budget: float = 60.0,
+            cost_model: Any = None, *, alpha: float = 1.05, seed: int = 0, rules: Sequence[Any] | None = None,
+            check: bool = True, progress: Callable[[str], None] | None = None,
+            name: str | None = None) -> ComparisonResult:
+    """Run each of ``methods`` on ``model`` with the same rules, cost model and wall-time ``budget`` (seconds).
+
+    Methods: ``eqsat`` (saturation + CP-SAT, :func:`eqsat.optimize` unchanged), ``backtracking`` (TASO's
+    search, relaxation ``alpha``) and ``sampling`` (OCGGS's sampling search, seeded by ``seed``). Each result's
+    cost is recomputed by :func:`model_cost` from its exported model, and (unless ``check`` is False) the model
+    is compared with the original by onnxruntime; a result that differs is reported with status ``MISMATCH``.
+    ``name`` labels the model in the result (default: the file name, or the graph's name).
+    """
+    from eqsat.gpu import get_cost_model
+    from eqsat.pipeline import default_rules
+
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise UsageError(f"unknown method(s) {unknown or '(none given)'}; choose from {', '.join(METHODS)}")
+    say = progress or (lambda msg: None)
+    cost_model = cost_model or get_cost_model("analytic")
+    proto, label = onnx_io.read_model(model)
+    graph = onnx_io.load_model(proto, label=label)
+    label = name or (label if isinstance(model, str | Path) else proto.graph.name or label)
+    rules = list(rules) if rules is not None else default_rules()
+    original_cost = model_cost(proto, cost_model)
+    results: dict[str, MethodResult] = {}
+    for method in methods:
+        say(f"{method}: running for up to {budget:g} s")
+        t = time.perf_counter()
+        try:
+            out, trace, work, details = _RUNNERS[method](proto, graph, rules, cost_model, budget, alpha, seed, say)
+        except Exception as e:  # one failing method must not lose the others' results
+            if not isinstance(e, Exception) or isinstance(e, UsageError):
+                raise
+            results[method] = MethodResult(method, math.nan, time.perf_counter() - t, math.nan, [], 0,
+                                           f"error: {type(e).__name__}: {e}")
+            say(f"{method}: error: {e}")
+            continue
+        seconds = time.perf_counter() - t
+        cost = model_cost(out, cost_model)
+        status, numeric = "ok", None
+        if check:
+            numeric = check_equal(proto, out, reference=f"the original model ({label})")
+            if not numeric.ran:
+                status = "unchecked: " + "; ".join(numeric.problems)
+            elif not numeric.ok:
+                status = "MISMATCH: " + numeric.summary()
+        best_at = next((s for s, c in trace if c <= cost * (1 + 1e-9)), trace[-1][0] if trace else seconds)
+        results[method] = MethodResult(method, cost, seconds, min(best_at, seconds), trace, work, status, out,
+                                       numeric, details)
+        say(f"{method}: cost {cost:.6g} in {seconds:.1f} s ({status})")
+    return ComparisonResult(label, original_cost, getattr(cost_model, "name", type(cost_model).__name__), budget,
+                            results)
+
+
+Runner = Callable[..., tuple[onnx.ModelProto, list[tuple[float, float]], int, dict[str, Any]]]
+
+
+def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: Any, budget: float, alpha: float,
+               seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
+                                                            dict[str, Any]]:
+    from eqsat.pipeline import optimize
+
+    t = time.perf_counter()
+    res = optimize(proto, cost_model=cost_model, rules=rules, time_limit=budget, check=False, verify_latency=False)
+    seconds = time.perf_counter() - t
+    enodes = res.iterations[-1].enodes if res.iterations else 0
+    details = {"stop_reason": res.stop_reason, "solver_status": res.solver_status,
+               "iterations": len(res.iterations) - 1}
+    return res.model, [(0.0, res.cost_before), (seconds, res.cost_after)], enodes, details
+
+
+def _run_search(kind: str) -> Runner:
+    def run(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: Any, budget: float, alpha: float,
+            seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
+                                                         dict[str, Any]]:
+        from eqsat import search
+
+        if kind == "backtracking":
+            res = search.backtracking(graph, rules, cost_model, alpha=alpha, seconds=budget, progress=say)
+        else:
+            res = search.sampling(graph, rules, cost_model, seed=seed, seconds=budget, progress=say)
+        details = {"stop_reason": res.stop_reason, "graphs_generated": res.graphs_generated,
+                   "rules_applied": len(res.applied)}
+        return onnx_io.to_onnx(res.graph), res.trace, res.expansions, details
+
+    return run
+
+
+_RUNNERS: dict[str, Runner] = {"eqsat": _run_eqsat, "backtracking": _run_search("backtracking"),
+                               "sampling": _run_search("sampling")}

@@ -1,0 +1,354 @@
+"""Rules applied to IR graphs directly, one match at a time, as TASO's substitutions are (no e-graph).
+
+This is what the backtracking and sampling searches (:mod:`eqsat.search`) are built on. A rule's left-hand
+side is matched as a subgraph rooted at one node (two nodes for a two-output rule); parameters must equal the
+pattern's literals and bind its variables consistently, and the rule's own conditions must hold. The
+right-hand side is built with the registry's shape functions and must have the left-hand side's shape, the
+same guard the e-graph engine applies before it merges a right-hand side, from the same two sources: the
+rule's conditions and the registry. As in TASO, a match is applicable only when no node of the matched
+subgraph other than its roots is used outside it; the matched nodes are removed and the roots' consumers read
+the right-hand sides.
+
+Concats are binary here, as in the e-graph and the rules: :func:`prepare` turns n-ary concats into left-nested
+chains, and :func:`eqsat.graph.flatten_concats` merges them back.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from eqsat.graph import Graph, GraphError, Node, make_node
+from eqsat.ops import OpError, Shape
+from eqsat.rules.rule import (
+    Rule,
+    RuleError,
+    Sexp,
+    Vec,
+    check_condition,
+    eval_param,
+    is_var,
+    parse,
+    split_args,
+    tensor_vars,
+)
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    """One direction of a rule, parsed once for matching."""
+
+    rule: Rule
+    lhs: tuple[Sexp, ...]
+    rhs: tuple[Sexp, ...]
+    tensor_vars: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        """The rule's name (``-rev`` for a reversed direction)."""
+        return self.rule.name
+
+    @property
+    def root_ops(self) -> tuple[str, ...]:
+        """The operator at the root of each left-hand side."""
+        return tuple(e[0] for e in self.lhs)
+
+
+def compile_rules(rules: Sequence[Rule]) -> list[CompiledRule]:
+    """Every direction of every rule whose left-hand sides are operator applications, deduplicated."""
+    out: list[CompiledRule] = []
+    seen: set[tuple[Any, ...]] = set()
+    for r in rules:
+        for d in r.directions():
+            lhs = tuple(parse(s) for s in d.lhs)
+            if not all(isinstance(e, list) for e in lhs):
+                continue  # a bare variable matches everything; such a rule only ever grows a graph
+            key = (d.lhs, d.rhs, d.conditions)
+            if key not in seen:
+                seen.add(key)
+                tvars = frozenset().union(*(tensor_vars(e) for e in lhs))
+                out.append(CompiledRule(d, lhs, tuple(parse(s) for s in d.rhs), tvars))
+    return out
+
+
+@dataclass(frozen=True)
+class Match:
+    """A place where a rule applies: its roots (tensors the left-hand sides compute), every matched node's
+    output, and the bindings of its variables (tensor variables to tensor names, parameters to values)."""
+
+    rule: CompiledRule
+    roots: tuple[str, ...]
+    nodes: frozenset[str]
+    env: tuple[tuple[str, Any], ...]
+
+
+def prepare(graph: Graph) -> Graph:
+    """The graph with n-ary concats as left-nested chains of binary ones (the rules' form), validated."""
+    nodes: list[Node] = []
+    names = set(graph.shapes)
+    counter = itertools.count()
+    changed = False
+    for n in graph.nodes:
+        if n.op != "concat" or len(n.inputs) <= 2:
+            nodes.append(n)
+            continue
+        changed = True
+        acc = n.inputs[0]
+        for x in n.inputs[1:-1]:
+            name = _fresh(names, counter, n.output + "_cat")
+            nodes.append(Node("concat", n.params, (acc, x), name))
+            acc = name
+        nodes.append(Node("concat", n.params, (acc, n.inputs[-1]), n.output))
+    if not changed:
+        return graph.validate()
+    return Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta).validate()
+
+
+def _fresh(names: set[str], counter: Iterator[int], hint: str) -> str:
+    while True:
+        name = f"{hint}_{next(counter)}"
+        if name not in names:
+            names.add(name)
+            return name
+
+
+# ---------------------------------------------------------------------------------------------------------
+# matching
+
+
+class _Shapes:
+    """Tensor variables as shape holders for rule conditions and parameter expressions: a zero-strided view
+    of the tensor's shape (no memory), one object per tensor so ``(!= ?a ?b)`` compares tensors."""
+
+    def __init__(self, shapes: Mapping[str, Shape]) -> None:
+        self.shapes = shapes
+        self.cache: dict[str, np.ndarray] = {}
+
+    def __call__(self, tensor: str) -> np.ndarray:
+        v = self.cache.get(tensor)
+        if v is None:
+            v = self.cache[tensor] = np.broadcast_to(np.zeros((), np.uint8), self.shapes[tensor])
+        return v
+
+
+def _unify_param(pat: Sexp, value: Any, env: dict[str, Any]) -> bool:
+    if is_var(pat):
+        if pat in env:
+            return env[pat] == value
+        env[pat] = value
+        return True
+    if isinstance(pat, int):
+        return not isinstance(value, tuple) and value == pat
+    if isinstance(pat, Vec):
+        return (isinstance(value, tuple) and len(value) == len(pat.items)
+                and all(_unify_param(p, v, env) for p, v in zip(pat.items, value, strict=True)))
+    return False
+
+
+def _match_term(pat: Sexp, tensor: str, graph: Graph, env: dict[str, Any], matched: list[str]) -> bool:
+    if is_var(pat):
+        if pat in env:
+            return env[pat] == tensor
+        env[pat] = tensor
+        return True
+    node = graph.producers.get(tensor)
+    if node is None or node.op != pat[0]:
+        return False
+    spec, params, ins = split_args(pat)
+    if len(node.inputs) != len(ins):
+        return False
+    values = dict(node.params)
+    for (pname, _), p in zip(spec.params, params, strict=True):
+        if not _unify_param(p, values[pname], env):
+            return False
+    matched.append(tensor)
+    return all(_match_term(x, i, graph, env, matched) for x, i in zip(ins, node.inputs, strict=True))
+
+
+class Matcher:
+    """Finds the matches of a rule set in IR graphs (an index of the rules by root operator)."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules = compile_rules(rules)
+        self.by_op: dict[str, list[CompiledRule]] = {}
+        for r in self.rules:
+            self.by_op.setdefault(r.root_ops[0], []).append(r)
+
+    def matches(self, graph: Graph, roots: Sequence[str] | None = None) -> Iterator[Match]:
+        """Every applicable match in ``graph`` (with ``roots``, only those whose first root is one of them)."""
+        holders = _Shapes(graph.shapes)
+        by_op: dict[str, list[Node]] = {}
+        for n in graph.nodes:
+            by_op.setdefault(n.op, []).append(n)
+        firsts = graph.nodes if roots is None else [graph.producers[r] for r in roots if r in graph.producers]
+        for node in firsts:
+            for rule in self.by_op.get(node.op, ()):
+                env: dict[str, Any] = {}
+                matched: list[str] = []
+                if not _match_term(rule.lhs[0], node.output, graph, env, matched):
+                    continue
+                if len(rule.lhs) == 1:
+                    m = _finish(rule, (node.output,), matched, env, graph, holders)
+                    if m is not None:
+                        yield m
+                    continue
+                for other in _second_roots(rule, env, graph, by_op):
+                    if other.output == node.output:
+                        continue
+                    env2, matched2 = dict(env), list(matched)
+                    if _match_term(rule.lhs[1], other.output, graph, env2, matched2):
+                        m = _finish(rule, (node.output, other.output), matched2, env2, graph, holders)
+                        if m is not None:
+                            yield m
+
+
+def _second_roots(rule: CompiledRule, env: Mapping[str, Any], graph: Graph,
+                  by_op: Mapping[str, list[Node]]) -> list[Node]:
+    """Candidates for the second root: consumers of a tensor the first side already bound, when the second
+    side reads one directly (two-output rules share an operand); else every node of its operator."""
+    op = rule.root_ops[1]
+    _, _, ins = split_args(rule.lhs[1])
+    for x in ins:
+        if is_var(x) and x in env:
+            return [n for n in graph.consumers.get(env[x], []) if n.op == op]
+    return by_op.get(op, [])
+
+
+def _finish(rule: CompiledRule, roots: tuple[str, ...], matched: list[str], env: dict[str, Any], graph: Graph,
+            holders: _Shapes) -> Match | None:
+    nodes = frozenset(matched)
+    if len(nodes) != len(matched):
+        return None  # one node matched twice by different pattern positions: not a subgraph embedding
+    outputs = set(graph.outputs)
+    for t in nodes - set(roots):  # TASO: an inner node used outside the match cannot be removed
+        if t in outputs or any(c.output not in nodes for c in graph.consumers.get(t, [])):
+            return None
+    cond_env = _condition_env(rule, env, holders)
+    try:
+        if not all(check_condition(c, cond_env) for c in rule.rule.conditions):
+            return None
+    except (IndexError, KeyError, RuleError, TypeError, ValueError):
+        return None  # e.g. (dim ?x 3) of a matrix: the engine's guard rejects such a match too
+    return Match(rule, roots, nodes, tuple(sorted(env.items())))
+
+
+def _condition_env(rule: CompiledRule, env: Mapping[str, Any], holders: _Shapes) -> dict[str, Any]:
+    """Bindings as conditions and parameter expressions read them: tensors as shape holders."""
+    return {k: holders(v) if k in rule.tensor_vars else v for k, v in env.items()}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# application
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """The result of applying a match: the nodes it adds, the tensors it removes and how roots are renamed."""
+
+    added: tuple[Node, ...]
+    removed: frozenset[str]
+    replace: tuple[tuple[str, str], ...]  # root tensor -> existing tensor that now stands for it
+
+
+class NotApplicable(Exception):
+    """The right-hand side is ill-shaped for this match, or does not have the left-hand side's shape."""
+
+
+def build_rewrite(match: Match, graph: Graph, names: set[str], counter: Iterator[int]) -> Rewrite:
+    """The right-hand sides of ``match`` as new nodes; raises :class:`NotApplicable` when a shape guard fails.
+    ``names`` (every tensor name in use) and ``counter`` make fresh names; a root's own name is reused by the
+    node that replaces it, so its consumers and graph outputs need no renaming."""
+    env = dict(match.env)
+    shapes = graph.shapes
+    holders = _Shapes(shapes)
+    pevals = _condition_env(match.rule, env, holders)
+    added: list[Node] = []
+    new_shapes: dict[str, Shape] = {}
+    memo: dict[str, str] = {}
+
+    def shape_of(t: str) -> Shape:
+        return new_shapes[t] if t in new_shapes else shapes[t]
+
+    def build(e: Sexp, name: str | None) -> str:
+        if is_var(e):
+            return env[e]
+        key = repr(e)
+        if key in memo and name is None:
+            return memo[key]
+        spec, params, ins = split_args(e)
+        args = [build(x, None) for x in ins]
+        try:
+            p = spec.normalize({n: eval_param(v, pevals) for (n, _), v in zip(spec.params, params, strict=True)})
+            shape = spec.shape(p, [shape_of(a) for a in args])
+        except (OpError, RuleError, IndexError, KeyError, TypeError, ValueError) as err:
+            raise NotApplicable(str(err)) from None
+        out = name or _fresh(names, counter, "_r")
+        added.append(make_node(spec.name, p, args, out))
+        new_shapes[out] = shape
+        memo.setdefault(key, out)
+        return out
+
+    replace: list[tuple[str, str]] = []
+    for root, rhs in zip(match.roots, match.rule.rhs, strict=True):
+        if is_var(rhs):
+            t = env[rhs]
+            if shapes[t] != shapes[root]:
+                raise NotApplicable(f"{rhs} has shape {shapes[t]}, the left-hand side {shapes[root]}")
+            replace.append((root, t))
+            continue
+        out = build(rhs, root)
+        if new_shapes[out] != shapes[root]:
+            raise NotApplicable(f"right-hand side has shape {new_shapes[out]}, the left-hand side {shapes[root]}")
+    return Rewrite(tuple(added), match.nodes, tuple(replace))
+
+
+def apply_rewrite(graph: Graph, rw: Rewrite) -> Graph:
+    """The graph with ``rw`` applied and dead nodes removed; raises :class:`NotApplicable` on a cycle."""
+    rename = dict(rw.replace)
+    while True:  # a root replaced by another replaced root (two-output rules)
+        chained = {k: rename.get(v, v) for k, v in rename.items()}
+        if chained == rename:
+            break
+        rename = chained
+    added_outputs = {n.output for n in rw.added}
+    nodes: list[Node] = []
+    for n in graph.nodes:
+        if n.output in rw.removed:
+            continue
+        if any(i in rename for i in n.inputs):
+            n = Node(n.op, n.params, tuple(rename.get(i, i) for i in n.inputs), n.output)
+        nodes.append(n)
+    nodes.extend(Node(n.op, n.params, tuple(rename.get(i, i) for i in n.inputs), n.output) for n in rw.added)
+    for o in graph.outputs:
+        if o in rename and o not in added_outputs:
+            # a graph output keeps its name: an identity (a same-shape reshape, a view) names the tensor
+            nodes.append(make_node("reshape", {"shape": graph.shapes[o]}, [rename[o]], o))
+    try:
+        return Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta).live()
+    except GraphError as e:  # a two-output rule whose sides depend on each other closes a cycle
+        raise NotApplicable(str(e)) from None
+
+
+def rewrite(graph: Graph, match: Match, names: set[str] | None = None,
+            counter: Iterator[int] | None = None) -> Graph:
+    """Apply one match to ``graph`` (convenience for tests and one-off use)."""
+    names = set(graph.shapes) if names is None else names
+    return apply_rewrite(graph, build_rewrite(match, graph, names, counter or itertools.count()))
+
+
+def node_hashes(graph: Graph) -> dict[str, int]:
+    """A structural hash per tensor, independent of the names of computed tensors (leaves hash by name)."""
+    h: dict[str, int] = {}
+    for n in graph.nodes:
+        h[n.output] = hash((n.op, n.params, tuple(h.get(i, hash(i)) for i in n.inputs)))
+    return h
+
+
+def graph_hash(graph: Graph) -> int:
+    """A structural hash of a graph: equal for graphs that differ only in the names of computed tensors."""
+    h = node_hashes(graph)
+    return hash((tuple(sorted(h.values())), tuple(h.get(o, hash(o)) for o in graph.outputs)))

@@ -1,0 +1,318 @@
+"""Rewrite searches that apply rules to one graph at a time, the baselines eqsat is compared against.
+
+* :func:`backtracking` — TASO's cost-based backtracking search (Jia et al., SOSP'19, §5 and Algorithm 2): a
+  priority queue of graphs ordered by cost; each popped graph is expanded by every applicable match of every
+  rule, and a new graph is queued when it costs less than ``alpha`` times the best cost so far, has fewer than
+  twice the original's nodes, and was never seen before (structural graph hashing).
+* :func:`sampling` — OCGGS's sampling heuristic (Fang et al., PVLDB'20), see its docstring.
+
+Both use the same IR, rules (:mod:`eqsat.rewrite`) and cost model as :func:`eqsat.optimize`, record an
+anytime trace of (seconds, best cost so far), and stop at a budget of expansions and of wall time, which also
+holds inside an expansion.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from eqsat import rewrite as rw
+from eqsat.graph import Graph, flatten_concats
+from eqsat.ops import CostKey
+from eqsat.rules.rule import Rule
+
+
+class GraphCoster:
+    """Sum of per-node costs, the same as :func:`eqsat.pipeline.graph_cost`, with each operator configuration
+    priced once (work on weights only is free: export precomputes it)."""
+
+    def __init__(self, cost_model: Any) -> None:
+        self.cost_model = cost_model
+        self._keys: dict[tuple[Any, ...], float] = {}
+        self._prices: dict[CostKey, float] = {}
+
+    def node_cost(self, node: Any, in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...],
+                  const_inputs: tuple[int, ...]) -> float:
+        """Cost of one node given which inputs are constant."""
+        key = (node.op, node.params, tuple(in_shapes), const_inputs)
+        c = self._keys.get(key)
+        if c is None:
+            keys = node.spec.cost_keys(node.p, in_shapes, out_shape, weights=const_inputs)
+            missing = [k for k in keys if k not in self._prices]
+            if missing:
+                self._prices.update(self.cost_model.costs(missing))
+            c = self._keys[key] = float(sum(self._prices[k] for k in keys))
+        return c
+
+    def __call__(self, graph: Graph) -> float:
+        shapes = graph.shapes
+        const = set(graph.weights)
+        total = 0.0
+        for n in graph.nodes:
+            if n.op != "opaque" and all(i in const for i in n.inputs):
+                const.add(n.output)
+                continue
+            total += self.node_cost(n, [shapes[i] for i in n.inputs], shapes[n.output],
+                                    tuple(k for k, i in enumerate(n.inputs) if i in const))
+        return total
+
+
+@dataclass
+class SearchResult:
+    """What a search found: the cheapest graph (n-ary concats restored), its cost under the search's own
+    bookkeeping, and how the search went."""
+
+    graph: Graph
+    cost: float
+    original_cost: float
+    trace: list[tuple[float, float]]  # (seconds since start, best cost so far), one entry per improvement
+    expansions: int
+    graphs_generated: int
+    seconds: float
+    stop_reason: str
+    applied: list[str] = field(default_factory=list)  # rules applied on the way to the best graph
+
+    @property
+    def seconds_to_best(self) -> float:
+        """When the best graph was found."""
+        return self.trace[-1][0] if self.trace else 0.0
+
+
+class _Clock:
+    def __init__(self, seconds: float) -> None:
+        self.start = time.perf_counter()
+        self.deadline = self.start + seconds
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def out(self) -> bool:
+        return time.perf_counter() >= self.deadline
+
+
+def _check_budget(alpha: float, expansions: int | None, seconds: float) -> None:
+    from eqsat.egraph import LimitError, check_seconds
+
+    check_seconds("budget seconds", seconds)
+    if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha >= 1.0):
+        raise LimitError(f"alpha must be a finite number >= 1.0, got {alpha!r}")
+    if expansions is not None and (not isinstance(expansions, int) or expansions < 1):
+        raise LimitError(f"expansions must be a whole number >= 1, got {expansions!r}")
+
+
+def _strip(graph: Graph) -> Graph:
+    """Drop a queued graph's cached tables (recomputed when it is expanded) to keep the queue small."""
+    for k in ("shapes", "producers", "consumers", "dtypes"):
+        graph.__dict__.pop(k, None)
+    return graph
+
+
+class _Expander:
+    """Generates the graphs one rule application away from a graph."""
+
+    def __init__(self, graph: Graph, rules: Sequence[Rule], coster: GraphCoster, max_nodes: int) -> None:
+        self.matcher = rw.Matcher(rules)
+        self.coster = coster
+        self.max_nodes = max_nodes
+        self.names: set[str] = set(graph.shapes)
+        self.counter = itertools.count()
+
+    def neighbours(self, graph: Graph, clock: _Clock) -> Iterator[tuple[rw.Match, rw.Rewrite, Graph, float]]:
+        """Yields (match, rewrite, new graph, cost) until the clock runs out."""
+        for m in self.matcher.matches(graph):
+            if clock.out():
+                return
+            try:
+                change = rw.build_rewrite(m, graph, self.names, self.counter)
+                new = rw.apply_rewrite(graph, change)
+            except rw.NotApplicable:
+                continue
+            if len(new.nodes) >= self.max_nodes:
+                continue
+            yield m, change, new, self.coster(new)
+
+
+def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, alpha: float = 1.05,
+                 expansions: int | None = None, seconds: float = 60.0,
+                 progress: Callable[[str], None] | None = None) -> SearchResult:
+    """TASO's cost-based backtracking search (see the module docstring).
+
+    ``alpha`` >= 1 is the relaxation factor: a graph up to ``alpha`` times costlier than the best so far is
+    still explored (1.0 makes it a greedy descent: every expanded graph is strictly cheaper than the one
+    expanded before it). A queued graph no longer within ``alpha`` of the best when it is popped is dropped
+    (TASO would still expand it). ``expansions`` bounds the graphs expanded, ``seconds`` the wall time.
+    """
+    _check_budget(alpha, expansions, seconds)
+    clock = _Clock(seconds)
+    say = progress or (lambda msg: None)
+    start = rw.prepare(graph)
+    coster = GraphCoster(cost_model)
+    expander = _Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
+    cost0 = coster(start)
+    best, best_cost, best_path = start, cost0, []
+    expanded_best = cost0  # the threshold's base, as TASO's bestCost: the cheapest graph expanded
+    trace = [(0.0, cost0)]
+    tie = itertools.count()
+    queue: list[tuple[float, int, Graph, list[str]]] = [(cost0, next(tie), start, [])]
+    seen = {rw.graph_hash(start)}
+    done = generated = 0
+    reason = "queue empty"
+    while queue:
+        if expansions is not None and done >= expansions:
+            reason = "expansion budget"
+            break
+        if clock.out():
+            reason = "time budget"
+            break
+        cost, _, g, path = heapq.heappop(queue)
+        if done and cost >= alpha * expanded_best:
+            continue  # no longer within alpha of the best
+        expanded_best = min(expanded_best, cost)
+        done += 1
+        for m, _, new, c in expander.neighbours(g, clock):
+            generated += 1
+            if c >= alpha * expanded_best:
+                continue
+            h = rw.graph_hash(new)
+            if h in seen:
+                continue
+            seen.add(h)
+            new_path = path + [m.rule.name]
+            if c < best_cost:
+                best, best_cost, best_path = new, c, new_path
+                trace.append((clock.elapsed(), c))
+            heapq.heappush(queue, (c, next(tie), _strip(new), new_path))
+        if done % 10 == 0:
+            say(f"  backtracking: {done} expansions, {len(queue)} queued, best {best_cost:.6g}")
+    return SearchResult(flatten_concats(best).live(), best_cost, cost0, trace, done, generated, clock.elapsed(),
+                        reason, best_path)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# OCGGS sampling
+
+
+@dataclass
+class _Seq:
+    """A node of OCGGS's search tree: a graph and the substitution sequence that produced it."""
+
+    graph: Graph
+    cost: float
+    change: float  # cost change of the last step (0 for the root)
+    created: frozenset[str]  # tensors the last step's new nodes compute
+    labels: dict[str, tuple[int, int]]  # op order for pruning: (step, index) for created ops, (-1, topo) else
+    key: tuple[int, int]  # the largest op the last step matched under that order
+    path: list[str]
+    potential: float = 0.0
+    followups: list[_Seq] | None = None  # cost-lowering dependent children, found when ranking a raise
+
+
+def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_size: int = 20,
+             depth: int | None = None, prune: bool = False, seed: int = 0, seconds: float = 60.0,
+             progress: Callable[[str], None] | None = None) -> SearchResult:
+    """OCGGS's sampling search (Fang et al., PVLDB'20, its sampling heuristic as its public code runs it).
+
+    The search goes level by level over substitution sequences. Of a level's graphs, it keeps the
+    ``sample_size // 2`` cheapest whose last step lowered (or kept) the cost, and the ``sample_size // 2``
+    cost-raising ones with the best *potential* (the largest cost drop of a follow-up step that uses what the
+    raising step created). Each kept cost-raising graph is expanded at once and only its cost-lowering
+    dependent children survive, so a cost increase is kept only when a dependent decrease follows (the
+    "two-step" sampling). The kept graphs' children form the next level. The best graph is the cheapest ever
+    generated. ``depth`` bounds the sequence length (OCGGS's K; unbounded by default, the wall-time budget
+    ``seconds`` then ends it). With ``prune``, OCGGS's partial order is applied: a step independent of the
+    previous one must match an op later in the order (original ops by position, created ops by the step
+    that created them), so independent steps are tried in one order only. OCGGS's code selects the top graphs
+    deterministically; ``seed`` breaks ties between equal costs.
+    """
+    import random
+
+    _check_budget(1.0, depth, seconds)
+    if not isinstance(sample_size, int) or sample_size < 2:
+        from eqsat.egraph import LimitError
+
+        raise LimitError(f"sample_size must be a whole number >= 2, got {sample_size!r}")
+    clock = _Clock(seconds)
+    say = progress or (lambda msg: None)
+    rng = random.Random(seed)
+    k = sample_size // 2
+    start = rw.prepare(graph)
+    coster = GraphCoster(cost_model)
+    expander = _Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
+    cost0 = coster(start)
+    labels0 = {n.output: (-1, i) for i, n in enumerate(start.nodes)}
+    root = _Seq(start, cost0, 0.0, frozenset(), labels0, (-2, -1), [])
+    best = root
+    trace = [(0.0, cost0)]
+    expanded = generated = 0
+    seen = {rw.graph_hash(start)}  # OCGGS deduplicates within a level; across levels too here, so it ends
+
+    def children(s: _Seq, dependent_only: bool = False) -> list[_Seq]:
+        nonlocal best, expanded, generated
+        expanded += 1
+        out = []
+        step = len(s.path)
+        for m, change, new, c in expander.neighbours(s.graph, clock):
+            dependent = bool(m.nodes & s.created)
+            if dependent_only and not dependent:
+                continue
+            key = max(s.labels.get(t, (-1, -1)) for t in m.nodes)
+            if prune and s.path and not dependent and not key > s.key:
+                continue
+            h = rw.graph_hash(new)
+            if h in seen:
+                continue
+            seen.add(h)
+            generated += 1
+            created = frozenset(n.output for n in change.added if n.output in new.producers)
+            labels = dict(s.labels)
+            for i, t in enumerate(sorted(created)):
+                labels[t] = (step, i)
+            child = _Seq(new, c, c - s.cost, created, labels, key, s.path + [m.rule.name])
+            out.append(child)
+            if c < best.cost:
+                best = child
+                trace.append((clock.elapsed(), c))
+        return out
+
+    def potential(s: _Seq) -> float:
+        """The largest drop of a dependent follow-up step (negative: a drop), OCGGS's ranking of raises."""
+        s.followups = children(s, dependent_only=True)
+        return min((c.change for c in s.followups), default=math.inf)
+
+    def top(items: list[_Seq], key: Callable[[_Seq], float]) -> list[_Seq]:
+        items = list(items)  # every graph is new (hashed when generated)
+        rng.shuffle(items)
+        return sorted(items, key=key)[:k]
+
+    level = children(root)
+    reason = "no more substitutions"
+    while level:
+        if clock.out():
+            reason = "time budget"
+            break
+        if depth is not None and len(level[0].path) >= depth:
+            reason = "depth budget"
+            break
+        ups = [s for s in level if s.change > 0]
+        for s in ups:
+            if clock.out():
+                break
+            s.potential = potential(s)
+        down = top([s for s in level if s.change <= 0], lambda s: s.cost)
+        up = top(ups, lambda s: s.potential)
+        pairs: list[_Seq] = []
+        for s in up:
+            pairs += [c for c in s.followups or () if c.change <= 0]
+        chosen = down + top(pairs, lambda s: s.cost)
+        say(f"  sampling: level {len(level[0].path)}, {len(level)} graphs, {len(chosen)} kept, best {best.cost:.6g}")
+        level = [c for s in chosen for c in children(s)]
+    if clock.out():
+        reason = "time budget"
+    return SearchResult(flatten_concats(best.graph).live(), best.cost, cost0, trace, expanded, generated,
+                        clock.elapsed(), reason, best.path)
+
