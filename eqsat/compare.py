@@ -42,7 +42,10 @@ class MethodResult:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (no model)."""
-        return {"cost": self.cost, "seconds": self.seconds, "seconds_to_best": self.seconds_to_best,
+        def num(x: float) -> float | None:  # strict JSON has no NaN (a method that failed has no cost)
+            return None if math.isnan(x) else x
+
+        return {"cost": num(self.cost), "seconds": self.seconds, "seconds_to_best": num(self.seconds_to_best),
                 "status": self.status, "work": self.work, "trace": [list(p) for p in self.trace],
                 **self.details}
 

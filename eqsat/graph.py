@@ -79,6 +79,21 @@ class Graph:
             arr.setflags(write=False)
         object.__setattr__(self, "nodes", tuple(_toposort(self.nodes, self._leaf_names())))
 
+    @classmethod
+    def from_sorted(cls, inputs: tuple[TensorInfo, ...], weights: Mapping[str, np.ndarray], nodes: tuple[Node, ...],
+                    outputs: tuple[str, ...], name: str = "graph", meta: Mapping[str, Any] | None = None,
+                    shapes: dict[str, Shape] | None = None) -> Graph:
+        """A graph whose ``nodes`` the caller guarantees to be in topological order (and, if given, ``shapes``
+        to be every tensor's shape): no sort, no shape inference. For searches that derive thousands of graphs
+        from one by local rewrites; anything else should use the constructor."""
+        g = object.__new__(cls)
+        for k, v in (("inputs", inputs), ("weights", weights), ("nodes", nodes), ("outputs", outputs),
+                     ("name", name), ("meta", {} if meta is None else meta)):
+            object.__setattr__(g, k, v)
+        if shapes is not None:
+            g.__dict__["shapes"] = shapes
+        return g
+
     def _leaf_names(self) -> set[str]:
         return {i.name for i in self.inputs} | set(self.weights)
 

@@ -15,6 +15,8 @@ chains, and :func:`eqsat.graph.flatten_concats` merges them back.
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -106,6 +108,13 @@ def prepare(graph: Graph) -> Graph:
     if not changed:
         return graph.validate()
     return Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta).validate()
+
+
+def _content_name(content: tuple[Any, ...]) -> str:
+    """A tensor name derived from what computes it (operator, parameters, input names): the same rewrite at
+    the same place gets the same names whatever was applied before, so graphs reached in different orders
+    are the same graph, and a computation made twice is shared."""
+    return "_r" + hashlib.blake2b(repr(content).encode(), digest_size=8).hexdigest()
 
 
 def _fresh(names: set[str], counter: Iterator[int], hint: str) -> str:
@@ -223,6 +232,8 @@ def _finish(rule: CompiledRule, roots: tuple[str, ...], matched: list[str], env:
     nodes = frozenset(matched)
     if len(nodes) != len(matched):
         return None  # one node matched twice by different pattern positions: not a subgraph embedding
+    if any(env[v] in nodes for v in rule.tensor_vars):
+        return None  # a matched node also read through a variable: it is used outside the match
     outputs = set(graph.outputs)
     for t in nodes - set(roots):  # TASO: an inner node used outside the match cannot be removed
         if t in outputs or any(c.output not in nodes for c in graph.consumers.get(t, [])):
@@ -252,6 +263,8 @@ class Rewrite:
     added: tuple[Node, ...]
     removed: frozenset[str]
     replace: tuple[tuple[str, str], ...]  # root tensor -> existing tensor that now stands for it
+    shapes: tuple[tuple[str, Shape], ...] = ()  # of the added nodes
+    roots: tuple[str, ...] = ()
 
 
 class NotApplicable(Exception):
@@ -269,6 +282,7 @@ def build_rewrite(match: Match, graph: Graph, names: set[str], counter: Iterator
     added: list[Node] = []
     new_shapes: dict[str, Shape] = {}
     memo: dict[str, str] = {}
+    made: set[str] = set()
 
     def shape_of(t: str) -> Shape:
         return new_shapes[t] if t in new_shapes else shapes[t]
@@ -286,11 +300,25 @@ def build_rewrite(match: Match, graph: Graph, names: set[str], counter: Iterator
             shape = spec.shape(p, [shape_of(a) for a in args])
         except (OpError, RuleError, IndexError, KeyError, TypeError, ValueError) as err:
             raise NotApplicable(str(err)) from None
-        out = name or _fresh(names, counter, "_r")
-        added.append(make_node(spec.name, p, args, out))
-        new_shapes[out] = shape
-        memo.setdefault(key, out)
-        return out
+        node = make_node(spec.name, p, args, name or "")
+        if name is None:
+            content = (node.op, node.params, node.inputs)
+            name = _content_name(content)
+            if name in made:  # the same computation twice in this right-hand side: once
+                return name
+            existing = graph.producers.get(name)
+            if existing is not None and name not in match.nodes and (existing.op, existing.params,
+                                                                      existing.inputs) == content:
+                memo.setdefault(key, name)
+                return name  # the graph already computes it (from an earlier rewrite): share it
+            if name in shapes:  # the name stands for something else here (or for a node this rewrite removes)
+                name = _fresh(names, counter, "_r")
+            node = Node(node.op, node.params, node.inputs, name)
+        added.append(node)
+        made.add(node.output)
+        new_shapes[node.output] = shape
+        memo.setdefault(key, node.output)
+        return node.output
 
     replace: list[tuple[str, str]] = []
     for root, rhs in zip(match.roots, match.rule.rhs, strict=True):
@@ -303,34 +331,171 @@ def build_rewrite(match: Match, graph: Graph, names: set[str], counter: Iterator
         out = build(rhs, root)
         if new_shapes[out] != shapes[root]:
             raise NotApplicable(f"right-hand side has shape {new_shapes[out]}, the left-hand side {shapes[root]}")
-    return Rewrite(tuple(added), match.nodes, tuple(replace))
+    return Rewrite(tuple(added), match.nodes, tuple(replace), tuple(new_shapes.items()), match.roots)
 
 
-def apply_rewrite(graph: Graph, rw: Rewrite) -> Graph:
-    """The graph with ``rw`` applied and dead nodes removed; raises :class:`NotApplicable` on a cycle."""
+def dead_after(graph: Graph, rw: Rewrite) -> frozenset[str]:
+    """Tensors of ``graph`` that no output needs once ``rw`` is applied, besides the matched nodes."""
+    rename = _renames(rw)
+    outputs = set(graph.outputs)
+    consumers = graph.consumers
+    producers = graph.producers
+    removed = set(rw.removed) - {n.output for n in rw.added}
+    refs: dict[str, int] = {}  # change in uses
+    for n in rw.added:
+        for i in n.inputs:
+            i = rename.get(i, i)
+            refs[i] = refs.get(i, 0) + 1
+    for root, t in rename.items():  # the root's remaining consumers (and output) now read t
+        refs[t] = refs.get(t, 0) + sum(1 for c in consumers.get(root, []) if c.output not in rw.removed
+                                       for i in c.inputs if i == root) + (root in outputs)
+    work = [n for n in rw.removed if n in producers]
+    dead: set[str] = set()
+    while work:
+        t = work.pop()
+        for i in producers[t].inputs:
+            refs[i] = refs.get(i, 0) - 1
+            if (i in producers and i not in outputs and i not in removed and i not in dead
+                    and sum(1 for c in consumers.get(i, []) for j in c.inputs if j == i) + refs[i] <= 0):
+                dead.add(i)
+                work.append(i)
+    return frozenset(dead)
+
+
+def _renames(rw: Rewrite) -> dict[str, str]:
     rename = dict(rw.replace)
     while True:  # a root replaced by another replaced root (two-output rules)
         chained = {k: rename.get(v, v) for k, v in rename.items()}
         if chained == rename:
-            break
+            return rename
         rename = chained
-    added_outputs = {n.output for n in rw.added}
+
+
+def _positions(graph: Graph) -> dict[str, int]:
+    """Each node's index in the graph's order (cached on the graph; leaves are absent)."""
+    pos = graph.__dict__.get("_positions")
+    if pos is None:
+        pos = graph.__dict__["_positions"] = {n.output: k for k, n in enumerate(graph.nodes)}
+    return pos
+
+
+def changed_nodes(graph: Graph, rw: Rewrite, dead: frozenset[str]) -> tuple[list[Node], list[Node]]:
+    """(nodes of ``graph`` that applying ``rw`` removes or changes, the nodes that take their place), the
+    latter in a valid order; the rest of the graph stays as it is."""
+    rename = _renames(rw)
+    gone = rw.removed | dead
+    producers = graph.producers
+    old = [producers[t] for t in gone]
+    new = [Node(n.op, n.params, tuple(rename.get(i, i) for i in n.inputs), n.output) for n in rw.added]
+    if rename:
+        readers = {c.output: c for r in rename for c in graph.consumers.get(r, []) if c.output not in gone}
+        for c in readers.values():
+            old.append(c)
+            new.append(Node(c.op, c.params, tuple(rename.get(i, i) for i in c.inputs), c.output))
+        added_outputs = {n.output for n in rw.added}
+        shapes = graph.shapes
+        for o in graph.outputs:
+            if o in rename and o not in added_outputs:
+                # a graph output keeps its name: an identity (a same-shape reshape, a view) names the tensor
+                new.append(make_node("reshape", {"shape": shapes[o]}, [rename[o]], o))
+    return old, new
+
+
+def apply_rewrite(graph: Graph, rw: Rewrite, dead: frozenset[str] | None = None) -> Graph:
+    """The graph with ``rw`` applied and the nodes it leaves dead removed (``dead``, from :func:`dead_after`,
+    when the caller has it); raises :class:`NotApplicable` on a cycle.
+
+    The new nodes go where the first root was. When everything they read comes before that place (always so
+    for a one-root rewrite, whose right-hand side reads only what the matched subgraph read) the order stays
+    topological and the shapes are the parent's, so there is no sort and no shape inference; otherwise the
+    checked constructor sorts the nodes and finds cycles."""
+    dead = dead_after(graph, rw) if dead is None else dead
+    old, new = changed_nodes(graph, rw, dead)
+    gone = rw.removed | dead
+    pos = _positions(graph)
+    first = min(pos[r] for r in rw.roots)
+    added = new[:len(rw.added)]
+    made = {n.output for n in added}
+    in_place = all(pos.get(i, -1) < first for n in added for i in n.inputs if i not in made)
+    changed = {n.output: n for n in new[len(rw.added):]}  # renamed readers and output identities
     nodes: list[Node] = []
-    for n in graph.nodes:
-        if n.output in rw.removed:
+    for k, n in enumerate(graph.nodes):
+        if k == first:
+            nodes.extend(added)
+        if n.output in gone:
             continue
-        if any(i in rename for i in n.inputs):
-            n = Node(n.op, n.params, tuple(rename.get(i, i) for i in n.inputs), n.output)
-        nodes.append(n)
-    nodes.extend(Node(n.op, n.params, tuple(rename.get(i, i) for i in n.inputs), n.output) for n in rw.added)
-    for o in graph.outputs:
-        if o in rename and o not in added_outputs:
-            # a graph output keeps its name: an identity (a same-shape reshape, a view) names the tensor
-            nodes.append(make_node("reshape", {"shape": graph.shapes[o]}, [rename[o]], o))
-    try:
-        return Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta).live()
-    except GraphError as e:  # a two-output rule whose sides depend on each other closes a cycle
-        raise NotApplicable(str(e)) from None
+        nodes.append(changed.pop(n.output, n))
+    nodes.extend(changed.values())  # output identities
+    if not in_place:
+        try:
+            return Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta)
+        except GraphError as e:  # a two-output rule whose sides depend on each other closes a cycle
+            raise NotApplicable(str(e)) from None
+    shapes = graph.shapes
+    new_shapes = {k: v for k, v in shapes.items() if k not in gone}
+    new_shapes.update(rw.shapes)
+    new_shapes.update((o, shapes[o]) for o in changed)
+    return Graph.from_sorted(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta,
+                             new_shapes)
+
+
+def _structure(graph: Graph) -> dict[str, int]:
+    """:func:`node_hashes`, cached on the graph."""
+    sh = graph.__dict__.get("_structure")
+    if sh is None:
+        sh = graph.__dict__["_structure"] = node_hashes(graph)
+    return sh
+
+
+def structure_hash(graph: Graph) -> int:
+    """A hash of a graph's structure: of the multiset of its nodes' structural hashes (:func:`node_hashes`),
+    so equal for graphs that differ only in the names of computed tensors, and additive so a rewrite can
+    update it (:func:`structure_hash_after`)."""
+    return sum(_structure(graph).values()) & _MASK
+
+
+def structure_hash_after(graph: Graph, ghash: int, rw: Rewrite, dead: frozenset[str]) -> int:
+    """:func:`structure_hash` of the graph ``rw`` makes from ``graph`` (whose own is ``ghash``), recomputing
+    only the nodes it changes and those downstream whose structure changes with them."""
+    sh = _structure(graph)
+    old, new = changed_nodes(graph, rw, dead)
+    gone = rw.removed | dead
+    total = ghash - sum(sh[n.output] for n in old)
+    fresh: dict[str, int] = {}
+
+    def of(t: str) -> int:
+        v = fresh.get(t)
+        return v if v is not None else sh.get(t) or hash(t)
+
+    for n in new:
+        fresh[n.output] = hash((n.op, n.params, tuple(of(i) for i in n.inputs)))
+        total += fresh[n.output]
+    pos = _positions(graph)
+    consumers = graph.consumers
+    heap: list[tuple[int, str]] = []
+    queued = set(fresh)
+
+    def push_readers(t: str) -> None:
+        for c in consumers.get(t, ()):
+            if c.output not in gone and c.output not in queued:
+                queued.add(c.output)
+                heapq.heappush(heap, (pos[c.output], c.output))
+
+    for n in new:
+        if fresh[n.output] != sh.get(n.output):
+            push_readers(n.output)
+    producers = graph.producers
+    while heap:
+        _, t = heapq.heappop(heap)
+        n = producers[t]
+        v = fresh[t] = hash((n.op, n.params, tuple(of(i) for i in n.inputs)))
+        total += v - sh[t]
+        if v != sh[t]:
+            push_readers(t)
+    return total & _MASK
+
+
+_MASK = (1 << 64) - 1
 
 
 def rewrite(graph: Graph, match: Match, names: set[str] | None = None,

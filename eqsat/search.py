@@ -76,6 +76,7 @@ class SearchResult:
     seconds: float
     stop_reason: str
     applied: list[str] = field(default_factory=list)  # rules applied on the way to the best graph
+    expanded_costs: list[float] = field(default_factory=list)  # cost of each expanded graph, in order
 
     @property
     def seconds_to_best(self) -> float:
@@ -107,13 +108,14 @@ def _check_budget(alpha: float, expansions: int | None, seconds: float) -> None:
 
 def _strip(graph: Graph) -> Graph:
     """Drop a queued graph's cached tables (recomputed when it is expanded) to keep the queue small."""
-    for k in ("shapes", "producers", "consumers", "dtypes"):
+    for k in ("shapes", "producers", "consumers", "dtypes", "_positions", "_structure"):
         graph.__dict__.pop(k, None)
     return graph
 
 
 class _Expander:
-    """Generates the graphs one rule application away from a graph."""
+    """Generates the graphs one rule application away from a graph, pricing each from its parent's costs
+    (only the nodes a rewrite adds or leaves dead change) and building it only when asked."""
 
     def __init__(self, graph: Graph, rules: Sequence[Rule], coster: GraphCoster, max_nodes: int) -> None:
         self.matcher = rw.Matcher(rules)
@@ -122,19 +124,69 @@ class _Expander:
         self.names: set[str] = set(graph.shapes)
         self.counter = itertools.count()
 
-    def neighbours(self, graph: Graph, clock: _Clock) -> Iterator[tuple[rw.Match, rw.Rewrite, Graph, float]]:
-        """Yields (match, rewrite, new graph, cost) until the clock runs out."""
+    def _costs(self, graph: Graph) -> tuple[set[str], dict[str, float]]:
+        shapes = graph.shapes
+        const = set(graph.weights)
+        costs: dict[str, float] = {}
+        for n in graph.nodes:
+            if n.op != "opaque" and all(i in const for i in n.inputs):
+                const.add(n.output)
+                costs[n.output] = 0.0
+            else:
+                costs[n.output] = self.coster.node_cost(n, [shapes[i] for i in n.inputs], shapes[n.output],
+                                                        tuple(k for k, i in enumerate(n.inputs) if i in const))
+        return const, costs
+
+    def neighbours(self, graph: Graph, cost: float, ghash: int,
+                   clock: _Clock) -> Iterator[tuple[rw.Match, rw.Rewrite, float, Callable[[], int],
+                                                    Callable[[], Graph]]]:
+        """Yields (match, rewrite, cost of the new graph, functions giving its
+        :func:`~eqsat.rewrite.structure_hash` and building it) until the clock runs out."""
+        const, costs = self._costs(graph)
+        shapes = graph.shapes
         for m in self.matcher.matches(graph):
             if clock.out():
                 return
             try:
                 change = rw.build_rewrite(m, graph, self.names, self.counter)
-                new = rw.apply_rewrite(graph, change)
             except rw.NotApplicable:
                 continue
-            if len(new.nodes) >= self.max_nodes:
+            dead = rw.dead_after(graph, change)
+            gone = change.removed | dead
+            if len(graph.nodes) - len(gone) + len(change.added) >= self.max_nodes:
                 continue
-            yield m, change, new, self.coster(new)
+            new_shapes = dict(change.shapes)
+            new_const = set()
+            c = cost - sum(costs[t] for t in gone)
+            for n in change.added:
+                if n.op != "opaque" and all(i in const or i in new_const for i in n.inputs):
+                    new_const.add(n.output)
+                    continue
+                ins = [new_shapes.get(i) or shapes[i] for i in n.inputs]
+                c += self.coster.node_cost(n, ins, new_shapes[n.output],
+                                           tuple(k for k, i in enumerate(n.inputs) if i in const or i in new_const))
+            roots_const = [r in const for r in m.roots]
+            stands_for = dict(change.replace)
+            now_const = [(stands_for[r] in const) if r in stands_for else (r in new_const) for r in m.roots]
+            exact = roots_const == now_const  # else costs downstream change too: price the whole graph
+
+            def build(graph: Graph = graph, change: rw.Rewrite = change, dead: frozenset[str] = dead) -> Graph:
+                return rw.apply_rewrite(graph, change, dead)
+
+            if not exact:
+                try:
+                    new = build()
+                except rw.NotApplicable:
+                    continue
+                c = self.coster(new)
+
+                def build(new: Graph = new) -> Graph:
+                    return new
+
+            def hash_of(graph: Graph = graph, change: rw.Rewrite = change, dead: frozenset[str] = dead) -> int:
+                return rw.structure_hash_after(graph, ghash, change, dead)
+
+            yield m, change, c, hash_of, build
 
 
 def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, alpha: float = 1.05,
@@ -154,13 +206,16 @@ def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, alpha:
     coster = GraphCoster(cost_model)
     expander = _Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
     cost0 = coster(start)
+    eps = 1e-9 * max(abs(cost0), 1e-9)  # costs are sums updated incrementally: ignore rounding-level changes
     best, best_cost, best_path = start, cost0, []
     expanded_best = cost0  # the threshold's base, as TASO's bestCost: the cheapest graph expanded
     trace = [(0.0, cost0)]
     tie = itertools.count()
-    queue: list[tuple[float, int, Graph, list[str]]] = [(cost0, next(tie), start, [])]
-    seen = {rw.graph_hash(start)}
+    hash0 = rw.structure_hash(start)
+    queue: list[tuple[float, int, Graph, int, list[str]]] = [(cost0, next(tie), start, hash0, [])]
+    seen = {hash0}
     done = generated = 0
+    expanded_costs: list[float] = []
     reason = "queue empty"
     while queue:
         if expansions is not None and done >= expansions:
@@ -169,28 +224,33 @@ def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, alpha:
         if clock.out():
             reason = "time budget"
             break
-        cost, _, g, path = heapq.heappop(queue)
-        if done and cost >= alpha * expanded_best:
+        cost, _, g, ghash, path = heapq.heappop(queue)
+        if done and cost >= alpha * expanded_best - eps:
             continue  # no longer within alpha of the best
         expanded_best = min(expanded_best, cost)
+        expanded_costs.append(cost)
         done += 1
-        for m, _, new, c in expander.neighbours(g, clock):
+        for m, _, c, hash_of, build in expander.neighbours(g, cost, ghash, clock):
             generated += 1
-            if c >= alpha * expanded_best:
+            if c >= alpha * expanded_best - eps:
                 continue
-            h = rw.graph_hash(new)
+            h = hash_of()
             if h in seen:
+                continue
+            try:
+                new = build()
+            except rw.NotApplicable:  # a two-output rewrite that closes a cycle
                 continue
             seen.add(h)
             new_path = path + [m.rule.name]
-            if c < best_cost:
+            if c < best_cost - eps:
                 best, best_cost, best_path = new, c, new_path
                 trace.append((clock.elapsed(), c))
-            heapq.heappush(queue, (c, next(tie), _strip(new), new_path))
+            heapq.heappush(queue, (c, next(tie), _strip(new), h, new_path))
         if done % 10 == 0:
             say(f"  backtracking: {done} expansions, {len(queue)} queued, best {best_cost:.6g}")
     return SearchResult(flatten_concats(best).live(), best_cost, cost0, trace, done, generated, clock.elapsed(),
-                        reason, best_path)
+                        reason, best_path, expanded_costs)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -208,6 +268,7 @@ class _Seq:
     labels: dict[str, tuple[int, int]]  # op order for pruning: (step, index) for created ops, (-1, topo) else
     key: tuple[int, int]  # the largest op the last step matched under that order
     path: list[str]
+    hash: int
     potential: float = 0.0
     followups: list[_Seq] | None = None  # cost-lowering dependent children, found when ranking a raise
 
@@ -244,27 +305,32 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
     coster = GraphCoster(cost_model)
     expander = _Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
     cost0 = coster(start)
+    eps = 1e-9 * max(abs(cost0), 1e-9)
     labels0 = {n.output: (-1, i) for i, n in enumerate(start.nodes)}
-    root = _Seq(start, cost0, 0.0, frozenset(), labels0, (-2, -1), [])
+    root = _Seq(start, cost0, 0.0, frozenset(), labels0, (-2, -1), [], rw.structure_hash(start))
     best = root
     trace = [(0.0, cost0)]
     expanded = generated = 0
-    seen = {rw.graph_hash(start)}  # OCGGS deduplicates within a level; across levels too here, so it ends
+    seen = {root.hash}  # OCGGS deduplicates within a level; across levels too here, so it ends
 
     def children(s: _Seq, dependent_only: bool = False) -> list[_Seq]:
         nonlocal best, expanded, generated
         expanded += 1
         out = []
         step = len(s.path)
-        for m, change, new, c in expander.neighbours(s.graph, clock):
+        for m, change, c, hash_of, build in expander.neighbours(s.graph, s.cost, s.hash, clock):
             dependent = bool(m.nodes & s.created)
             if dependent_only and not dependent:
                 continue
             key = max(s.labels.get(t, (-1, -1)) for t in m.nodes)
             if prune and s.path and not dependent and not key > s.key:
                 continue
-            h = rw.graph_hash(new)
+            h = hash_of()
             if h in seen:
+                continue
+            try:
+                new = build()
+            except rw.NotApplicable:
                 continue
             seen.add(h)
             generated += 1
@@ -272,9 +338,11 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
             labels = dict(s.labels)
             for i, t in enumerate(sorted(created)):
                 labels[t] = (step, i)
-            child = _Seq(new, c, c - s.cost, created, labels, key, s.path + [m.rule.name])
+            change_cost = c - s.cost
+            child = _Seq(new, c, 0.0 if abs(change_cost) <= eps else change_cost, created, labels, key,
+                         s.path + [m.rule.name], h)
             out.append(child)
-            if c < best.cost:
+            if c < best.cost - eps:
                 best = child
                 trace.append((clock.elapsed(), c))
         return out

@@ -1,0 +1,134 @@
+"""eqsat against TASO's backtracking and OCGGS's sampling search (eqsat.compare and 'eqsat compare')."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import onnx
+import pytest
+
+from eqsat import onnx_io, zoo
+from eqsat.cli import main
+from eqsat.compare import METHODS, compare, model_cost
+from eqsat.errors import UsageError
+from eqsat.gpu import get_cost_model
+from eqsat.pipeline import graph_cost
+
+REL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def cost_model():
+    return get_cost_model("analytic")
+
+
+@pytest.fixture(scope="module")
+def small_model() -> onnx.ModelProto:
+    return zoo.two_matmul_shared_input(batch=4, hidden=8)
+
+
+@pytest.fixture(scope="module")
+def result(small_model, cost_model):
+    return compare(small_model, METHODS, budget=2.0, cost_model=cost_model, name="tiny")
+
+
+def test_every_method_runs_and_is_judged_by_the_same_function(result, small_model, cost_model) -> None:
+    assert result.model == "tiny"
+    assert set(result.methods) == set(METHODS)
+    assert result.original_cost == pytest.approx(model_cost(small_model, cost_model), rel=REL)
+    assert result.original_cost == pytest.approx(graph_cost(onnx_io.load_model(small_model), cost_model), rel=REL)
+    for name, r in result.methods.items():
+        assert r.status == "ok", (name, r.status)
+        assert r.model is not None and r.numeric is not None and r.numeric.ok
+        assert r.cost <= result.original_cost * (1 + REL), name
+        assert r.cost == pytest.approx(model_cost(r.model, cost_model), rel=REL), name
+        assert [o.name for o in r.model.graph.output] == [o.name for o in small_model.graph.output]
+        assert result.speedup(name) == pytest.approx(result.original_cost / r.cost, rel=REL)
+        assert 0.0 <= r.seconds_to_best <= r.seconds
+        assert r.trace and r.trace[0][0] == 0.0
+        assert r.trace[0][1] == pytest.approx(result.original_cost, rel=REL)
+        assert r.work >= 1
+
+
+def test_the_searches_find_the_fusion(result) -> None:
+    for name in ("backtracking", "sampling"):
+        assert result.methods[name].cost < result.original_cost, name
+
+
+def test_the_table_and_the_dict_name_every_method(result) -> None:
+    table = result.table()
+    lines = table.splitlines()
+    assert len(lines) == 2 + len(METHODS)
+    assert lines[1].startswith("original")
+    for name in METHODS:
+        assert any(line.startswith(name) for line in lines), name
+    d = result.as_dict()
+    json.dumps(d)  # serializable
+    assert d["model"] == "tiny" and d["original_cost"] == result.original_cost and d["budget"] == 2.0
+    assert set(d["methods"]) == set(METHODS)
+    for name, m in d["methods"].items():
+        assert m["cost"] == result.methods[name].cost
+        assert {"cost", "seconds", "seconds_to_best", "status", "work", "trace"} <= set(m)
+
+
+def test_a_subset_of_methods_without_the_check(small_model, cost_model) -> None:
+    res = compare(small_model, ["backtracking"], budget=1.0, cost_model=cost_model, check=False)
+    assert list(res.methods) == ["backtracking"]
+    r = res.methods["backtracking"]
+    assert r.numeric is None and r.status == "ok"
+    assert r.cost == pytest.approx(model_cost(r.model, cost_model), rel=REL)
+    assert math.isfinite(res.speedup("backtracking"))
+
+
+@pytest.mark.parametrize("methods", [["eqsat", "bogus"], ["annealing"], []])
+def test_unknown_methods_are_a_usage_error(small_model, cost_model, methods) -> None:
+    with pytest.raises(UsageError):
+        compare(small_model, methods, budget=1.0, cost_model=cost_model)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CLI
+
+
+def test_cli_compares_a_built_in_model_and_writes_json(tmp_path, capsys) -> None:
+    out = tmp_path / "c.json"
+    assert main(["compare", "two_matmul_shared_input", "--budget", "1", "--json", str(out), "-q"]) == 0
+    stdout = capsys.readouterr().out
+    for name in METHODS:
+        assert name in stdout
+    d = json.loads(out.read_text())
+    assert d["model"] == "two_matmul_shared_input"
+    assert d["original_cost"] > 0
+    assert set(d["methods"]) == {"eqsat", "backtracking", "sampling"}
+    for name, m in d["methods"].items():
+        assert {"cost", "seconds", "seconds_to_best", "status"} <= set(m), name
+        assert m["status"] == "ok", name
+        assert m["cost"] <= d["original_cost"] * (1 + REL), name
+        assert 0.0 <= m["seconds_to_best"] <= m["seconds"], name
+
+
+def test_cli_rejects_an_unknown_method(capsys) -> None:
+    assert main(["compare", "two_matmul_shared_input", "--methods", "eqsat,bogus", "--budget", "1", "-q"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err and len(err.splitlines()) == 1, captured.err
+    assert "bogus" in err
+    assert "Traceback" not in captured.err
+    assert captured.out == ""  # nothing ran
+
+
+def test_cli_compares_a_model_file(tmp_path, capsys) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(zoo.two_matmul_shared_input(batch=4, hidden=8), str(path))
+    out = tmp_path / "c.json"
+    code = main(["compare", str(path), "--methods", "backtracking,sampling", "--budget", "1", "--json", str(out),
+                 "-q"])
+    assert code == 0, capsys.readouterr().err
+    d = json.loads(out.read_text())
+    assert set(d["methods"]) == {"backtracking", "sampling"}
+    assert d["original_cost"] == pytest.approx(model_cost(onnx.load(str(path)), get_cost_model("analytic")),
+                                               rel=REL)
+    for m in d["methods"].values():
+        assert m["status"] == "ok"
+        assert m["cost"] < d["original_cost"]  # both searches find the shared-input fusion here
