@@ -1,7 +1,7 @@
 """eqsat against TASO's backtracking and OCGGS's sampling search on TASO's seven benchmark graphs.
 
 Every method gets the same rules, cost model and wall-time budget per model; costs are recomputed from each
-exported model by eqsat.compare.model_cost and every result is checked numerically against the original.
+exported model by eqsat.comparison.model_cost and every result is checked numerically against the original.
 Writes benchmarks/results/compare.{md,csv,json} and compare.png (best cost over time, one panel per model).
 
 Usage: python benchmarks/compare.py [MODEL ...] [--budget 60] [--methods eqsat,backtracking,sampling]
@@ -33,7 +33,7 @@ def reach_seconds(trace: list[list[float]], cost: float) -> float:
 def run(models: list[str], methods: list[str], budget: float, alpha: float, costs: str) -> list[dict]:
     """Compare the methods on each model; one dict per model (the JSON of eqsat compare)."""
     from eqsat import zoo
-    from eqsat.compare import compare
+    from eqsat.comparison import compare
     from eqsat.gpu import get_cost_model
 
     builders = zoo.builtin_models()

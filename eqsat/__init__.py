@@ -2,7 +2,8 @@
 
 ``eqsat.optimize(model)`` imports an ONNX model into the IR, saturates an egglog e-graph with verified
 TASO-style rewrites, extracts the cheapest acyclic graph with CP-SAT and exports a numerically checked ONNX
-model. See README.md for the pipeline and the CLI.
+model. ``eqsat.compare(model)`` runs it against TASO's backtracking and OCGGS's sampling search on the same
+rules and costs. See README.md for the pipeline and the CLI.
 """
 
 from __future__ import annotations
@@ -19,4 +20,12 @@ def optimize(*args: Any, **kwargs: Any) -> Any:
     return _optimize(*args, **kwargs)
 
 
-__all__ = ["optimize", "__version__"]
+def compare(*args: Any, **kwargs: Any) -> Any:
+    """Compare eqsat with TASO's backtracking and OCGGS's sampling search on one model (same rules, costs and
+    budget); see :func:`eqsat.comparison.compare`."""
+    from eqsat.comparison import compare as _compare
+
+    return _compare(*args, **kwargs)
+
+
+__all__ = ["compare", "optimize", "__version__"]

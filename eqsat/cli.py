@@ -259,7 +259,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Compare eqsat with the backtracking and sampling searches on one model; print a table."""
     import json
 
-    from eqsat.compare import METHODS, compare
+    from eqsat.comparison import METHODS, compare
 
     out = _check_output(args.json, "--json", "compare.json") if args.json else None
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())

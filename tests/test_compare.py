@@ -1,4 +1,4 @@
-"""eqsat against TASO's backtracking and OCGGS's sampling search (eqsat.compare and 'eqsat compare')."""
+"""eqsat against backtracking and sampling search: eqsat.compare, eqsat.comparison and 'eqsat compare'."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from eqsat import onnx_io, zoo
 from eqsat.cli import main
-from eqsat.compare import METHODS, compare, model_cost
+from eqsat.comparison import METHODS, compare, model_cost
 from eqsat.errors import UsageError
 from eqsat.gpu import get_cost_model
 from eqsat.pipeline import graph_cost
@@ -132,3 +132,10 @@ def test_cli_compares_a_model_file(tmp_path, capsys) -> None:
     for m in d["methods"].values():
         assert m["status"] == "ok"
         assert m["cost"] < d["original_cost"]  # both searches find the shared-input fusion here
+
+
+def test_the_package_level_compare_is_the_comparison_api(small_model, cost_model) -> None:
+    import eqsat
+
+    res = eqsat.compare(small_model, ["backtracking"], budget=0.5, cost_model=cost_model, check=False)
+    assert list(res.methods) == ["backtracking"] and callable(eqsat.compare)  # not shadowed by a submodule
