@@ -157,7 +157,7 @@ def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model:
     seconds = time.perf_counter() - t
     enodes = res.iterations[-1].enodes if res.iterations else 0
     details = {"stop_reason": res.stop_reason, "solver_status": res.solver_status,
-               "iterations": len(res.iterations) - 1}
+               "iterations": len(res.iterations) - 1, "stage_seconds": res.stage_seconds}
     return res.model, [(0.0, res.cost_before), (seconds, res.cost_after)], enodes, details
 
 
@@ -172,7 +172,7 @@ def _run_search(kind: str) -> Runner:
         else:
             res = search.sampling(graph, rules, cost_model, seed=seed, seconds=budget, progress=say)
         details = {"stop_reason": res.stop_reason, "graphs_generated": res.graphs_generated,
-                   "rules_applied": len(res.applied)}
+                   "rules_applied": len(res.applied), "search_seconds": res.seconds}
         return onnx_io.to_onnx(res.graph), res.trace, res.expansions, details
 
     return run

@@ -64,8 +64,8 @@ class GraphCoster:
 
 @dataclass
 class SearchResult:
-    """What a search found: the cheapest graph (n-ary concats restored), its cost under the search's own
-    bookkeeping, and how the search went."""
+    """What a search found: the cheapest graph as it will be written (n-ary concats restored), its cost and
+    the original's priced the same way, and how the search went."""
 
     graph: Graph
     cost: float
@@ -82,6 +82,26 @@ class SearchResult:
     def seconds_to_best(self) -> float:
         """When the best graph was found."""
         return self.trace[-1][0] if self.trace else 0.0
+
+
+class _Best:
+    """The best graph so far as it will be written (n-ary concats restored, dead nodes gone), priced from
+    scratch: the searches work on binary concat chains, whose extra kernels are not in the written model."""
+
+    def __init__(self, graph: Graph, coster: GraphCoster, clock: _Clock, eps: float) -> None:
+        self.coster, self.clock, self.eps = coster, clock, eps
+        self.graph = flatten_concats(graph).live()
+        self.cost = coster(self.graph)
+        self.path: list[str] = []
+        self.trace = [(0.0, self.cost)]
+
+    def offer(self, graph: Graph, path: list[str]) -> None:
+        """Keep ``graph`` if it is cheaper as written."""
+        g = flatten_concats(graph).live()
+        c = self.coster(g)
+        if c < self.cost - self.eps:
+            self.graph, self.cost, self.path = g, c, path
+            self.trace.append((self.clock.elapsed(), c))
 
 
 class _Clock:
@@ -207,9 +227,9 @@ def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, alpha:
     expander = _Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
     cost0 = coster(start)
     eps = 1e-9 * max(abs(cost0), 1e-9)  # costs are sums updated incrementally: ignore rounding-level changes
-    best, best_cost, best_path = start, cost0, []
+    best_cost = cost0  # in the search's own terms (binary concats)
+    best = _Best(start, coster, clock, eps)
     expanded_best = cost0  # the threshold's base, as TASO's bestCost: the cheapest graph expanded
-    trace = [(0.0, cost0)]
     tie = itertools.count()
     hash0 = rw.structure_hash(start)
     queue: list[tuple[float, int, Graph, int, list[str]]] = [(cost0, next(tie), start, hash0, [])]
@@ -244,13 +264,13 @@ def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, alpha:
             seen.add(h)
             new_path = path + [m.rule.name]
             if c < best_cost - eps:
-                best, best_cost, best_path = new, c, new_path
-                trace.append((clock.elapsed(), c))
+                best_cost = c
+                best.offer(new, new_path)
             heapq.heappush(queue, (c, next(tie), _strip(new), h, new_path))
         if done % 10 == 0:
             say(f"  backtracking: {done} expansions, {len(queue)} queued, best {best_cost:.6g}")
-    return SearchResult(flatten_concats(best).live(), best_cost, cost0, trace, done, generated, clock.elapsed(),
-                        reason, best_path, expanded_costs)
+    return SearchResult(best.graph, best.cost, best.trace[0][1], best.trace, done, generated, clock.elapsed(),
+                        reason, best.path, expanded_costs)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -309,7 +329,7 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
     labels0 = {n.output: (-1, i) for i, n in enumerate(start.nodes)}
     root = _Seq(start, cost0, 0.0, frozenset(), labels0, (-2, -1), [], rw.structure_hash(start))
     best = root
-    trace = [(0.0, cost0)]
+    written = _Best(start, coster, clock, eps)
     expanded = generated = 0
     seen = {root.hash}  # OCGGS deduplicates within a level; across levels too here, so it ends
 
@@ -344,7 +364,7 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
             out.append(child)
             if c < best.cost - eps:
                 best = child
-                trace.append((clock.elapsed(), c))
+                written.offer(new, child.path)
         return out
 
     def potential(s: _Seq) -> float:
@@ -381,6 +401,6 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
         level = [c for s in chosen for c in children(s)]
     if clock.out():
         reason = "time budget"
-    return SearchResult(flatten_concats(best.graph).live(), best.cost, cost0, trace, expanded, generated,
-                        clock.elapsed(), reason, best.path)
+    return SearchResult(written.graph, written.cost, written.trace[0][1], written.trace, expanded, generated,
+                        clock.elapsed(), reason, written.path)
 

@@ -217,3 +217,16 @@ def test_incremental_bookkeeping_equals_recomputing(build) -> None:
         assert hash_of() == rw.structure_hash(fresh)
         seen += 1
     assert seen >= 10
+
+
+@pytest.mark.parametrize("name,build", [
+    ("taso_bert", lambda: zoo.taso_bert(seq=16, hidden=64, heads=4, layers=2)),
+    ("taso_nasrnn", lambda: zoo.taso_nasrnn(hidden=32, steps=2)),
+])
+def test_backtracking_improves_tasos_bert_and_nasrnn(name: str, build) -> None:
+    """TASO's own benchmarks: its search finds improvements there (merged projections of a shared input)."""
+    m = build()
+    res = search.backtracking(onnx_io.load_model(m), rules(), cost_model(), seconds=3.0)
+    assert res.cost < res.original_cost * (1 - 1e-3), (name, res.cost, res.original_cost)
+    assert "r253" in res.applied  # the two-output matmul merge
+    assert check_equal(m, onnx_io.to_onnx(res.graph)).ok
