@@ -281,7 +281,42 @@ def compile_graph(graph: Graph) -> CompiledGraph:
         lines.append(f"(let {gl} {term})")
         if n.op == "opaque":
             lines.append(f"(set (shape {gl}) {_lit(shapes[n.output], 'ints')})")
+    for k, (members, (axes, split_axis)) in enumerate(sibling_groups(graph)):
+        # the n-way merge as an alternative (pairwise two-output rules would need n-1 rounds and grow the
+        # e-graph quadratically); it goes through the shape check like any rewrite
+        first = members[0]
+        spec = first.spec
+        stacked = []
+        for j, axis in enumerate(axes, start=1):
+            acc = g[members[0].inputs[j]]
+            for m in members[1:]:
+                acc = f"(concat {axis} {acc} {g[m.inputs[j]]})"
+            stacked.append(acc)
+        params = [_lit(first.p[name], kind) for name, kind in spec.params]
+        lines.append(f"(let $merge{k} ({spec.name} {' '.join(params + [g[first.inputs[0]]] + stacked)}))")
+        start = 0
+        for m in members:
+            size = shapes[m.output][split_axis]
+            lines.append(f"(pending {g[m.output]} (split {split_axis} {start} {size} $merge{k}))")
+            start += size
     return CompiledGraph("\n".join(lines), {v: k for k, v in g.items()}, [g[o] for o in graph.outputs])
+
+
+def sibling_groups(graph: Graph, min_size: int = 3) -> list[tuple[list[Node], tuple[tuple[int, ...], int]]]:
+    """Nodes that share their first input and merge into one (the registry's ``sibling_merge``), in groups of
+    at least ``min_size`` (pairs are the two-output rules' job), each with its merge plan."""
+    shapes = graph.shapes
+    groups: dict[tuple[Any, ...], list[Node]] = {}
+    for n in graph.nodes:
+        spec = n.spec
+        plan = spec.sibling_merge(n.p, [shapes[i] for i in n.inputs]) if spec.sibling_merge else None
+        if plan is None:
+            continue
+        axes, _ = plan
+        rest = tuple(tuple(d for a, d in enumerate(shapes[i]) if a != axis)
+                     for i, axis in zip(n.inputs[1:], axes, strict=True))
+        groups.setdefault((n.op, n.params, n.inputs[0], plan, rest), []).append(n)
+    return [(members, key[3]) for key, members in groups.items() if len(members) >= min_size]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -124,6 +124,11 @@ class OpSpec:
     #: The operators this one runs as once exported, applied in a chain (``None``: itself). A fused form
     #: that export writes back as several ONNX nodes is priced as those nodes, so it never shows as a gain.
     runs_as: Callable[[Params], list[tuple[str, Params]] | None] | None = None
+    #: How applications that share their first input merge into one (TASO's matmul/conv merges, n-way at
+    #: once): given the parameters and input shapes, ``(concat axis of each other input, split axis of the
+    #: output)``, or ``None`` where they cannot. Siblings merge when they have equal parameters and equal
+    #: other-input shapes off the concat axes; the e-graph gets the merged form as an alternative.
+    sibling_merge: Callable[[Params, Sequence[Shape]], tuple[tuple[int, ...], int] | None] | None = None
 
     # -- parameters -------------------------------------------------------------------------------------
     def param_names(self) -> tuple[str, ...]:
@@ -462,6 +467,8 @@ MATMUL = _register(OpSpec(
     modular_fn=lambda p, a, b, m: np.matmul(np.asarray(a, dtype=object), np.asarray(b, dtype=object)) % m,
     flops_fn=lambda p, ins, out: 2 * math.prod(out) * ins[0][-1],
     export_fn=lambda p, ins, outs, ctx: [("MatMul", ins, outs, {})],
+    # a @ [b1 b2 ...] = [a @ b1, a @ b2, ...] along the last axis
+    sibling_merge=lambda p, ins: ((len(ins[1]) - 1,), len(ins[1]) - 1),
     egglog_shape=lambda: [_rule("", [
         "(= (vec-length s_a) (vec-length s_b))",
         "(>= (vec-length s_a) 2)",
@@ -581,6 +588,8 @@ CONV2D = _register(OpSpec(
     flops_fn=lambda p, ins, out: 2 * math.prod(out) * ins[1][1] * ins[1][2] * ins[1][3],
     export_fn=_conv_export,
     runs_as=lambda p: [("conv2d", {**p, "act": ACT_NONE}), ("relu", {})] if p["act"] == ACT_RELU else None,
+    # output channels of one input: kernels and biases stack, the output splits by channel
+    sibling_merge=lambda p, ins: ((0, 0), 1) if p["groups"] == 1 else None,
     egglog_shape=lambda: [_rule("", [
         "(= (vec-length s_x) 4)", "(= (vec-length s_w) 4)",
         f"(= {_vget('s_x', 1)} (* groups {_vget('s_w', 1)}))",
