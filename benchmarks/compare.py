@@ -163,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         results, meta, command = saved["results"], saved["meta"], saved.get("command", "")
     else:
         methods = [m for m in args.methods.split(",") if m]
+        commit = git_commit(mark_uncommitted=True)  # what is measured: the code as the run starts
         results = run(args.models, methods, args.budget, args.alpha, args.costs)
-        meta = (f"commit {git_commit(mark_uncommitted=True)}, {datetime.date.today()}, {platform.machine()} "
+        meta = (f"commit {commit}, {datetime.date.today()}, {platform.machine()} "
                 f"{os.cpu_count()} cores, Python {platform.python_version()}, cost model {args.costs}, budget "
                 f"{args.budget:g} s per method, alpha {args.alpha}")
         command = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -328,7 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_inspect)
 
     d = sub.add_parser("demo", help="optimize a built-in model")
-    d.add_argument("--model", default="bert_attention_block")
+    d.add_argument("--model", default="bert_attention_block",
+                   help="a built-in model (bert_attention_block, nasrnn_cell, TASO's taso_bert, taso_nasrnn, "
+                        "taso_resnext50, taso_nasnet_a, taso_inception_v3, taso_squeezenet, taso_vgg19, ...) or an "
+                        "onnx zoo name (resnet50, squeezenet, ...)")
     d.add_argument("--costs", default="analytic")
     d.add_argument("--time-limit", type=float, default=60.0)
     d.add_argument("-o", "--output")

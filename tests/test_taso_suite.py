@@ -147,3 +147,11 @@ def test_small_versions_import_run_and_round_trip(name: str) -> None:
     out = onnx_io.to_onnx(graph)
     report = check_equal(model, out)
     assert report.ok, report.summary()
+
+
+def test_demo_help_names_the_suite(capsys) -> None:
+    from eqsat.cli import main
+
+    assert main(["demo", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(name in out for name in zoo.TASO_SUITE)
