@@ -212,8 +212,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print("operators:")
     for op, n in sorted(g.op_histogram().items(), key=lambda kv: -kv[1]):
         print(f"  {op:<24} {n}")
-    opaque = sorted({n.p["op_type"] for n in g.nodes if n.op == "opaque"})
-    print("opaque (kept as is, not optimized across): " + (", ".join(opaque) if opaque else "none"))
+    reasons = onnx_io.opaque_reasons(g)
+    print("opaque (kept as is, not optimized across): " + ("" if reasons else "none"))
+    for op_type, count, why in reasons:
+        print(f"  {op_type:<24} {count:>4}  {why}")
     return 0
 
 

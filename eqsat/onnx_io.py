@@ -154,6 +154,8 @@ class _Importer:
         self.ir: list[Node] = []
         self.opaque_count = 0
         self.used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
+        self.why: str | None = None  # what the importer of the current node said it cannot map
+        self.opaque_reasons: dict[str, Counter[str]] = {}  # op type -> reason -> nodes
 
     # -- ImportContext ----------------------------------------------------------------------------------
     def shape(self, name: str) -> Shape:
@@ -176,6 +178,9 @@ class _Importer:
         name = self.fresh(hint)
         self.weights[name] = np.array(array, order="C")  # ascontiguousarray would make 0-d arrays 1-d
         return name
+
+    def unsupported(self, reason: str) -> None:
+        self.why = reason
 
     def fresh(self, hint: str) -> str:
         name, k = hint, 0
@@ -221,7 +226,9 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     outputs = tuple(o.name for o in g.output)
     meta = {"opset": imp.opset, "ir_version": model.ir_version, "producer": model.producer_name,
             "opset_imports": [(o.domain, o.version) for o in model.opset_import],
-            "output_dtypes": {o.name: _np_dtype(o.type.tensor_type.elem_type) for o in g.output}}
+            "output_dtypes": {o.name: _np_dtype(o.type.tensor_type.elem_type) for o in g.output},
+            # why each opaque node type stayed opaque: {op type: {reason: nodes}}
+            "opaque_reasons": {k: dict(v) for k, v in imp.opaque_reasons.items()}}
     graph = Graph(tuple(inputs), imp.weights, tuple(imp.ir), outputs, g.name or "graph", meta)
     try:
         return graph.live().validate()
@@ -392,19 +399,47 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
 
 
 def _import_node(imp: _Importer, node: onnx.NodeProto) -> None:
-    importer = ops.ONNX_IMPORTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+    default_domain = node.domain in ("", "ai.onnx")
+    importer = ops.ONNX_IMPORTERS.get(node.op_type) if default_domain else None
     plain = (node.op_type, list(node.input), list(node.output), _attr_dict(node))
     produced: list[Node] | None = None
-    if importer is not None and all(i == "" or i in imp.weights or i in imp.types for i in node.input):
+    if not default_domain:
+        why = f"an operator of domain {node.domain!r} (only the default ONNX domain is imported)"
+    elif importer is None:
+        why = f"eqsat has no operator for {node.op_type}"
+    elif not all(i == "" or i in imp.weights or i in imp.types for i in node.input):
+        why = "an input without a static shape and type"
+    else:
+        imp.why = None
         try:
             result = importer(imp, plain)
             if result is not None:
                 produced = _materialize(imp, result)
-        except (OpError, KeyError, ValueError, TypeError):
-            produced = None
+                why = "eqsat's shape for it disagrees with ONNX shape inference"
+            else:
+                why = f"unsupported: {imp.why}" if imp.why else "an unsupported configuration"
+        except (OpError, KeyError, ValueError, TypeError) as e:
+            why = f"its import failed ({' '.join(str(e).split()) or type(e).__name__})"
     if produced is None:
         produced = _opaque(imp, node)
+        key = node.op_type if default_domain else f"{node.domain}:{node.op_type}"
+        imp.opaque_reasons.setdefault(key, Counter())[why] += 1
     imp.ir.extend(produced)
+
+
+def opaque_reasons(graph: Graph) -> list[tuple[str, int, str]]:
+    """Why the opaque operators of an imported graph stayed opaque: (op type, ONNX nodes, reason), most
+    frequent type first, one entry per (type, reason) as recorded at import."""
+    def op_key(n: Node) -> str:
+        return n.p["op_type"] if n.p["domain"] in ("", "ai.onnx") else f"{n.p['domain']}:{n.p['op_type']}"
+
+    live = Counter(op_key(n) for n in {n.p["key"]: n for n in graph.nodes if n.op == "opaque"}.values())
+    recorded = graph.meta.get("opaque_reasons", {})
+    out = []
+    for op_type in sorted(live, key=lambda k: (-live[k], k)):
+        reasons = recorded.get(op_type) or {"not recorded (the graph was not imported from ONNX)": live[op_type]}
+        out += [(op_type, n, why) for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    return out
 
 
 def _materialize(imp: _Importer, result: list[ops.IRNode]) -> list[Node] | None:
@@ -583,6 +618,9 @@ class _Exporter:
         self.initializers[name] = array
         self._by_content[key] = name
         return name
+
+    def unsupported(self, reason: str) -> None:
+        self.why = reason
 
     def fresh(self, hint: str) -> str:
         name, k = hint, 0

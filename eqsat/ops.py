@@ -66,6 +66,10 @@ class ImportContext(Protocol):
 
     def fresh(self, hint: str) -> str: ...
 
+    def unsupported(self, reason: str) -> None:
+        """Record why this node stays opaque (what the importer cannot map); returns None for ``return``."""
+        ...
+
 
 class ExportContext(Protocol):
     """What an exporter may ask for while writing ONNX."""
@@ -341,7 +345,7 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.
     def _imp(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
         _, ins, outs, _ = node
         if not ctx.is_float(ins[0]):
-            return None
+            return ctx.unsupported('a non-float input')
         return [(name, {}, list(ins), list(outs))]
 
     return spec
@@ -411,7 +415,7 @@ def _import_chain(op: str) -> Callable[[ImportContext, OnnxNode], list[IRNode] |
     def imp(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
         _, ins, outs, _ = node
         if not all(ctx.is_float(i) for i in ins):
-            return None
+            return ctx.unsupported('a non-float input')
         rank = max(len(ctx.shape(i)) for i in ins)
         res: list[IRNode] = []
         if op == "ewmul" and len(ins) == 2:
@@ -483,7 +487,7 @@ def _import_matmul(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, (a, b), outs, _ = node
     sa, sb = ctx.shape(a), ctx.shape(b)
     if not (ctx.is_float(a) and ctx.is_float(b)) or len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2]:
-        return None  # 1-D and broadcast-batch matmuls stay opaque
+        return ctx.unsupported("a 1-D or broadcast-batch matmul (eqsat's needs equal ranks and batch dims)")
     return [("matmul", {}, [a, b], list(outs))]
 
 
@@ -492,7 +496,7 @@ def _import_gemm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     a, b = ins[0], ins[1]
     if not all(ctx.is_float(i) for i in ins):
-        return None
+        return ctx.unsupported('a non-float input')
     res: list[IRNode] = []
 
     def trans(name: str) -> str:
@@ -525,7 +529,7 @@ def _import_gemm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
             c_name = ctx.add_weight(cval, c_name)
         else:
             if beta != 1.0:
-                return None
+                return ctx.unsupported('a Gemm with beta != 1')
             c_name = _align_rank(ctx, c_name, 2, res)
         res.append(("ewadd", {}, [prod, c_name], [outs[0]]))
     return res
@@ -615,11 +619,11 @@ def _import_conv(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     x, w = ins[0], ins[1]
     if not all(ctx.is_float(i) for i in ins if i) or len(ctx.shape(x)) != 4:
-        return None
+        return ctx.unsupported('a non-float input or an input that is not 4-D (NCHW)')
     sw = ctx.shape(w)
     sp = _spatial_attrs(attrs, sw[2:])
     if sp is None:
-        return None
+        return ctx.unsupported('auto_pad SAME_UPPER/SAME_LOWER, or strides/pads/dilations that are not 2-D')
     if len(ins) > 2 and ins[2]:
         b = ins[2]
     else:
@@ -697,7 +701,7 @@ TRANSPOSE = _register(OpSpec(
 def _import_transpose(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not ctx.is_float(ins[0]):
-        return None
+        return ctx.unsupported('a non-float input')
     rank = len(ctx.shape(ins[0]))
     perm = tuple(attrs.get("perm", tuple(reversed(range(rank)))))
     return [("transpose", {"perm": perm}, [ins[0]], list(outs))]
@@ -732,13 +736,13 @@ def _import_reshape(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     # onnx shape inference via ctx (it is the node's only output)
     _, ins, outs, _ = node
     if not ctx.is_float(ins[0]):
-        return None
+        return ctx.unsupported('a non-float input')
     try:
         out_shape = ctx.shape(outs[0])
     except Exception:
-        return None
+        return ctx.unsupported('an output shape that shape inference does not give')
     if any(d < 0 for d in out_shape) or math.prod(out_shape) != math.prod(ctx.shape(ins[0])):
-        return None
+        return ctx.unsupported('a target shape that is dynamic or does not keep the size')
     return [("reshape", {"shape": tuple(out_shape)}, [ins[0]], list(outs))]
 
 
@@ -779,7 +783,7 @@ def _norm_axis(axis: int, rank: int) -> int:
 def _import_concat(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not all(ctx.is_float(i) for i in ins):
-        return None
+        return ctx.unsupported('a non-float input')
     if len(ins) == 1:  # a one-input Concat is an identity; the e-graph only knows concats of two or more
         return [("reshape", {"shape": ctx.shape(ins[0])}, list(ins), list(outs))]
     ax = _norm_axis(int(attrs["axis"]), len(ctx.shape(ins[0])))
@@ -828,14 +832,14 @@ SPLIT = _register(OpSpec(
 def _import_split(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not ctx.is_float(ins[0]):
-        return None
+        return ctx.unsupported('a non-float input')
     shape = ctx.shape(ins[0])
     ax = _norm_axis(int(attrs.get("axis", 0)), len(shape))
     sizes = attrs.get("split")
     if len(ins) > 1 and ins[1]:
         c = ctx.const(ins[1])
         if c is None:
-            return None
+            return ctx.unsupported('split sizes that are not a constant')
         sizes = [int(v) for v in c.reshape(-1)]
     if sizes is None:
         sizes = [ctx.shape(o)[ax] for o in outs]
@@ -932,12 +936,12 @@ def _import_pool(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     op_type, ins, outs, attrs = node
     live_outs = [o for o in outs if o]
     if len(live_outs) != 1 or outs[0] == "" or not ctx.is_float(ins[0]) or len(ctx.shape(ins[0])) != 4:
-        return None  # MaxPool's indices output stays opaque
+        return ctx.unsupported("MaxPool's indices output is used, or the input is not 4-D float")
     if attrs.get("ceil_mode", 0) or attrs.get("storage_order", 0):
-        return None
+        return ctx.unsupported('ceil_mode or storage_order')
     sp = _spatial_attrs(attrs, tuple(attrs["kernel_shape"]))
     if sp is None or sp[2] != (1, 1):
-        return None
+        return ctx.unsupported('auto_pad SAME_*, or dilations')
     p: Params = {"kernel": tuple(attrs["kernel_shape"]), "strides": sp[0], "pads": sp[1]}
     if op_type == "AveragePool":
         p["count_include_pad"] = int(attrs.get("count_include_pad", 0))
@@ -950,7 +954,7 @@ def _import_global_pool(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | No
     op_type, ins, outs, _ = node
     shape = ctx.shape(ins[0])
     if not ctx.is_float(ins[0]) or len(shape) != 4:
-        return None
+        return ctx.unsupported('a non-float input or an input that is not 4-D')
     p: Params = {"kernel": tuple(shape[2:]), "strides": (1, 1), "pads": (0, 0, 0, 0)}
     if op_type == "GlobalAveragePool":
         p["count_include_pad"] = 0
@@ -988,9 +992,9 @@ BATCHNORM = _register(OpSpec(
 def _import_bn(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if len([o for o in outs if o]) != 1 or not all(ctx.is_float(i) for i in ins) or attrs.get("training_mode", 0):
-        return None
+        return ctx.unsupported('training mode, several outputs or a non-float input')
     if attrs.get("spatial", 1) != 1:
-        return None
+        return ctx.unsupported('spatial=0 (per-activation statistics)')
     return [("batchnorm", {"epsilon": float(attrs.get("epsilon", 1e-5))}, list(ins), [outs[0]])]
 
 

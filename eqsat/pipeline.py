@@ -79,6 +79,10 @@ class OptimizeResult:
              f"{self.latency_ms[0]:.4f} ms -> {self.latency_ms[1]:.4f} ms (onnxruntime CPU, median)"),
             ("numeric check", "not run (check=False)" if self.numeric is None else self.numeric.summary()),
         ]
+        from eqsat.onnx_io import opaque_reasons
+
+        rows += [("opaque" if k == 0 else "", f"{op} x{n}: {why}")
+                 for k, (op, n, why) in enumerate(opaque_reasons(self.original))]
         rows += [(f"time: {k}", f"{v:.2f} s") for k, v in self.stage_seconds.items()]
         width = max(len(k) for k, _ in rows)
         lines = [f"{k:<{width}}  {v}" for k, v in rows]
