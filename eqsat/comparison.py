@@ -63,6 +63,8 @@ class ComparisonResult:
     def speedup(self, method: str) -> float:
         """Original cost over the method's cost."""
         c = self.methods[method].cost
+        if math.isnan(c):
+            return math.nan  # the method failed
         return self.original_cost / c if c > 0 else math.inf
 
     def as_dict(self) -> dict[str, Any]:
@@ -76,8 +78,9 @@ class ComparisonResult:
         rows.append(("original", f"{self.original_cost:.6g}", "1.000x", "-", "-", "-", ""))
         for name, r in self.methods.items():
             sp = self.speedup(name)
-            rows.append((name, f"{r.cost:.6g}", "inf" if math.isinf(sp) else f"{sp:.3f}x", f"{r.seconds_to_best:.2f}",
-                         f"{r.seconds:.2f}", str(r.work), r.status))
+            shown = "-" if math.isnan(sp) else "inf" if math.isinf(sp) else f"{sp:.3f}x"
+            rows.append((name, f"{r.cost:.6g}", shown, f"{r.seconds_to_best:.2f}", f"{r.seconds:.2f}", str(r.work),
+                         r.status))
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
@@ -103,10 +106,13 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     """
     from eqsat.gpu import get_cost_model
     from eqsat.pipeline import default_rules
+    from eqsat.search import check_limits
 
+    methods = [methods] if isinstance(methods, str) else list(dict.fromkeys(methods))
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise UsageError(f"unknown method(s) {unknown or '(none given)'}; choose from {', '.join(METHODS)}")
+    check_limits(alpha, None, budget)  # before any method runs, not after eqsat has used its budget
     say = progress or (lambda msg: None)
     cost_model = cost_model or get_cost_model("analytic")
     proto, label = onnx_io.read_model(model)

@@ -307,6 +307,16 @@ def sibling_groups(graph: Graph, min_size: int = 3) -> list[tuple[list[Node], tu
     at least ``min_size`` (pairs are the two-output rules' job), each with its merge plan."""
     shapes = graph.shapes
     groups: dict[tuple[Any, ...], list[Node]] = {}
+    # the same computation of the same tensors is one e-class in the e-graph (three projections importing
+    # their own reshape of one activation share it): group by structure, not by tensor name
+    same: dict[str, Any] = {}
+    ids: dict[tuple[Any, ...], int] = {}  # hash-consing: a structure is an int, never a nested tuple
+    for n in graph.nodes:
+        if n.op == "opaque":
+            same[n.output] = n.output
+        else:
+            key = (n.op, n.params, tuple(same.get(i, i) for i in n.inputs))
+            same[n.output] = ids.setdefault(key, len(ids))
     for n in graph.nodes:
         spec = n.spec
         plan = spec.sibling_merge(n.p, [shapes[i] for i in n.inputs]) if spec.sibling_merge else None
@@ -315,7 +325,7 @@ def sibling_groups(graph: Graph, min_size: int = 3) -> list[tuple[list[Node], tu
         axes, _ = plan
         rest = tuple(tuple(d for a, d in enumerate(shapes[i]) if a != axis)
                      for i, axis in zip(n.inputs[1:], axes, strict=True))
-        groups.setdefault((n.op, n.params, n.inputs[0], plan, rest), []).append(n)
+        groups.setdefault((n.op, n.params, same.get(n.inputs[0], n.inputs[0]), plan, rest), []).append(n)
     return [(members, key[3]) for key, members in groups.items() if len(members) >= min_size]
 
 

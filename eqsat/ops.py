@@ -486,8 +486,17 @@ MATMUL = _register(OpSpec(
 def _import_matmul(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, (a, b), outs, _ = node
     sa, sb = ctx.shape(a), ctx.shape(b)
-    if not (ctx.is_float(a) and ctx.is_float(b)) or len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2]:
-        return ctx.unsupported("a 1-D or broadcast-batch matmul (eqsat's needs equal ranks and batch dims)")
+    if not (ctx.is_float(a) and ctx.is_float(b)):
+        return ctx.unsupported("a non-float input")
+    if len(sa) > 2 and len(sb) == 2:
+        # activations (batch, seq, hidden) @ weight (hidden, out), as every transformer projection is: one
+        # matrix product over the flattened rows, between two reshapes (views), so the matrix rules apply
+        rows, flat, prod = (math.prod(sa[:-1]), sa[-1]), ctx.fresh(f"{outs[0]}_rows"), ctx.fresh(f"{outs[0]}_2d")
+        return [("reshape", {"shape": rows}, [a], [flat]), ("matmul", {}, [flat, b], [prod]),
+                ("reshape", {"shape": (*sa[:-1], sb[-1])}, [prod], list(outs))]
+    if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2]:
+        return ctx.unsupported("a 1-D or broadcast-batch matmul (eqsat's needs equal ranks and batch dims, or "
+                               "N-D activations times a matrix)")
     return [("matmul", {}, [a, b], list(outs))]
 
 

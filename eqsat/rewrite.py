@@ -347,8 +347,9 @@ def dead_after(graph: Graph, rw: Rewrite) -> frozenset[str]:
             i = rename.get(i, i)
             refs[i] = refs.get(i, 0) + 1
     for root, t in rename.items():  # the root's remaining consumers (and output) now read t
-        refs[t] = refs.get(t, 0) + sum(1 for c in consumers.get(root, []) if c.output not in rw.removed
-                                       for i in c.inputs if i == root) + (root in outputs)
+        # (consumers lists a node once per input slot it reads the root in)
+        refs[t] = refs.get(t, 0) + sum(1 for c in consumers.get(root, []) if c.output not in rw.removed) + (
+            root in outputs)
     work = [n for n in rw.removed if n in producers]
     dead: set[str] = set()
     while work:
@@ -356,7 +357,7 @@ def dead_after(graph: Graph, rw: Rewrite) -> frozenset[str]:
         for i in producers[t].inputs:
             refs[i] = refs.get(i, 0) - 1
             if (i in producers and i not in outputs and i not in removed and i not in dead
-                    and sum(1 for c in consumers.get(i, []) for j in c.inputs if j == i) + refs[i] <= 0):
+                    and len(consumers.get(i, ())) + refs[i] <= 0):
                 dead.add(i)
                 work.append(i)
     return frozenset(dead)
@@ -394,7 +395,7 @@ def changed_nodes(graph: Graph, rw: Rewrite, dead: frozenset[str]) -> tuple[list
             new.append(Node(c.op, c.params, tuple(rename.get(i, i) for i in c.inputs), c.output))
         added_outputs = {n.output for n in rw.added}
         shapes = graph.shapes
-        for o in graph.outputs:
+        for o in dict.fromkeys(graph.outputs):
             if o in rename and o not in added_outputs:
                 # a graph output keeps its name: an identity (a same-shape reshape, a view) names the tensor
                 new.append(make_node("reshape", {"shape": shapes[o]}, [rename[o]], o))
@@ -467,13 +468,19 @@ def structure_hash_after(graph: Graph, ghash: int, rw: Rewrite, dead: frozenset[
         v = fresh.get(t)
         return v if v is not None else sh.get(t) or hash(t)
 
-    for n in new:
+    rename = _renames(rw)
+    added = new[:len(rw.added)]
+    readers = {n.output for n in new[len(rw.added):] if n.output in graph.producers and n.output not in gone}
+    identities = [n for n in new[len(rw.added):] if n.output not in readers]
+    for n in added:  # they read only tensors upstream of the match, or each other in order
         fresh[n.output] = hash((n.op, n.params, tuple(of(i) for i in n.inputs)))
         total += fresh[n.output]
     pos = _positions(graph)
     consumers = graph.consumers
-    heap: list[tuple[int, str]] = []
-    queued = set(fresh)
+    producers = graph.producers
+    heap = [(pos[t], t) for t in readers]  # the renamed readers: hashed in order, as they may also read
+    heapq.heapify(heap)                    # something that changes upstream of them
+    queued = set(fresh) | readers
 
     def push_readers(t: str) -> None:
         for c in consumers.get(t, ()):
@@ -481,17 +488,18 @@ def structure_hash_after(graph: Graph, ghash: int, rw: Rewrite, dead: frozenset[
                 queued.add(c.output)
                 heapq.heappush(heap, (pos[c.output], c.output))
 
-    for n in new:
+    for n in added:
         if fresh[n.output] != sh.get(n.output):
             push_readers(n.output)
-    producers = graph.producers
     while heap:
         _, t = heapq.heappop(heap)
         n = producers[t]
-        v = fresh[t] = hash((n.op, n.params, tuple(of(i) for i in n.inputs)))
-        total += v - sh[t]
+        v = fresh[t] = hash((n.op, n.params, tuple(of(rename.get(i, i)) for i in n.inputs)))
+        total += v if t in readers else v - sh[t]  # a reader's old hash is already taken off
         if v != sh[t]:
             push_readers(t)
+    for n in identities:
+        total += hash((n.op, n.params, tuple(of(i) for i in n.inputs)))
     return total & _MASK
 
 

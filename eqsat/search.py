@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eqsat import rewrite as rw
-from eqsat.graph import Graph, flatten_concats
+from eqsat.graph import Graph, flatten_concats, make_node
 from eqsat.ops import CostKey
 from eqsat.rules.rule import Rule
 
@@ -116,14 +116,15 @@ class _Clock:
         return time.perf_counter() >= self.deadline
 
 
-def _check_budget(alpha: float, expansions: int | None, seconds: float) -> None:
+def check_limits(alpha: float, expansions: int | None, seconds: float, what: str = "expansions") -> None:
+    """Raise :class:`~eqsat.egraph.LimitError` for a meaningless alpha, count (``what``) or time budget."""
     from eqsat.egraph import LimitError, check_seconds
 
     check_seconds("budget seconds", seconds)
     if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha >= 1.0):
         raise LimitError(f"alpha must be a finite number >= 1.0, got {alpha!r}")
     if expansions is not None and (not isinstance(expansions, int) or expansions < 1):
-        raise LimitError(f"expansions must be a whole number >= 1, got {expansions!r}")
+        raise LimitError(f"{what} must be a whole number >= 1, got {expansions!r}")
 
 
 def _strip(graph: Graph) -> Graph:
@@ -187,6 +188,10 @@ class _Expander:
                                            tuple(k for k, i in enumerate(n.inputs) if i in const or i in new_const))
             roots_const = [r in const for r in m.roots]
             stands_for = dict(change.replace)
+            for o in dict.fromkeys(graph.outputs):  # an output replaced by an existing tensor gets an identity
+                if o in stands_for and o not in new_shapes and stands_for[o] not in const:
+                    ident = make_node("reshape", {"shape": shapes[o]}, [stands_for[o]], o)
+                    c += self.coster.node_cost(ident, [shapes[stands_for[o]]], shapes[o], ())
             now_const = [(stands_for[r] in const) if r in stands_for else (r in new_const) for r in m.roots]
             exact = roots_const == now_const  # else costs downstream change too: price the whole graph
 
@@ -219,7 +224,7 @@ def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, alpha:
     expanded before it). A queued graph no longer within ``alpha`` of the best when it is popped is dropped
     (TASO would still expand it). ``expansions`` bounds the graphs expanded, ``seconds`` the wall time.
     """
-    _check_budget(alpha, expansions, seconds)
+    check_limits(alpha, expansions, seconds)
     clock = _Clock(seconds)
     say = progress or (lambda msg: None)
     start = rw.prepare(graph)
@@ -312,7 +317,7 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
     """
     import random
 
-    _check_budget(1.0, depth, seconds)
+    check_limits(1.0, depth, seconds, "depth")
     if not isinstance(sample_size, int) or sample_size < 2:
         from eqsat.egraph import LimitError
 
@@ -335,6 +340,8 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
 
     def children(s: _Seq, dependent_only: bool = False) -> list[_Seq]:
         nonlocal best, expanded, generated
+        if depth is not None and len(s.path) >= depth:
+            return []  # OCGGS's K: sequences no longer than depth
         expanded += 1
         out = []
         step = len(s.path)

@@ -139,3 +139,29 @@ def test_the_package_level_compare_is_the_comparison_api(small_model, cost_model
 
     res = eqsat.compare(small_model, ["backtracking"], budget=0.5, cost_model=cost_model, check=False)
     assert list(res.methods) == ["backtracking"] and callable(eqsat.compare)  # not shadowed by a submodule
+
+
+def test_a_bad_alpha_is_refused_before_any_method_runs(small_model, cost_model) -> None:
+    import time
+
+    from eqsat.egraph import LimitError
+
+    t = time.perf_counter()
+    with pytest.raises(LimitError, match="alpha"):
+        compare(small_model, ["eqsat", "backtracking"], budget=30.0, cost_model=cost_model, alpha=0.5)
+    assert time.perf_counter() - t < 5.0  # eqsat did not spend its budget first
+
+
+def test_a_failed_method_has_no_speedup(small_model, cost_model, monkeypatch) -> None:
+    import math
+
+    from eqsat import comparison
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(comparison._RUNNERS, "sampling", boom)
+    res = compare(small_model, ["sampling"], budget=1.0, cost_model=cost_model)
+    assert res.methods["sampling"].status.startswith("error: RuntimeError: boom")
+    assert math.isnan(res.speedup("sampling")) and " inf" not in res.table()
+    assert res.as_dict()["methods"]["sampling"]["cost"] is None

@@ -12,8 +12,9 @@ from eqsat.cli import main
 
 def _model() -> onnx.ModelProto:
     w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    wb = numpy_helper.from_array(np.ones((1, 1, 4, 4), np.float32), "wb")
     nodes = [
-        helper.make_node("MatMul", ["x", "w"], ["m"]),  # 4-D @ 2-D: a broadcast-batch matmul
+        helper.make_node("MatMul", ["x", "wb"], ["m"]),  # batch dims (1, 2) against (1, 1): broadcast-batch
         helper.make_node("Softmax", ["m"], ["s"], axis=-1),  # no registry operator
         helper.make_node("Relu", ["s"], ["r"]),
         helper.make_node("Gemm", ["x2", "w", "c"], ["g"], beta=0.5),  # beta != 1 is not mapped
@@ -23,7 +24,7 @@ def _model() -> onnx.ModelProto:
                                              helper.make_tensor_value_info("x2", TensorProto.FLOAT, [3, 4]),
                                              helper.make_tensor_value_info("c", TensorProto.FLOAT, [3, 4])],
                           [helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 2, 3, 4]),
-                           helper.make_tensor_value_info("y2", TensorProto.FLOAT, [3, 4])], [w])
+                           helper.make_tensor_value_info("y2", TensorProto.FLOAT, [3, 4])], [w, wb])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -50,3 +51,27 @@ def test_a_graph_without_opaque_nodes_has_no_reasons() -> None:
     from eqsat import zoo
 
     assert onnx_io.opaque_reasons(onnx_io.load_model(zoo.nasrnn_cell(hidden=8))) == []
+
+
+def test_activations_times_a_matrix_import_as_a_matrix_product() -> None:
+    """(batch, seq, hidden) @ (hidden, out), every transformer projection: a 2-D matmul between reshapes,
+    numerically the same, so the matrix rules (merges of Q/K/V projections) apply."""
+    from eqsat.numeric import check_equal
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), f"w{i}") for i in range(3)]
+    nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"y{i}"]) for i in range(3)]
+    g = helper.make_graph(nodes, "proj", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 8])],
+                          [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [2, 5, 8]) for i in range(3)],
+                          inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    graph = onnx_io.load_model(model)
+    assert graph.op_histogram() == {"reshape": 6, "matmul": 3}
+    assert all(graph.shapes[n.output] == (10, 8) for n in graph.nodes if n.op == "matmul")
+    assert check_equal(model, onnx_io.to_onnx(graph)).ok
+
+    import eqsat
+
+    res = eqsat.optimize(model, time_limit=30)  # the three projections share their (reshaped) input
+    assert sum(1 for n in res.graph.nodes if n.op in ("matmul", "matmul_t")) == 1
+    assert res.numeric is not None and res.numeric.ok

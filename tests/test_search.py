@@ -230,3 +230,61 @@ def test_backtracking_improves_tasos_bert_and_nasrnn(name: str, build) -> None:
     assert res.cost < res.original_cost * (1 - 1e-3), (name, res.cost, res.original_cost)
     assert "r253" in res.applied  # the two-output matmul merge
     assert check_equal(m, onnx_io.to_onnx(res.graph)).ok
+
+
+def _neighbour_problems(g: Graph, rule_set) -> list[tuple]:
+    """Every neighbour's incremental cost, hash and liveness against recomputing from scratch."""
+    from eqsat import rewrite as rw
+    from eqsat.search import GraphCoster, _Clock, _Expander
+
+    g = rw.prepare(g)
+    coster = GraphCoster(cost_model())
+    expander = _Expander(g, rule_set, coster, 100 * len(g.nodes))
+    problems, seen = [], 0
+    for m, _c, c, hash_of, make in expander.neighbours(g, coster(g), rw.structure_hash(g), _Clock(60)):
+        new = make()
+        fresh = Graph(new.inputs, new.weights, new.nodes, new.outputs, new.name, new.meta).validate()
+        seen += 1
+        if len(fresh.live().nodes) != len(fresh.nodes):
+            problems.append(("dead node kept", m.rule.name))
+        if c != pytest.approx(coster(fresh), rel=1e-9):
+            problems.append(("cost", m.rule.name))
+        if hash_of() != rw.structure_hash(fresh):
+            problems.append(("hash", m.rule.name))
+    assert seen, "no neighbour"
+    return problems
+
+
+def test_a_node_read_twice_by_a_removed_node_dies_with_it() -> None:
+    from eqsat.graph import TensorInfo, make_node
+    from eqsat.rules.rule import Rule
+
+    rule = Rule("split-of-concat", ("(split 1 0 ?p (concat 1 ?a ?b))",), ("?a",))
+    nodes = (make_node("relu", {}, ["x"], "y"), make_node("ewadd", {}, ["y", "y"], "b"),
+             make_node("concat", {"axis": 1}, ["x", "b"], "c"),
+             make_node("split", {"axis": 1, "start": 0, "size": 4}, ["c"], "s"), make_node("tanh", {}, ["s"], "o"))
+    g = Graph((TensorInfo("x", (4, 4)),), {}, nodes, ("o",)).validate()
+    assert _neighbour_problems(g, [rule]) == []
+
+
+def test_an_output_listed_twice_and_replaced_by_a_variable() -> None:
+    from eqsat.rules.rule import Rule
+
+    g = terms_graph(["(transpose [1 0] (transpose [1 0] ?x))"], {"?x": (3, 4)})
+    g = Graph(g.inputs, g.weights, g.nodes, g.outputs * 2).validate()
+    assert _neighbour_problems(g, [Rule("tt", ("(transpose [1 0] (transpose [1 0] ?x))",), ("?x",))]) == []
+
+
+def test_a_two_output_rule_with_variable_sides_hashes_its_readers_in_order() -> None:
+    from eqsat.rules.rule import Rule
+
+    g = terms_graph(["(ewadd (transpose [1 0] (transpose [1 0] ?a)) (relu (transpose [1 0] (transpose [1 0] ?b))))"],
+                    {"?a": (3, 3), "?b": (3, 3)})
+    rule = Rule("tt2", ("(transpose [1 0] (transpose [1 0] ?x))", "(transpose [1 0] (transpose [1 0] ?y))"),
+                ("?x", "?y"))
+    assert _neighbour_problems(g, [rule]) == []
+
+
+def test_sampling_depth_bounds_every_sequence() -> None:
+    res = search.sampling(onnx_io.load_model(model("small_cnn")), rules(), cost_model(), depth=2, seconds=10)
+    assert len(res.applied) <= 2 and res.stop_reason in ("depth budget", "no more substitutions")
