@@ -214,6 +214,20 @@ class _Expander:
             yield m, change, c, hash_of, build
 
 
+def _unseen(hash_of: Callable[[], int], build: Callable[[], Graph], seen: set[int]) -> tuple[int, Graph] | None:
+    """A neighbour's hash and graph, marked seen, unless it was seen before or cannot be built (a two-output
+    rewrite that closes a cycle)."""
+    h = hash_of()
+    if h in seen:
+        return None
+    try:
+        new = build()
+    except rw.NotApplicable:
+        return None
+    seen.add(h)
+    return h, new
+
+
 def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, alpha: float = 1.05,
                  expansions: int | None = None, seconds: float = 60.0,
                  progress: Callable[[str], None] | None = None) -> SearchResult:
@@ -259,14 +273,10 @@ def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, alpha:
             generated += 1
             if c >= alpha * expanded_best - eps:
                 continue
-            h = hash_of()
-            if h in seen:
+            fresh = _unseen(hash_of, build, seen)
+            if fresh is None:
                 continue
-            try:
-                new = build()
-            except rw.NotApplicable:  # a two-output rewrite that closes a cycle
-                continue
-            seen.add(h)
+            h, new = fresh
             new_path = path + [m.rule.name]
             if c < best_cost - eps:
                 best_cost = c
@@ -352,14 +362,10 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
             key = max(s.labels.get(t, (-1, -1)) for t in m.nodes)
             if prune and s.path and not dependent and not key > s.key:
                 continue
-            h = hash_of()
-            if h in seen:
+            fresh = _unseen(hash_of, build, seen)
+            if fresh is None:
                 continue
-            try:
-                new = build()
-            except rw.NotApplicable:
-                continue
-            seen.add(h)
+            h, new = fresh
             generated += 1
             created = frozenset(n.output for n in change.added if n.output in new.producers)
             labels = dict(s.labels)
