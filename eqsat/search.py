@@ -49,17 +49,22 @@ class GraphCoster:
             c = self._keys[key] = float(sum(self._prices[k] for k in keys))
         return c
 
-    def __call__(self, graph: Graph) -> float:
+    def node_costs(self, graph: Graph) -> tuple[set[str], dict[str, float]]:
+        """(the tensors computed from weights only, each node's cost), in one pass over the graph."""
         shapes = graph.shapes
         const = set(graph.weights)
-        total = 0.0
+        costs: dict[str, float] = {}
         for n in graph.nodes:
             if n.op != "opaque" and all(i in const for i in n.inputs):
                 const.add(n.output)
-                continue
-            total += self.node_cost(n, [shapes[i] for i in n.inputs], shapes[n.output],
-                                    tuple(k for k, i in enumerate(n.inputs) if i in const))
-        return total
+                costs[n.output] = 0.0
+            else:
+                costs[n.output] = self.node_cost(n, [shapes[i] for i in n.inputs], shapes[n.output],
+                                                 tuple(k for k, i in enumerate(n.inputs) if i in const))
+        return const, costs
+
+    def __call__(self, graph: Graph) -> float:
+        return sum(self.node_costs(graph)[1].values())
 
 
 @dataclass
@@ -145,25 +150,12 @@ class _Expander:
         self.names: set[str] = set(graph.shapes)
         self.counter = itertools.count()
 
-    def _costs(self, graph: Graph) -> tuple[set[str], dict[str, float]]:
-        shapes = graph.shapes
-        const = set(graph.weights)
-        costs: dict[str, float] = {}
-        for n in graph.nodes:
-            if n.op != "opaque" and all(i in const for i in n.inputs):
-                const.add(n.output)
-                costs[n.output] = 0.0
-            else:
-                costs[n.output] = self.coster.node_cost(n, [shapes[i] for i in n.inputs], shapes[n.output],
-                                                        tuple(k for k, i in enumerate(n.inputs) if i in const))
-        return const, costs
-
     def neighbours(self, graph: Graph, cost: float, ghash: int,
                    clock: _Clock) -> Iterator[tuple[rw.Match, rw.Rewrite, float, Callable[[], int],
                                                     Callable[[], Graph]]]:
         """Yields (match, rewrite, cost of the new graph, functions giving its
         :func:`~eqsat.rewrite.structure_hash` and building it) until the clock runs out."""
-        const, costs = self._costs(graph)
+        const, costs = self.coster.node_costs(graph)
         shapes = graph.shapes
         for m in self.matcher.matches(graph):
             if clock.out():
