@@ -31,6 +31,7 @@ import numpy as np
 from eqsat import ops
 from eqsat.errors import EqsatError, UsageError
 from eqsat.graph import Graph, Node, flatten_concats, make_node
+from eqsat.ops import shapes
 from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_args
 
 EGGLOG_VERSION = "13.2.0"
@@ -104,12 +105,23 @@ def declarations() -> str:
     return "\n".join(lines)
 
 
-_TOK = re.compile(r"[()\s]+|[^()\s]+")
+_SHAPE_HEADS = {"dim": "vec-get", "set": "vec-set", "pop": "vec-pop", "rank": "vec-length", "max": "max",
+                "+": "+", "-": "-", "*": "*", "/": "/", "%": "%",
+                "=": "=", ">=": ">=", ">": ">", "<": "<", "<=": "<="}
 
 
-def _rename_params(text: str, names: Iterable[str]) -> str:
-    names = set(names)
-    return "".join(f"p_{t}" if t in names else t for t in _TOK.findall(text))
+def _render_shape_expr(e: shapes.Operand) -> str:
+    """egglog text of a shape expression (eqsat.ops.shapes): inputs' shapes are bound to ``s_<input>``,
+    parameters to ``p_<param>`` by the pattern :func:`_shape_rules` writes."""
+    if isinstance(e, int):
+        return str(e)
+    if e.head == "shape":
+        return f"s_{e.args[0]}"
+    if e.head == "param":
+        return f"p_{e.args[0]}"
+    if e.head == "vec":
+        return f"(vec-of {' '.join(_render_shape_expr(x) for x in e.args)})" if e.args else "(vec-empty)"
+    return f"({_SHAPE_HEADS[e.head]} {' '.join(_render_shape_expr(x) for x in e.args)})"
 
 
 def _shape_rules(spec: ops.OpSpec) -> list[str]:
@@ -118,12 +130,9 @@ def _shape_rules(spec: ops.OpSpec) -> list[str]:
     pattern = f"(= t ({spec.name} {' '.join([f'p_{p}' for p in params] + [f'i_{i}' for i in inputs])}))"
     binds = [f"(= s_{i} (shape i_{i}))" for i in inputs]
     out = []
-    for k, body in enumerate(spec.egglog_shape()):
-        lines = body.split("\n")
-        assert lines[0] == "PATTERN" and lines[-1].startswith("=> "), body
-        facts = [_rename_params(f, params) for f in lines[1:-1]]
-        result = _rename_params(lines[-1][3:], params)
-        out.append(f"(rule ({pattern} {' '.join(binds + facts)}) ((set (shape t) {result})) "
+    for k, r in enumerate(spec.shape_rules):
+        facts = [_render_shape_expr(c) for c in r.when]
+        out.append(f"(rule ({pattern} {' '.join(binds + facts)}) ((set (shape t) {_render_shape_expr(r.result)})) "
                    f':ruleset shapes :name "shape-{spec.name}-{k}")')
     return out
 

@@ -1,7 +1,8 @@
 """ONNX import and export: the boundary between ONNX protos and the IR (the IR and the engine never see onnx).
 
-Import: parse, fix input shapes, fold constants, infer shapes, map each node through the registry's ONNX
-importers (anything else becomes an ``opaque`` node kept verbatim). Export: write registry ops back through
+Import: parse, fix input shapes, fold constants, infer shapes, collapse multi-node spellings of one operator
+(:mod:`eqsat.onnx_patterns`: GELU below opset 20), map each node through the registry's ONNX importers
+(anything else becomes an ``opaque`` node kept verbatim). Export: write registry ops back through
 their export mappings, regroup split pieces and opaque outputs, precompute weight-only work, and check the
 result with ``onnx.checker``. Also the onnxruntime helpers that :mod:`eqsat.numeric` builds on.
 """
@@ -23,6 +24,7 @@ from onnx import helper, numpy_helper, shape_inference
 from eqsat import ops
 from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError, UnsupportedModelError
 from eqsat.graph import Graph, Node, TensorInfo, make_node
+from eqsat.onnx_patterns import collapse_gelu
 from eqsat.ops import OpError, Shape
 
 #: Ops never folded even when all inputs are constant (non-deterministic).
@@ -219,9 +221,19 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     # weights given as graph inputs with an initializer (old opsets) are weights, not inputs
     _fold_constants(imp, model)
     _infer_types(imp, model, inputs)
-    for node in g.node:
-        if all(o in imp.weights or o == "" for o in node.output):
-            continue  # folded
+    live = [n for n in g.node if not all(o in imp.weights or o == "" for o in n.output)]  # others: folded
+    # multi-node spellings of one operator (GELU before opset 20) become that operator's node
+    nodes, collapsed = collapse_gelu(live, imp.weights, {o.name for o in g.output},
+                                     lambda name: imp.types.get(name, (None, ""))[0], imp.is_float)
+    for node in nodes:
+        if id(node) in collapsed:
+            produced, _ = _map_node(imp, node)
+            if produced is not None:
+                imp.ir.extend(produced)
+                continue
+            for original in collapsed[id(node)].originals:  # the operator did not import: the nodes as given
+                _import_node(imp, original)
+            continue
         _import_node(imp, node)
     outputs = tuple(o.name for o in g.output)
     meta = {"opset": imp.opset, "ir_version": model.ir_version, "producer": model.producer_name,
@@ -398,11 +410,29 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
         imp.types[i.name] = (i.shape, i.dtype)
 
 
+#: Operators whose outputs after the first are optional statistics: importers see those nobody reads as "".
+_OPTIONAL_OUTPUTS = {"LayerNormalization"}
+
+
 def _import_node(imp: _Importer, node: onnx.NodeProto) -> None:
+    produced, why = _map_node(imp, node)
+    if produced is None:
+        produced = _opaque(imp, node)
+        key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+        imp.opaque_reasons.setdefault(key, Counter())[why] += 1
+    imp.ir.extend(produced)
+
+
+def _map_node(imp: _Importer, node: onnx.NodeProto) -> tuple[list[Node] | None, str]:
+    """The IR nodes an ONNX node imports as through the registry, or ``None`` and why it stays opaque."""
     default_domain = node.domain in ("", "ai.onnx")
     importer = ops.ONNX_IMPORTERS.get(node.op_type) if default_domain else None
-    plain = (node.op_type, list(node.input), list(node.output), _attr_dict(node))
+    outs = list(node.output)
+    if node.op_type in _OPTIONAL_OUTPUTS:
+        outs = outs[:1] + [o if o in imp.used else "" for o in outs[1:]]
+    plain = (node.op_type, list(node.input), outs, _attr_dict(node))
     produced: list[Node] | None = None
+    why = ""
     if not default_domain:
         why = f"an operator of domain {node.domain!r} (only the default ONNX domain is imported)"
     elif importer is None:
@@ -420,11 +450,7 @@ def _import_node(imp: _Importer, node: onnx.NodeProto) -> None:
                 why = f"unsupported: {imp.why}" if imp.why else "an unsupported configuration"
         except (OpError, KeyError, ValueError, TypeError) as e:
             why = f"its import failed ({' '.join(str(e).split()) or type(e).__name__})"
-    if produced is None:
-        produced = _opaque(imp, node)
-        key = node.op_type if default_domain else f"{node.domain}:{node.op_type}"
-        imp.opaque_reasons.setdefault(key, Counter())[why] += 1
-    imp.ir.extend(produced)
+    return produced, why
 
 
 def opaque_reasons(graph: Graph) -> list[tuple[str, int, str]]:

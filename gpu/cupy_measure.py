@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from eqsat import ops
 from eqsat.gpu.analytic import AnalyticCostModel
 from eqsat.gpu.base import CostModel
 from eqsat.ops import CostKey
@@ -101,7 +102,25 @@ class CupyCostModel(CostModel):
             idx = [slice(None)] * len(key.input_shapes[0])
             idx[p["axis"]] = slice(p["start"], p["start"] + p["size"])
             return lambda: cp.ascontiguousarray(xs[0][tuple(idx)])
-        return None
+        return self._reference(key, xs)
+
+    @staticmethod
+    def _reference(key: CostKey, xs: list[Any]) -> Any:
+        """Any other operator runs its registry reference on CuPy arrays (numpy functions dispatch to CuPy
+        through ``__array_function__``); one whose reference cannot run there is left to the fallback."""
+        if key.op == "opaque":
+            return None
+        spec = ops.get(key.op)
+        params = spec.normalize(dict(key.params))
+
+        def run() -> Any:
+            return spec.numpy_fn(params, *xs)
+
+        try:
+            out = run()
+        except Exception:  # noqa: BLE001 - a reference using numpy-only code (np.vectorize, say)
+            return None
+        return run if type(out).__module__.startswith("cupy") else None
 
     def _pool(self, key: CostKey, x: Any, p: dict[str, Any]) -> Any:
         """cuDNN pooling (asymmetric pads applied to the input first, see :func:`_symmetric_pads`)."""

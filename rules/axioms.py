@@ -5,12 +5,16 @@ variables (``?ax``, ``?act``...), with the values each parameter variable ranges
 validated. :mod:`eqsat.rules.verifier` turns axioms into universally quantified Z3 formulas over an
 uninterpreted tensor sort, validates them by symbolic execution of the registry's reference implementations,
 and checks them for redundancy. ``DIM_AXIOMS`` relate the uninterpreted ``dim(tensor, axis)`` function to
-operators, so that split offsets written as ``(dim ?x k)`` can be reasoned about.
+operators, so that split offsets written as ``(dim ?x k)`` can be reasoned about. Operators added since the
+registry became a package declare their axioms themselves (``eqsat.ops.OpSpec.axioms``); they are appended.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from eqsat import ops
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,10 @@ class DimAxiom:
 
 AX = {"?ax": (0, 1)}
 CONV_P = {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?act": (0, 1)}
-CONV0 = "(conv2d [1 1] ?pd [1 1] 1 0 {x} {w} {b})"
-CONVA = "(conv2d [1 1] ?pd [1 1] 1 ?act {x} {w} {b})"
-POOL = "[3 3] [1 1] [1 1 1 1]"
+CONV0 = "(conv2d :pads ?pd {x} {w} {b})"
+CONVA = "(conv2d :pads ?pd :act ?act {x} {w} {b})"
+POOL = ":kernel [3 3] :strides [1 1] :pads [1 1 1 1]"
+AVGPOOL = f"avgpool {POOL} :count_include_pad 1"
 PERMS2 = ((1, 0),)
 PERMS3 = ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
 #: A transpose of any permutation: quantified in Z3, validated on every non-identity permutation of rank 2 and 3.
@@ -78,10 +83,10 @@ AXIOMS: tuple[Axiom, ...] = (
     Axiom("smul-concat", "(concat ?ax (smul ?a ?s) (smul ?b ?s))", "(smul (concat ?ax ?a ?b) ?s)", AX),
     Axiom("smul-conv", _c(CONV0, "?x", "(smul ?w ?s)", "(smul ?b ?s)"), "(smul " + _c(CONV0, "?x", "?w", "?b") + " ?s)",
           {"?pd": CONV_P["?pd"]}),
-    Axiom("smul-avgpool", f"(smul (avgpool {POOL} 1 ?a) ?s)", f"(avgpool {POOL} 1 (smul ?a ?s))"),
+    Axiom("smul-avgpool", f"(smul ({AVGPOOL} ?a) ?s)", f"({AVGPOOL} (smul ?a ?s))"),
     # relu
     Axiom("conv-relu", "(relu " + _c(CONV0, "?x", "?w", "?b") + ")",
-          "(conv2d [1 1] ?pd [1 1] 1 1 ?x ?w ?b)", {"?pd": CONV_P["?pd"]}),
+          "(conv2d :pads ?pd :act 1 ?x ?w ?b)", {"?pd": CONV_P["?pd"]}),
     Axiom("relu-concat", "(relu (concat ?ax ?a ?b))", "(concat ?ax (relu ?a) (relu ?b))", AX),
     Axiom("relu-transpose", "(relu (transpose ?p ?a))", "(transpose ?p (relu ?a))", ANY_PERM, quantified=("?p",)),
     # convolution
@@ -99,24 +104,25 @@ AXIOMS: tuple[Axiom, ...] = (
     Axiom("conv-concat-out", "(concat 1 " + _c(CONVA, "?x", "?w", "?b") + " " + _c(CONVA, "?x", "?v", "?c") + ")",
           _c(CONVA, "?x", "(concat 0 ?w ?v)", "(concat 0 ?b ?c)"), CONV_P),
     Axiom("conv-group-merge", "(concat 1 " + _c(CONVA, "?x", "?w", "?b") + " " + _c(CONVA, "?y", "?v", "?c") + ")",
-          "(conv2d [1 1] ?pd [1 1] 2 ?act (concat 1 ?x ?y) (concat 0 ?w ?v) (concat 0 ?b ?c))", CONV_P,
+          "(conv2d :pads ?pd :groups 2 :act ?act (concat 1 ?x ?y) (concat 0 ?w ?v) (concat 0 ?b ?c))", CONV_P,
           "two convolutions side by side are one grouped convolution (TASO left it out: it needs the kernels "
           "to have equal shapes, as a group takes an equal share of the channels)",
           conditions=("(= (shape ?w) (shape ?v))",)),
-    Axiom("conv-enlarge", "(conv2d [1 1] [0 0 0 0] [1 1] 1 ?act ?x ?w ?b)",
-          "(conv2d [1 1] [1 1 1 1] [1 1] 1 ?act ?x (enlarge [3 3] ?w) ?b)", {"?act": (0, 1)},
+    Axiom("conv-enlarge", "(conv2d :act ?act ?x ?w ?b)",
+          "(conv2d :pads [1 1 1 1] :act ?act ?x (enlarge :kernel [3 3] ?w) ?b)", {"?act": (0, 1)},
           "holds for 1x1 kernels: the shape check rejects any other instance"),
-    Axiom("conv-iconv", "(conv2d [1 1] ?pd [1 1] 1 0 ?x (const_iconv [3 3] (dim ?x 1)) (const_zero [(dim ?x 1)]))",
+    Axiom("conv-iconv", "(conv2d :pads ?pd ?x (const_iconv :kernel [3 3] :channels (dim ?x 1)) "
+          "(const_zero :shape [(dim ?x 1)]))",
           "?x", {"?pd": ((1, 1, 1, 1),)}),
-    Axiom("conv-pool", "(conv2d [1 1] [1 1 1 1] [1 1] (dim ?x 1) 0 ?x (const_pool [3 3] (dim ?x 1)) "
-          "(const_zero [(dim ?x 1)]))", f"(avgpool {POOL} 1 ?x)"),
+    Axiom("conv-pool", "(conv2d :pads [1 1 1 1] :groups (dim ?x 1) ?x (const_pool :kernel [3 3] :channels (dim ?x 1)) "
+          "(const_zero :shape [(dim ?x 1)]))", f"({AVGPOOL} ?x)"),
     Axiom("zero-ewadd", "(ewadd (const_zero ?z) (const_zero ?z))", "(const_zero ?z)", {"?z": ((2,), (3,))},
           "zero plus zero (so that a zero bias splits into the two zero biases of a sum of convolutions)",
           quantified=("?z",)),
     # pools
-    Axiom("avgpool-ewadd", f"(avgpool {POOL} 1 (ewadd ?a ?b))", f"(ewadd (avgpool {POOL} 1 ?a) (avgpool {POOL} 1 ?b))"),
-    Axiom("avgpool-concat", f"(avgpool {POOL} 1 (concat ?ax ?a ?b))",
-          f"(concat ?ax (avgpool {POOL} 1 ?a) (avgpool {POOL} 1 ?b))", AX),
+    Axiom("avgpool-ewadd", f"({AVGPOOL} (ewadd ?a ?b))", f"(ewadd ({AVGPOOL} ?a) ({AVGPOOL} ?b))"),
+    Axiom("avgpool-concat", f"({AVGPOOL} (concat ?ax ?a ?b))",
+          f"(concat ?ax ({AVGPOOL} ?a) ({AVGPOOL} ?b))", AX),
     Axiom("maxpool-concat", f"(maxpool {POOL} (concat ?ax ?a ?b))",
           f"(concat ?ax (maxpool {POOL} ?a) (maxpool {POOL} ?b))", AX),
     # matmul
@@ -167,10 +173,26 @@ AXIOMS: tuple[Axiom, ...] = (
     Axiom("split-concat-1", "(split ?ax (dim ?a ?ax) (dim ?b ?ax) (concat ?ax ?a ?b))", "?b", AX),
 )
 
+#: The hand-written axioms above; the verifier always uses them.
+CORE_AXIOMS = AXIOMS
+
+
+def declared_axioms(op_names: Iterable[str] | None = None) -> tuple[Axiom, ...]:
+    """Axioms declared with their operator in the registry (``OpSpec.axioms``): of the operators named, or all.
+    The verifier proves a rule with the core axioms and those of the operators the rule uses, so adding an
+    operator never changes what Z3 has to search for rules without it."""
+    names = set(ops.REGISTRY) if op_names is None else set(op_names)
+    return tuple(Axiom(name, lhs, rhs) for spec in ops.REGISTRY.values() if spec.name in names
+                 for name, lhs, rhs in spec.axioms)
+
+
+#: Every axiom: the core ones, then the declared ones.
+AXIOMS = CORE_AXIOMS + declared_axioms()
+
 #: A wrong "axiom" used to show that validation catches errors: a conv with a fused relu is not linear.
 PLANTED_WRONG = Axiom(
-    "planted-conv-relu-linear", "(conv2d [1 1] [1 1 1 1] [1 1] 1 1 ?x (ewadd ?w ?v) (ewadd ?b ?c))",
-    "(ewadd (conv2d [1 1] [1 1 1 1] [1 1] 1 1 ?x ?w ?b) (conv2d [1 1] [1 1 1 1] [1 1] 1 1 ?x ?v ?c))")
+    "planted-conv-relu-linear", "(conv2d :pads [1 1 1 1] :act 1 ?x (ewadd ?w ?v) (ewadd ?b ?c))",
+    "(ewadd (conv2d :pads [1 1 1 1] :act 1 ?x ?w ?b) (conv2d :pads [1 1 1 1] :act 1 ?x ?v ?c))")
 
 DIM_AXIOMS: tuple[DimAxiom, ...] = (
     DimAxiom("dim-concat-axis", "(concat ?ax ?a ?b)", "?ax", "(+ (dim ?a ?ax) (dim ?b ?ax))", AX),
@@ -179,13 +201,13 @@ DIM_AXIOMS: tuple[DimAxiom, ...] = (
     DimAxiom("dim-matmul-1", "(matmul ?a ?b)", 1, "(dim ?b 1)"),
     DimAxiom("dim-transpose-0", "(transpose [1 0] ?a)", 0, "(dim ?a 1)"),
     DimAxiom("dim-transpose-1", "(transpose [1 0] ?a)", 1, "(dim ?a 0)"),
-    DimAxiom("dim-conv-0", "(conv2d [1 1] ?pd [1 1] ?g ?act ?x ?w ?b)", 0, "(dim ?x 0)",
+    DimAxiom("dim-conv-0", "(conv2d :pads ?pd :groups ?g :act ?act ?x ?w ?b)", 0, "(dim ?x 0)",
              {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?g": (1,), "?act": (0, 1)}),
-    DimAxiom("dim-conv-1", "(conv2d [1 1] ?pd [1 1] ?g ?act ?x ?w ?b)", 1, "(dim ?w 0)",
+    DimAxiom("dim-conv-1", "(conv2d :pads ?pd :groups ?g :act ?act ?x ?w ?b)", 1, "(dim ?w 0)",
              {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?g": (1,), "?act": (0, 1)}),
     DimAxiom("dim-relu", "(relu ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
     DimAxiom("dim-smul", "(smul ?a ?s)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
-    DimAxiom("dim-avgpool", f"(avgpool {POOL} 1 ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
+    DimAxiom("dim-avgpool", f"({AVGPOOL} ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
     DimAxiom("dim-maxpool", f"(maxpool {POOL} ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
     DimAxiom("dim-ewadd", "(ewadd ?a ?b)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
     DimAxiom("dim-ewmul", "(ewmul ?a ?b)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),

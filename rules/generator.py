@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from eqsat import ops
+from eqsat.ops import shapes as S
 from eqsat.rules.rule import Sexp, Vec, evaluate, is_var, parse, split_args, unparse
 
 PRIME = ops.PRIME
@@ -95,7 +96,7 @@ HEADS = Domain("heads", (
     VarType("m", ((3, 8), (2, 15), (4, 6)), 1),
     VarType("r", ((3, 2, 4), (2, 3, 5), (4, 2, 3)), 1, param=True, of="m"),
     VarType("s", ((), (), ()), 1),
-), ("ewadd", "smul", "relu", "matmul", *TRANSPOSES3, "reshape"))
+), ("ewadd", "smul", "relu", "matmul", *TRANSPOSES3, "reshape", "softmax"))
 
 DOMAINS: dict[str, Domain] = {d.name: d for d in (MAT, CONV, HEADS)}
 SHAPE_SETS = 3
@@ -223,6 +224,9 @@ def _sym_shape(op: str, cp: dict[str, Any], pp: Sequence[Sexp], ins: Sequence[Te
         return (a[0], ins[1].sym[0], a[2], a[3])
     if op == "enlarge":
         return (a[0], a[1]) + tuple(cp["kernel"])
+    spec = ops.get(op)
+    if spec.inputs and spec.shape_rules == S.same_as(spec.inputs[0]):  # declared: the shape of its input
+        return a
     return tuple(shape)  # constants: built with explicit symbolic shapes by their templates
 
 
@@ -285,6 +289,8 @@ class Templates:
     # -- the templates: (name, arity) -> outputs
     def arity(self, name: str) -> int:
         """Number of tensor operands a template takes."""
+        if name in _FORMS:
+            return len(_FORMS[name][0].inputs)
         return 2 if name in ("ewadd", "ewmul", "smul", "matmul", "concat0", "concat1", "conv0", "conv1",
                              "convg2") else 1
 
@@ -433,7 +439,22 @@ class Templates:
                 return None
             ones = self._const("const_iewmul", [Vec(a.sym)], {"shape": a.shape}, a.sym)
             return _opt(self._ew("ewadd", a, ones))
+        if name in _FORMS:  # a form an operator declares (OpSpec.generator_forms)
+            spec, params_for = _FORMS[name]
+            if any(t.bias is not None for t in args) or (p := params_for(a.shape)) is None:
+                return None
+            p = spec.normalize(p)
+            return _opt(ev.apply(spec.name, [_param_literal(p[n]) for n in spec.param_names()], p, list(args)))
         raise ValueError(f"unknown template {name!r}")
+
+
+#: Template name -> (operator, parameters for a first operand's shape), from the registry's declarations.
+_FORMS: dict[str, tuple[ops.OpSpec, Callable[[tuple[int, ...]], dict[str, Any] | None]]] = {
+    name: (spec, fn) for spec in ops.REGISTRY.values() for name, fn in spec.generator_forms.items()}
+
+
+def _param_literal(v: Any) -> Sexp:
+    return _v(v) if isinstance(v, tuple) else int(v)
 
 
 def _opt(t: Tensor | None) -> list[Tensor] | None:

@@ -27,7 +27,8 @@ import numpy as np
 import z3
 
 from eqsat import ops
-from eqsat.rules.axioms import AXIOMS, DIM_AXIOMS, Axiom, DimAxiom
+from eqsat.ops import shapes as S
+from eqsat.rules.axioms import AXIOMS, CORE_AXIOMS, DIM_AXIOMS, Axiom, DimAxiom, declared_axioms
 from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, param_vars, parse, split_args, tensor_vars
 
 # ---------------------------------------------------------------------------------------------------------
@@ -207,6 +208,15 @@ def _rlimit_used(s: z3.Solver) -> int | None:
     return int(st.get_key_value("rlimit count")) if "rlimit count" in st.keys() else None
 
 
+def _operators(e: Sexp) -> set[str]:
+    """Registry operators a pattern applies."""
+    if isinstance(e, list) and e and isinstance(e[0], str) and e[0] in ops.REGISTRY:
+        return {e[0]}.union(*(_operators(x) for x in e[1:]))
+    if isinstance(e, list):
+        return set().union(*(_operators(x) for x in e))
+    return set()
+
+
 def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.0,
                     rlimit: int | None = RULE_RLIMIT, conditions: Sequence[str] = ()) -> Verdict:
     """Check that the axioms entail ``lhs[i] == rhs[i]`` for every output ``i`` (under the rule's shape
@@ -227,7 +237,8 @@ def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.
     if rlimit:
         s.set("rlimit", int(rlimit))
     s.set("max_memory", 2048)
-    for _, f in axiom_formulas(enc):
+    used = set().union(*(_operators(parse(x)) for x in (*lhs, *rhs)))
+    for _, f in axiom_formulas(enc, CORE_AXIOMS + declared_axioms(used)):
         s.add(f)
     for h in shape_hypotheses(enc, [c for c in conditions if "(shape" in c], env):
         s.add(h)
@@ -268,7 +279,38 @@ class _Symbolic:
     """Evaluates patterns on object arrays of Z3 reals with the registry's reference implementations."""
 
     def __init__(self) -> None:
-        self.relu = z3.Function("relu", z3.RealSort(), z3.RealSort())
+        self._functions: dict[tuple[str, int, int], z3.FuncDeclRef] = {}
+
+    def _function(self, op: str, arity: int, position: int) -> z3.FuncDeclRef:
+        key = (op, arity, position)
+        if key not in self._functions:
+            name = op if arity == 1 else f"{op}_{arity}_{position}"
+            self._functions[key] = z3.Function(name, *([z3.RealSort()] * (arity + 1)))
+        return self._functions[key]
+
+    def uninterpreted(self, spec: ops.OpSpec, p: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
+        """An operator the registry declares uninterpreted (:class:`eqsat.ops.Uninterpreted`), applied to
+        an array of reals: per element, or per row along its axis (one function per row length and position)."""
+        u = spec.uninterpreted
+        assert u is not None, spec.name
+        out = np.empty(x.shape, dtype=object)
+        if u.kind == "elementwise":
+            f = self._function(spec.name, 1, 0)
+            facts = {a: b for a, b in u.facts}
+            for idx, v in np.ndenumerate(x):
+                c = z3.simplify(self.real(v))
+                known = z3.is_rational_value(c) and c.as_fraction().denominator == 1 and int(c.as_long()) in facts
+                out[idx] = self.real(facts[int(c.as_long())]) if known else f(self.real(v))
+            return out
+        assert u.kind == "along_axis", u.kind
+        ax = p[u.axis_param]
+        rows, outs = np.moveaxis(x, ax, -1), np.moveaxis(out, ax, -1)  # views: writing outs fills out
+        n = rows.shape[-1]
+        for idx in np.ndindex(*rows.shape[:-1]):
+            args = [self.real(v) for v in rows[idx]]
+            for i in range(n):
+                outs[idx + (i,)] = self._function(spec.name, n, i)(*args)
+        return out
 
     def real(self, v: Any) -> Any:
         if isinstance(v, z3.ExprRef):
@@ -291,11 +333,11 @@ class _Symbolic:
         p = spec.normalize({n: eval_param(v, env) for (n, _), v in zip(spec.params, params, strict=True)})
         spec.shape(p, [np.shape(a) for a in args])
         name = spec.name
-        if name == "relu":
-            return self._relu(args[0])
+        if spec.uninterpreted is not None:
+            return self.uninterpreted(spec, p, args[0])
         if name == "conv2d":
             y = self.clean(spec.numpy_fn({**p, "act": 0}, *args))
-            return self._relu(y) if p["act"] else y
+            return self.uninterpreted(ops.get("relu"), {}, y) if p["act"] else y
         if name == "avgpool":
             cols = ops._patches(args[0], *p["kernel"], p["strides"], p["pads"], (1, 1))
             total = cols.sum(axis=(2, 3))
@@ -309,11 +351,6 @@ class _Symbolic:
             out.flat[:] = [z3.RealVal(1) / (p["kernel"][0] * p["kernel"][1])] * out.size
             return out
         return self.clean(spec.numpy_fn(p, *args))
-
-    def _relu(self, a: np.ndarray) -> np.ndarray:
-        out = np.empty(a.shape, dtype=object)
-        out.flat[:] = [self.relu(v) for v in a.flat] if a.size else []
-        return out
 
     def _maxpool(self, p: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
         n, c, h, w = x.shape
@@ -344,7 +381,9 @@ def _shape_of(e: Sexp, shapes: Mapping[str, tuple[int, ...]], params: Mapping[st
 def _ranks(text: str, ranks: dict[str, int], params: Mapping[str, Any]) -> None:
     """Ranks of tensor variables implied by the operators that use them (a transpose's permutation fixes
     the rank of what it reaches through rank-preserving operators)."""
-    keep_rank = ("relu", "smul", "ewadd", "ewmul", "matmul", "transpose")
+    keep_rank = ("relu", "smul", "ewadd", "ewmul", "matmul", "transpose",
+                 *(n for n, sp in ops.REGISTRY.items() if sp.uninterpreted and sp.inputs and
+                   sp.shape_rules[:1] == S.same_as(sp.inputs[0]) and sp.axioms))
 
     def walk(e: Sexp, rank: int | None) -> None:
         if not isinstance(e, list):
@@ -371,6 +410,24 @@ def _ranks(text: str, ranks: dict[str, int], params: Mapping[str, Any]) -> None:
     walk(parse(text), None)
 
 
+def _axis_rank(text: str) -> int:
+    """The least rank the literal axes in a pattern need (a concat or softmax along axis 2 needs rank 3)."""
+    need = 0
+
+    def walk(e: Sexp) -> None:
+        nonlocal need
+        if isinstance(e, list) and e and isinstance(e[0], str) and e[0] in ops.REGISTRY:
+            spec, pars, ins = split_args(e)
+            for (name, _), v in zip(spec.params, pars, strict=True):
+                if name == "axis" and isinstance(v, int):
+                    need = max(need, v + 1)
+            for x in ins:
+                walk(x)
+
+    walk(parse(text))
+    return need
+
+
 def shape_assignments(lhs: str, rhs: str, params: Mapping[str, Any], count: int = 3, seed: int = 0,
                       tries: int = 4000, conditions: Sequence[str] = ()) -> list[dict[str, tuple[int, ...]]]:
     """Small random shape assignments where both sides are well-shaped with equal shapes (and the shape
@@ -381,7 +438,7 @@ def shape_assignments(lhs: str, rhs: str, params: Mapping[str, Any], count: int 
     _ranks(lhs, ranks, params)
     _ranks(rhs, ranks, params)
     variables = sorted(set(_tensor_vars(lhs)) | set(_tensor_vars(rhs)))
-    default_rank = 4 if any(r == 4 for r in ranks.values()) else 2
+    default_rank = max(4 if any(r == 4 for r in ranks.values()) else 2, _axis_rank(lhs), _axis_rank(rhs))
     out: list[dict[str, tuple[int, ...]]] = []
     seen: set[tuple] = set()
     for _ in range(tries):
@@ -469,8 +526,11 @@ def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
     """Names of axioms entailed by the others, within ``rlimit`` (Z3 resource units, reproducible) and
     ``timeout`` seconds each; each axiom is checked in a fresh Z3 context."""
     out = []
+    core = {a.name for a in CORE_AXIOMS}
     for ax in axioms:
-        others = [a for a in axioms if a.name != ax.name]
+        # as in proofs: a core axiom against the other core ones, an operator's against those and its own
+        mine = core if ax.name in core else core | {a.name for a in declared_axioms(_operators(parse(ax.lhs)))}
+        others = [a for a in axioms if a.name != ax.name and a.name in mine]
         ctx = z3.Context()
         enc = Encoder(ctx)
         s = z3.Solver(ctx=ctx)

@@ -1,0 +1,52 @@
+"""The operator registry: the single description of every operator eqsat knows.
+
+Each operator is one :class:`OpSpec`, declared once in the module of its family (``eqsat/ops/<family>.py``):
+its tensor inputs, its parameters, its shape function and its shape rules as data (:mod:`eqsat.ops.shapes`,
+rendered for the e-graph by :mod:`eqsat.egraph`), a float numpy reference, an exact integer reference modulo
+a prime (for rule fingerprints) and its symbolic form for the verifier where it is not a polynomial, its FLOP
+count, how ONNX nodes import to it and how it exports back, and the key a cost model measures. Everything
+else in eqsat (IR validation, the e-graph compiler, ONNX I/O, cost models, the rule generator and verifier)
+reads this table. The README's "Adding an operator" section is the recipe.
+
+This package imports neither onnx nor egglog: ONNX mappings are plain ``(op_type, inputs, outputs,
+attributes)`` tuples that :mod:`eqsat.onnx_io` turns into protobuf.
+"""
+
+# Importing a family module registers its operators (and ONNX importers), in this order.
+# isort: off
+from eqsat.ops import elementwise, matmul, conv, layout, pool, norm, softmax, opaque, consts  # noqa: E402
+# isort: on
+from eqsat.ops.conv import _patches  # noqa: E402  (the verifier reads pooling windows the same way)
+from eqsat.ops.core import (
+    ACT_NONE,
+    ACT_RELU,
+    MAX_RANK,
+    ONNX_IMPORTERS,
+    PRIME,
+    REGISTRY,
+    CostKey,
+    ExportContext,
+    ImportContext,
+    IRNode,
+    OnnxNode,
+    OpError,
+    OpSpec,
+    Params,
+    ParamValue,
+    Shape,
+    Uninterpreted,
+    get,
+    require,
+)
+
+__all__ = [
+    "ACT_NONE", "ACT_RELU", "MAX_RANK", "ONNX_IMPORTERS", "PRIME", "REGISTRY", "CostKey", "ExportContext",
+    "ImportContext", "IRNode", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Shape", "Uninterpreted",
+    "get", "require", "ops_for_generator", "conv", "consts", "elementwise", "layout", "matmul", "norm", "opaque",
+    "pool", "softmax", "_patches",
+]
+
+
+def ops_for_generator() -> list[str]:
+    """Operators with exact modular semantics (usable by the rule generator)."""
+    return [n for n, s in REGISTRY.items() if s.modular_fn is not None]

@@ -1,0 +1,236 @@
+"""Convolution: conv2d with bias and fused activation, kernel enlargement, and the NHWC layout variant."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from eqsat.ops import shapes as S
+from eqsat.ops.core import (
+    ACT_NONE,
+    ACT_RELU,
+    ExportContext,
+    ImportContext,
+    IRNode,
+    OnnxNode,
+    OpError,
+    OpSpec,
+    Params,
+    Shape,
+    _importer,
+    _register,
+    _relu_mod,
+    require,
+)
+
+
+def _conv_out(size: int, k: int, stride: int, pad_total: int, dil: int) -> int:
+    return (size + pad_total - dil * (k - 1) - 1) // stride + 1
+
+
+def _patches(x: np.ndarray, kh: int, kw: int, strides: Shape, pads: Shape, dil: Shape,
+             fill: Any = 0) -> np.ndarray:
+    """Gather sliding windows: (N, C, H, W) -> (N, C, kh, kw, OH, OW)."""
+    n, c, h, w = x.shape
+    if x.dtype == object:  # np.pad would fill with numpy int64 scalars, which overflow in exact arithmetic
+        xp = np.full((n, c, h + pads[0] + pads[2], w + pads[1] + pads[3]), fill, dtype=object)
+        xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + w] = x
+    else:
+        xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
+    oh = _conv_out(h, kh, strides[0], pads[0] + pads[2], dil[0])
+    ow = _conv_out(w, kw, strides[1], pads[1] + pads[3], dil[1])
+    out = np.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            hs, ws = i * dil[0], j * dil[1]
+            out[:, :, i, j] = xp[:, :, hs:hs + strides[0] * (oh - 1) + 1:strides[0],
+                                 ws:ws + strides[1] * (ow - 1) + 1:strides[1]]
+    return out
+
+
+def _conv_core(p: Params, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    g = p["groups"]
+    o, cg, kh, kw = w.shape
+    cols = _patches(x, kh, kw, p["strides"], p["pads"], p["dilations"])
+    n, _, _, _, oh, ow = cols.shape
+    og = o // g
+    outs = []
+    for gi in range(g):
+        cg_cols = cols[:, gi * cg:(gi + 1) * cg].reshape(n, cg * kh * kw, oh * ow)
+        wg = w[gi * og:(gi + 1) * og].reshape(og, cg * kh * kw)
+        outs.append(np.matmul(wg, cg_cols))
+    return np.concatenate(outs, axis=1).reshape(n, o, oh, ow)
+
+
+# -- convolution -----------------------------------------------------------------------------------------
+
+def _conv_shape(p: Params, x: Shape, w: Shape, b: Shape) -> Shape:
+    require(len(x) == 4 and len(w) == 4, f"conv2d: needs 4-D input and kernel, got {x} and {w}")
+    g = p["groups"]
+    require(x[1] == w[1] * g, f"conv2d: input channels {x[1]} != kernel channels {w[1]} x groups {g}")
+    require(w[0] % g == 0, f"conv2d: output channels {w[0]} not divisible by groups {g}")
+    require(b == (w[0],), f"conv2d: bias shape {b} != ({w[0]},)")
+    require(p["act"] in (ACT_NONE, ACT_RELU), f"conv2d: unknown activation {p['act']}")
+    st, pd, dl = p["strides"], p["pads"], p["dilations"]
+    oh = _conv_out(x[2], w[2], st[0], pd[0] + pd[2], dl[0])
+    ow = _conv_out(x[3], w[3], st[1], pd[1] + pd[3], dl[1])
+    require(oh > 0 and ow > 0, f"conv2d: empty output for input {x}, kernel {w}")
+    return (x[0], w[0], oh, ow)
+
+
+def _conv_np(p: Params, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    y = _conv_core(p, x, w) + b.reshape(1, -1, 1, 1)
+    if p["act"] == ACT_RELU:
+        y = np.maximum(y, 0)
+    return y.astype(x.dtype, copy=False)
+
+
+def _conv_mod(p: Params, x: np.ndarray, w: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
+    y = (_conv_core(p, np.asarray(x, dtype=object), np.asarray(w, dtype=object))
+         + np.asarray(b, dtype=object).reshape(1, -1, 1, 1)) % m
+    return _relu_mod(y, m) if p["act"] == ACT_RELU else y
+
+
+def _conv_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    attrs = {"strides": list(p["strides"]), "pads": list(p["pads"]), "dilations": list(p["dilations"]),
+             "group": p["groups"]}
+    # a kernel with weight shape (O, C/g, kh, kw) is implied by the weight; the bias is always given
+    if p["act"] == ACT_NONE:
+        return [("Conv", ins, outs, attrs)]
+    mid = ctx.fresh(outs[0] + "_preact")
+    return [("Conv", ins, [mid], attrs), ("Relu", [mid], outs, {})]
+
+
+def _conv_dim(size: S.Expr, i: int) -> S.Expr:
+    # output size along spatial dim i (0: H, 1: W) of input size `size`, following _conv_out
+    k, pads = S.dim(S.shape("w"), 2 + i), S.param("pads")
+    span = S.dim(S.param("dilations"), i) * (k - 1) + 1
+    return (size + (S.dim(pads, i) + S.dim(pads, i + 2)) - span) // S.dim(S.param("strides"), i) + 1
+
+
+def _conv_rules(channels_axis: int) -> tuple[S.ShapeRule, ...]:
+    # NCHW (channels on axis 1) or NHWC (axis 3); the kernel is OIHW either way
+    x, w = S.shape("x"), S.shape("w")
+    spatial = (2, 3) if channels_axis == 1 else (1, 2)
+    h, wd = (_conv_dim(S.dim(x, a), i) for i, a in enumerate(spatial))
+    out = S.vec(S.dim(x, 0), S.dim(w, 0), h, wd) if channels_axis == 1 else S.vec(S.dim(x, 0), h, wd, S.dim(w, 0))
+    return (S.rule(out, S.eq(S.rank(x), 4), S.eq(S.rank(w), 4),
+                   S.eq(S.dim(x, channels_axis), S.param("groups") * S.dim(w, 1)),
+                   S.eq(S.shape("b"), S.vec(S.dim(w, 0)))),)
+
+
+CONV2D = _register(OpSpec(
+    name="conv2d", inputs=("x", "w", "b"),
+    params=(("strides", "ints"), ("pads", "ints"), ("dilations", "ints"), ("groups", "int"), ("act", "int")),
+    defaults={"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "groups": 1, "act": ACT_NONE},
+    doc="2-D convolution NCHW with bias and fused activation (0 none, 1 relu); pads (top, left, bottom, right)",
+    shape_fn=_conv_shape, numpy_fn=_conv_np, modular_fn=_conv_mod,
+    flops_fn=lambda p, ins, out: 2 * math.prod(out) * ins[1][1] * ins[1][2] * ins[1][3],
+    export_fn=_conv_export,
+    runs_as=lambda p: [("conv2d", {**p, "act": ACT_NONE}), ("relu", {})] if p["act"] == ACT_RELU else None,
+    # output channels of one input: kernels and biases stack, the output splits by channel
+    sibling_merge=lambda p, ins: ((0, 0), 1) if p["groups"] == 1 else None,
+    shape_rules=_conv_rules(1),
+))
+
+
+def _spatial_attrs(attrs: dict[str, Any], shape_w: Shape) -> tuple[Shape, Shape, Shape] | None:
+    if attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
+        return None
+    kh, kw = shape_w
+    strides = tuple(attrs.get("strides", (1, 1)))
+    pads = tuple(attrs.get("pads", (0, 0, 0, 0)))
+    dil = tuple(attrs.get("dilations", (1, 1)))
+    if len(strides) != 2 or len(pads) != 4 or len(dil) != 2:
+        return None
+    return strides, pads, dil
+
+
+@_importer("Conv")
+def _import_conv(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    x, w = ins[0], ins[1]
+    if not all(ctx.is_float(i) for i in ins if i) or len(ctx.shape(x)) != 4:
+        return ctx.unsupported('a non-float input or an input that is not 4-D (NCHW)')
+    sw = ctx.shape(w)
+    sp = _spatial_attrs(attrs, sw[2:])
+    if sp is None:
+        return ctx.unsupported('auto_pad SAME_UPPER/SAME_LOWER, or strides/pads/dilations that are not 2-D')
+    if len(ins) > 2 and ins[2]:
+        b = ins[2]
+    else:
+        b = ctx.add_weight(np.zeros((sw[0],), dtype=np.float32), outs[0] + "_zero_bias")
+    p = {"strides": sp[0], "pads": sp[1], "dilations": sp[2], "groups": int(attrs.get("group", 1)),
+         "act": ACT_NONE}
+    return [("conv2d", p, [x, w, b], list(outs))]
+
+
+# -- enlarge ---------------------------------------------------------------------------------------------
+
+def _enlarge_np(p: Params, w: np.ndarray) -> np.ndarray:
+    kh, kw = p["kernel"]
+    dh, dw = kh - w.shape[2], kw - w.shape[3]
+    return np.pad(w, ((0, 0), (0, 0), (dh // 2, dh - dh // 2), (dw // 2, dw - dw // 2)))
+
+
+def _enlarge_shape(p: Params, w: Shape) -> Shape:
+    kh, kw = p["kernel"]
+    require(len(w) == 4, f"enlarge: needs a 4-D kernel, got {w}")
+    require(kh >= w[2] and kw >= w[3] and (kh - w[2]) % 2 == 0 and (kw - w[3]) % 2 == 0,
+            f"enlarge: cannot centre kernel {w[2:]} in {kh}x{kw}")
+    return (w[0], w[1], kh, kw)
+
+
+def _enlarge_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    # normally folded away (weights only); otherwise a zero Pad on the spatial dims
+    raise OpError("enlarge on a non-constant tensor cannot be exported; it is folded when its input is a weight")
+
+
+ENLARGE = _register(OpSpec(
+    name="enlarge", inputs=("w",), params=(("kernel", "ints"),),
+    doc="zero-pad a conv kernel (O, I, h, w) to (O, I, kh, kw), centred",
+    shape_fn=_enlarge_shape, numpy_fn=_enlarge_np,
+    modular_fn=lambda p, w, m: _enlarge_np(p, np.asarray(w, dtype=object)) % m,
+    flops_fn=lambda p, ins, out: 0,
+    export_fn=_enlarge_export,
+    shape_rules=(S.rule(S.vec(S.dim(S.shape("w"), 0), S.dim(S.shape("w"), 1), S.dim(S.param("kernel"), 0),
+                              S.dim(S.param("kernel"), 1)),
+                        S.eq(S.rank(S.shape("w")), 4),
+                        *(c for i in (0, 1) for c in (
+                            S.ge(S.dim(S.param("kernel"), i), S.dim(S.shape("w"), 2 + i)),
+                            S.eq(0, (S.dim(S.param("kernel"), i) - S.dim(S.shape("w"), 2 + i)) % 2)))),),
+))
+
+
+
+
+def _nchw(s: Shape) -> Shape:
+    return (s[0], s[3], s[1], s[2])
+
+
+def _nhwc(s: Shape) -> Shape:
+    return (s[0], s[2], s[3], s[1])
+
+
+def _conv_nhwc_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    x, w, b = ins
+    xc, yc = ctx.fresh(outs[0] + "_nchw_in"), ctx.fresh(outs[0] + "_nchw_out")
+    conv = _conv_export(p, [xc, w, b], [yc], ctx)
+    return [("Transpose", [x], [xc], {"perm": [0, 3, 1, 2]}), *conv,
+            ("Transpose", [yc], outs, {"perm": [0, 2, 3, 1]})]
+
+
+CONV2D_NHWC = _register(OpSpec(
+    name="conv2d_nhwc", inputs=("x", "w", "b"), params=CONV2D.params, defaults=CONV2D.defaults,
+    doc="layout variant of conv2d: input and output in NHWC (kernel OIHW); exported as Transpose-Conv-Transpose",
+    shape_fn=lambda p, x, w, b: _nhwc(_conv_shape(p, _nchw(x) if len(x) == 4 else x, w, b)),
+    numpy_fn=lambda p, x, w, b: np.ascontiguousarray(np.transpose(
+        _conv_np(p, np.transpose(x, (0, 3, 1, 2)), w, b), (0, 2, 3, 1))),
+    modular_fn=lambda p, x, w, b, m: np.transpose(
+        _conv_mod(p, np.transpose(np.asarray(x, dtype=object), (0, 3, 1, 2)), w, b, m), (0, 2, 3, 1)),
+    flops_fn=CONV2D.flops_fn, export_fn=_conv_nhwc_export,
+    runs_as=lambda p: [("conv2d_nhwc", {**p, "act": ACT_NONE}), ("relu", {})] if p["act"] == ACT_RELU else None,
+    shape_rules=_conv_rules(3),
+))

@@ -1,0 +1,287 @@
+
+"""The registry's core: :class:`OpSpec` (one operator, described once), the cost key, the import/export
+contexts, and the table every family module registers into."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from eqsat.ops.shapes import ShapeRule
+
+Shape = tuple[int, ...]
+ParamValue = int | float | str | tuple[int, ...]
+Params = dict[str, Any]
+
+#: Prime used for exact fingerprints (2^31 - 1).
+PRIME = 2_147_483_647
+
+ACT_NONE = 0
+ACT_RELU = 1
+
+#: the highest tensor rank the e-graph's rank-indexed shape rules cover
+MAX_RANK = 6
+
+
+class OpError(ValueError):
+    """An operator was used with inputs or parameters it does not accept."""
+
+
+def require(cond: bool, msg: str) -> None:
+    """Raise :class:`OpError` with ``msg`` unless ``cond`` holds."""
+    if not cond:
+        raise OpError(msg)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ONNX mapping interfaces (implemented by eqsat.onnx_io)
+
+
+OnnxNode = tuple[str, list[str], list[str], dict[str, Any]]
+"""An ONNX node as plain data: (op_type, input names, output names, attributes)."""
+
+IRNode = tuple[str, Params, list[str], list[str]]
+"""An IR node as plain data, produced by importers: (op, params, input names, output names)."""
+
+
+class ImportContext(Protocol):
+    """What an ONNX importer may ask about the model being imported."""
+
+    opset: int
+
+    def shape(self, name: str) -> Shape: ...
+
+    def is_float(self, name: str) -> bool: ...
+
+    def const(self, name: str) -> np.ndarray | None: ...
+
+    def add_weight(self, array: np.ndarray, hint: str) -> str: ...
+
+    def fresh(self, hint: str) -> str: ...
+
+    def unsupported(self, reason: str) -> None:
+        """Record why this node stays opaque (what the importer cannot map); returns None for ``return``."""
+        ...
+
+
+class ExportContext(Protocol):
+    """What an exporter may ask for while writing ONNX."""
+
+    opset: int
+
+    def add_initializer(self, array: np.ndarray, hint: str) -> str: ...
+
+    def fresh(self, hint: str) -> str: ...
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The spec
+
+
+@dataclass(frozen=True)
+class CostKey:
+    """What a cost model measures: one operator configuration on concrete shapes."""
+
+    op: str
+    params: tuple[tuple[str, ParamValue], ...]
+    input_shapes: tuple[Shape, ...]
+    output_shape: Shape
+    dtype: str = "float32"
+    layout: str = "default"
+    #: positions of the inputs that are weights (constant at run time): runtimes pre-pack constant matrix
+    #: operands, so the same product costs differently with a weight or an activation in a given slot
+    weights: tuple[int, ...] = ()
+
+    def as_str(self) -> str:
+        """A stable, human-readable string form (used as a cache key)."""
+        ps = ",".join(f"{k}={v}" for k, v in self.params)
+        ins = ";".join("x".join(map(str, s)) for s in self.input_shapes)
+        out = "x".join(map(str, self.output_shape))
+        consts = f":w={','.join(map(str, self.weights))}" if self.weights else ""
+        return f"{self.op}({ps})[{ins}]->[{out}]:{self.dtype}:{self.layout}{consts}"
+
+
+@dataclass(frozen=True)
+class Uninterpreted:
+    """How the rule verifier models an operator that is not a polynomial: as an uninterpreted function.
+
+    ``kind`` is ``"elementwise"`` (``y[i] = f(x[i])``) or ``"along_axis"`` (each entry of ``y`` is a function,
+    one per row length and position, of the row of ``x`` through it along the parameter ``axis_param``: a
+    softmax). ``facts`` are values the function is known to take, ``f(a) = b`` (relu(0) = 0).
+    """
+
+    kind: str
+    axis_param: str = "axis"
+    facts: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One operator, described once."""
+
+    name: str
+    inputs: tuple[str, ...]
+    params: tuple[tuple[str, str], ...]  # (name, kind); kind in int | ints | float | str
+    shape_fn: Callable[..., Shape]
+    numpy_fn: Callable[..., np.ndarray]
+    modular_fn: Callable[..., np.ndarray] | None
+    flops_fn: Callable[[Params, Sequence[Shape], Shape], float]
+    export_fn: Callable[[Params, list[str], list[str], ExportContext], list[OnnxNode]] | None
+    #: the output shape as data (see eqsat.ops.shapes); the e-graph engine renders these as egglog rules
+    shape_rules: tuple[ShapeRule, ...]
+    variadic: bool = False  # inputs are a list (concat); egglog sees a binary, left-nested chain
+    elementwise: bool = False
+    doc: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)
+    #: The operators this one runs as once exported, applied in a chain (``None``: itself). A fused form
+    #: that export writes back as several ONNX nodes is priced as those nodes, so it never shows as a gain.
+    runs_as: Callable[[Params], list[tuple[str, Params]] | None] | None = None
+    #: How applications that share their first input merge into one (TASO's matmul/conv merges, n-way at
+    #: once): given the parameters and input shapes, ``(concat axis of each other input, split axis of the
+    #: output)``, or ``None`` where they cannot. Siblings merge when they have equal parameters and equal
+    #: other-input shapes off the concat axes; the e-graph gets the merged form as an alternative.
+    sibling_merge: Callable[[Params, Sequence[Shape]], tuple[tuple[int, ...], int] | None] | None = None
+    #: The verifier's model where the operator is not a polynomial (its float reference is then not executed
+    #: symbolically); ``None``: the numpy reference runs on Z3 reals.
+    uninterpreted: Uninterpreted | None = None
+    #: Properties of the operator, ``(name, lhs, rhs)`` equations in the rule pattern language, that the
+    #: verifier takes as axioms (after validating them symbolically) when it proves generated rules.
+    axioms: tuple[tuple[str, str, str], ...] = ()
+    #: How the rule generator applies the operator: template name -> the parameters for a first operand of a
+    #: given shape (``None``: not applicable). Domains of :mod:`eqsat.rules.generator` list template names.
+    generator_forms: dict[str, Callable[[Shape], Params | None]] = field(default_factory=dict)
+
+    # -- parameters -------------------------------------------------------------------------------------
+    def param_names(self) -> tuple[str, ...]:
+        """Names of the parameters, in declaration order."""
+        return tuple(n for n, _ in self.params)
+
+    def normalize(self, params: Params) -> Params:
+        """Check parameter names/kinds and return a canonical dict (tuples, ints)."""
+        out: Params = {}
+        for name, kind in self.params:
+            if name in params:
+                v = params[name]
+            elif name in self.defaults:
+                v = self.defaults[name]
+            else:
+                raise OpError(f"{self.name}: missing parameter {name!r}")
+            if kind == "int":
+                v = int(v)
+            elif kind == "ints":
+                v = tuple(int(i) for i in v)
+            elif kind == "float":
+                v = float(v)
+            elif kind == "str":
+                v = str(v)
+            elif kind == "any":
+                pass
+            else:  # pragma: no cover - registry bug
+                raise AssertionError(kind)
+            out[name] = v
+        extra = set(params) - set(out)
+        require(not extra, f"{self.name}: unknown parameter(s) {sorted(extra)}")
+        return out
+
+    def param_tuple(self, params: Params) -> tuple[tuple[str, ParamValue], ...]:
+        """Parameters as a hashable tuple of (name, value) in declaration order."""
+        return tuple((n, params[n]) for n in self.param_names())
+
+    # -- semantics ----------------------------------------------------------------------------------------
+    def check_arity(self, n: int) -> None:
+        """Raise unless ``n`` tensor inputs is valid for this operator."""
+        if self.variadic:
+            require(n >= 1, f"{self.name}: needs at least one input")
+        elif self.name != "opaque":
+            require(n == len(self.inputs), f"{self.name}: expects {len(self.inputs)} inputs, got {n}")
+
+    def shape(self, params: Params, in_shapes: Sequence[Shape]) -> Shape:
+        """Output shape; raises :class:`OpError` on invalid inputs."""
+        self.check_arity(len(in_shapes))
+        return tuple(int(d) for d in self.shape_fn(params, *[tuple(s) for s in in_shapes]))
+
+    def evaluate(self, params: Params, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        """Float reference semantics (numpy)."""
+        self.check_arity(len(inputs))
+        return self.numpy_fn(params, *inputs)
+
+    def evaluate_mod(self, params: Params, inputs: Sequence[np.ndarray], p: int = PRIME) -> np.ndarray:
+        """Exact integer semantics modulo ``p`` (object arrays of Python ints)."""
+        require(self.modular_fn is not None, f"{self.name}: has no modular semantics")
+        return self.modular_fn(params, *inputs, p)  # type: ignore[misc]
+
+    def flops(self, params: Params, in_shapes: Sequence[Shape], out_shape: Shape) -> float:
+        """Floating-point operations of one evaluation."""
+        return float(self.flops_fn(params, in_shapes, out_shape))
+
+    def cost_key(self, params: Params, in_shapes: Sequence[Shape], out_shape: Shape,
+                 dtype: str = "float32", layout: str = "default", weights: Sequence[int] = ()) -> CostKey:
+        """The key a cost model uses for this configuration (``weights``: positions of constant inputs)."""
+        return CostKey(self.name, self.param_tuple(params), tuple(tuple(s) for s in in_shapes),
+                       tuple(out_shape), dtype, layout, tuple(sorted(weights)))
+
+    def cost_keys(self, params: Params, in_shapes: Sequence[Shape], out_shape: Shape,
+                  weights: Sequence[int] = ()) -> tuple[CostKey, ...]:
+        """The keys of what this configuration runs as after export (see ``runs_as``); the first of a chain
+        takes the inputs, each later one the previous output."""
+        if self.name == "opaque":  # priced by identity: the node it stands for, and which of its outputs
+            return (CostKey("opaque", (("key", params["key"]), ("index", params["index"])), (), tuple(out_shape)),)
+        chain = self.runs_as(params) if self.runs_as else None
+        if not chain:
+            return (self.cost_key(params, in_shapes, out_shape, weights=weights),)
+        keys = []
+        for k, (op, p) in enumerate(chain):
+            spec = get(op)
+            keys.append(spec.cost_key(spec.normalize(p), in_shapes if k == 0 else [out_shape], out_shape,
+                                      weights=weights if k == 0 else ()))
+        return tuple(keys)
+
+
+REGISTRY: dict[str, OpSpec] = {}
+#: ONNX op_type -> importer(ctx, onnx_node) -> list of IR nodes, or None to keep the node opaque.
+ONNX_IMPORTERS: dict[str, Callable[[ImportContext, OnnxNode], list[IRNode] | None]] = {}
+
+
+def get(name: str) -> OpSpec:
+    """Look up an operator by name, with a clear error."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise OpError(f"unknown operator {name!r}; known: {sorted(REGISTRY)}") from None
+
+
+def _register(spec: OpSpec) -> OpSpec:
+    assert spec.name not in REGISTRY, spec.name
+    REGISTRY[spec.name] = spec
+    return spec
+
+
+def _importer(*op_types: str):
+    def deco(fn):
+        for t in op_types:
+            ONNX_IMPORTERS[t] = fn
+        return fn
+
+    return deco
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# numpy helpers (float and modular share code: object arrays of Python ints are exact)
+
+
+def _mod(a: np.ndarray, p: int) -> np.ndarray:
+    return np.asarray(a, dtype=object) % p
+
+
+def _poly(x: np.ndarray, p: int, a: int, b: int, c: int) -> np.ndarray:
+    x = np.asarray(x, dtype=object)
+    return (x * x * a + x * b + c) % p
+
+
+def _relu_mod(x: np.ndarray, p: int) -> np.ndarray:
+    # relu is not algebraic; like TASO we fingerprint it with a fixed non-linear polynomial.
+    return _poly(x, p, 3, 5, 7)

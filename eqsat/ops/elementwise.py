@@ -1,0 +1,275 @@
+"""Element-wise operators: activations, broadcasting add and multiply, multiplication by a scalar."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from eqsat.ops import shapes as S
+from eqsat.ops.core import (
+    MAX_RANK,
+    ONNX_IMPORTERS,
+    ExportContext,
+    ImportContext,
+    IRNode,
+    OnnxNode,
+    OpSpec,
+    Params,
+    Shape,
+    Uninterpreted,
+    _importer,
+    _poly,
+    _register,
+    _relu_mod,
+    require,
+)
+
+# ---------------------------------------------------------------------------------------------------------
+# Leaves-free operators
+
+
+def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.ndarray, int], np.ndarray],
+           onnx_type: str, flops_per: int, doc: str) -> OpSpec:
+    spec = _register(OpSpec(
+        name=name, inputs=("x",), params=(), doc=doc, elementwise=True,
+        shape_fn=lambda p, x: x,
+        numpy_fn=lambda p, x: fn(x).astype(x.dtype, copy=False),
+        modular_fn=lambda p, x, m: mod(x, m),
+        flops_fn=lambda p, ins, out: flops_per * math.prod(out),
+        export_fn=lambda p, ins, outs, ctx: [(onnx_type, ins, outs, {})],
+        shape_rules=S.same_as("x"),
+        # not polynomials: the verifier knows them only as functions of each element
+        uninterpreted=Uninterpreted("elementwise", facts=((0, 0),) if name == "relu" else ()),
+    ))
+
+    @_importer(onnx_type)
+    def _imp(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+        _, ins, outs, _ = node
+        if not ctx.is_float(ins[0]):
+            return ctx.unsupported('a non-float input')
+        return [(name, {}, list(ins), list(outs))]
+
+    return spec
+
+
+RELU = _unary("relu", lambda x: np.maximum(x, 0), _relu_mod, "Relu", 1, "max(x, 0)")
+SIGMOID = _unary("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x)), lambda x, m: _poly(x, m, 11, 13, 17),
+                 "Sigmoid", 4, "1 / (1 + exp(-x))")
+TANH = _unary("tanh", np.tanh, lambda x, m: _poly(x, m, 19, 23, 29), "Tanh", 4, "tanh(x)")
+
+
+# -- GELU ------------------------------------------------------------------------------------------------
+
+#: the constants of GELU's two forms (the ONNX Gelu-20 definition; onnx_patterns checks them numerically)
+GELU_SQRT2 = math.sqrt(2.0)
+GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
+GELU_TANH_CUBIC = 0.044715
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _gelu_np(p: Params, x: np.ndarray) -> np.ndarray:
+    v = np.asarray(x, dtype=np.float64)
+    if p["approximate"]:
+        inner = np.tanh(GELU_TANH_SCALE * (v + GELU_TANH_CUBIC * v * v * v))
+    else:
+        inner = np.asarray(_erf(v / GELU_SQRT2), dtype=np.float64)  # a 0-d input gives a Python float
+    return (0.5 * v * (1.0 + inner)).astype(x.dtype, copy=False)
+
+
+def _gelu_mod(p: Params, x: np.ndarray, m: int) -> np.ndarray:
+    # not algebraic; a fixed non-linear polynomial per form (the two forms are different functions)
+    return _poly(x, m, 43, 47, 53) if p["approximate"] else _poly(x, m, 31, 37, 41)
+
+
+def _gelu_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    if ctx.opset >= 20:
+        return [("Gelu", list(ins), list(outs), {"approximate": "tanh"} if p["approximate"] else {})]
+    x, y = ins[0], outs[0]
+
+    def const(v: float, hint: str) -> str:
+        return ctx.add_initializer(np.array(v, dtype=np.float32), f"{y}_{hint}")
+
+    t = [ctx.fresh(f"{y}_{s}") for s in ("inner", "act", "plus1", "xmul")]
+    if p["approximate"]:  # 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+        c = [ctx.fresh(f"{y}_{s}") for s in ("cube", "cubic", "sum")]
+        head: list[OnnxNode] = [
+            ("Pow", [x, const(3.0, "three")], [c[0]], {}),
+            ("Mul", [c[0], const(GELU_TANH_CUBIC, "cubic_coef")], [c[1]], {}),
+            ("Add", [x, c[1]], [c[2]], {}),
+            ("Mul", [c[2], const(GELU_TANH_SCALE, "sqrt_2_over_pi")], [t[0]], {}),
+            ("Tanh", [t[0]], [t[1]], {}),
+        ]
+    else:  # 0.5 * x * (1 + erf(x / sqrt(2)))
+        require(ctx.opset >= 9, f"gelu: the exact (erf) form needs opset 9 or later (Erf), not {ctx.opset}")
+        head = [("Div", [x, const(GELU_SQRT2, "sqrt2")], [t[0]], {}), ("Erf", [t[0]], [t[1]], {})]
+    return head + [("Add", [t[1], const(1.0, "one")], [t[2]], {}), ("Mul", [x, t[2]], [t[3]], {}),
+                   ("Mul", [t[3], const(0.5, "half")], [y], {})]
+
+
+GELU = _register(OpSpec(
+    name="gelu", inputs=("x",), params=(("approximate", "int"),), defaults={"approximate": 0}, elementwise=True,
+    doc="x * Phi(x): approximate=0 is the exact form 0.5 * x * (1 + erf(x / sqrt(2))), approximate=1 the tanh "
+        "form 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) (ONNX Gelu-20 approximate none/tanh)",
+    shape_fn=lambda p, x: (require(p["approximate"] in (0, 1),
+                                   f"gelu: approximate must be 0 or 1, got {p['approximate']}"), x)[1],
+    numpy_fn=_gelu_np, modular_fn=_gelu_mod,
+    flops_fn=lambda p, ins, out: (9 if p["approximate"] else 6) * math.prod(out),
+    export_fn=_gelu_export,
+    shape_rules=(S.rule(S.shape("x"), S.ge(S.param("approximate"), 0), S.le(S.param("approximate"), 1)),),
+    uninterpreted=Uninterpreted("elementwise", facts=((0, 0),)),
+))
+
+
+@_importer("Gelu")
+def _import_gelu(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    if not ctx.is_float(ins[0]):
+        return ctx.unsupported("a non-float input")
+    approx = str(attrs.get("approximate", "none"))
+    if approx not in ("none", "tanh"):
+        return ctx.unsupported(f"approximate={approx!r} (ONNX knows 'none' and 'tanh')")
+    return [("gelu", {"approximate": int(approx == "tanh")}, [ins[0]], list(outs))]
+
+
+# -- element-wise binary with ONNX (numpy) broadcasting over equal ranks ----------------------------------
+
+def _broadcast_shape(op: str, a: Shape, b: Shape) -> Shape:
+    require(len(a) == len(b), f"{op}: operands must have equal rank (got {a} and {b}); the importer "
+            "reshapes lower-rank operands")
+    out = []
+    for da, db in zip(a, b, strict=True):
+        require(da == db or da == 1 or db == 1, f"{op}: shapes {a} and {b} do not broadcast")
+        out.append(max(da, db))
+    return tuple(out)
+
+
+def _broadcast_rules() -> tuple[S.ShapeRule, ...]:
+    a, b = S.shape("a"), S.shape("b")
+    # each pair of dims broadcasts: equal, or one of them 1 (a product that is zero: conditions have no "or")
+    return tuple(S.rule(S.vec(*(S.maximum(S.dim(a, i), S.dim(b, i)) for i in range(r))),
+                        S.eq(S.rank(a), r), S.eq(S.rank(b), r),
+                        *(S.eq(0, (S.dim(a, i) - S.dim(b, i)) * ((S.dim(a, i) - 1) * (S.dim(b, i) - 1)))
+                          for i in range(r)))
+                 for r in range(MAX_RANK + 1))
+
+
+def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx_type: str, doc: str) -> OpSpec:
+    return _register(OpSpec(
+        name=name, inputs=("a", "b"), params=(), doc=doc, elementwise=True,
+        shape_fn=lambda p, a, b: _broadcast_shape(name, a, b),
+        numpy_fn=lambda p, a, b: fn(a, b),
+        modular_fn=lambda p, a, b, m: fn(np.asarray(a, dtype=object), np.asarray(b, dtype=object)) % m,
+        flops_fn=lambda p, ins, out: math.prod(out),
+        export_fn=lambda p, ins, outs, ctx: [(onnx_type, ins, outs, {})],
+        shape_rules=_broadcast_rules(),
+    ))
+
+
+EWADD = _binary("ewadd", np.add, "Add", "element-wise a + b (broadcasting over equal ranks)")
+EWMUL = _binary("ewmul", np.multiply, "Mul", "element-wise a * b (broadcasting over equal ranks)")
+
+
+def _align_rank(ctx: ImportContext, name: str, rank: int, out: list[IRNode]) -> str:
+    """Make ``name`` have ``rank`` dims (numpy right-alignment) for a broadcasting op."""
+    shape = ctx.shape(name)
+    if len(shape) == rank:
+        return name
+    new_shape = (1,) * (rank - len(shape)) + tuple(shape)
+    const = ctx.const(name)
+    if const is not None:
+        return ctx.add_weight(const.reshape(new_shape), name)
+    res = ctx.fresh(name + "_aligned")
+    out.append(("reshape", {"shape": new_shape}, [name], [res]))
+    return res
+
+
+def _import_chain(op: str) -> Callable[[ImportContext, OnnxNode], list[IRNode] | None]:
+    def imp(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+        _, ins, outs, _ = node
+        if not all(ctx.is_float(i) for i in ins):
+            return ctx.unsupported('a non-float input')
+        rank = max(len(ctx.shape(i)) for i in ins)
+        res: list[IRNode] = []
+        if op == "ewmul" and len(ins) == 2:
+            # a product with a rank-0 / single-element constant is a scalar multiplication
+            for x, s in ((ins[0], ins[1]), (ins[1], ins[0])):
+                c = ctx.const(s)
+                if c is not None and c.size == 1 and len(ctx.shape(x)) == rank:
+                    sname = ctx.add_weight(c.reshape(()), s)
+                    return [("smul", {}, [x, sname], list(outs))]
+        names = [_align_rank(ctx, i, rank, res) for i in ins]
+        acc = names[0]
+        for k, nxt in enumerate(names[1:]):
+            last = k == len(names) - 2
+            dst = outs[0] if last else ctx.fresh(outs[0] + f"_part{k}")
+            res.append((op, {}, [acc, nxt], [dst]))
+            acc = dst
+        if len(names) == 1:
+            res.append(("reshape", {"shape": ctx.shape(names[0])}, [names[0]], [outs[0]]))
+        return res
+
+    return imp
+
+
+ONNX_IMPORTERS["Add"] = _import_chain("ewadd")
+ONNX_IMPORTERS["Sum"] = _import_chain("ewadd")
+ONNX_IMPORTERS["Mul"] = _import_chain("ewmul")
+
+
+def _scale_by_const(ctx: ImportContext, x: str, c: np.ndarray, hint: str, out: str) -> list[IRNode]:
+    """``x * c`` for a constant ``c``: a scalar multiplication when ``c`` has one element and does not raise
+    the rank, an element-wise product with the (rank-aligned) constant otherwise."""
+    xr = len(ctx.shape(x))
+    if c.size == 1 and c.ndim <= xr:
+        return [("smul", {}, [x, ctx.add_weight(c.reshape(()), hint)], [out])]
+    rank = max(xr, c.ndim)
+    res: list[IRNode] = []
+    xa = _align_rank(ctx, x, rank, res)
+    w = ctx.add_weight(c.reshape((1,) * (rank - c.ndim) + c.shape), hint)
+    return res + [("ewmul", {}, [xa, w], [out])]
+
+
+@_importer("Div")
+def _import_div(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, (a, b), outs, _ = node
+    if not (ctx.is_float(a) and ctx.is_float(b)):
+        return ctx.unsupported("a non-float input")
+    c = ctx.const(b)
+    if c is None:
+        return ctx.unsupported("a division by an activation (eqsat has no reciprocal operator; only a division "
+                               "by a constant imports, as a multiplication by its reciprocal)")
+    if not np.all(np.isfinite(c)) or np.any(c == 0):
+        return ctx.unsupported("a division by a constant with zero or non-finite entries")
+    recip = (1.0 / c.astype(np.float64)).astype(c.dtype)
+    return _scale_by_const(ctx, a, recip, b + "_reciprocal", outs[0])
+
+
+@_importer("Sub")
+def _import_sub(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, (a, b), outs, _ = node
+    if not (ctx.is_float(a) and ctx.is_float(b)):
+        return ctx.unsupported("a non-float input")
+    rank = max(len(ctx.shape(a)), len(ctx.shape(b)))
+    res: list[IRNode] = []
+    c = ctx.const(b)
+    if c is not None:  # a - c = a + (-c)
+        neg = ctx.add_weight((-c).reshape((1,) * (rank - c.ndim) + c.shape), b + "_neg")
+    else:  # a - b = a + b * (-1) (a constant a is aligned like any operand of an add)
+        bb, neg = _align_rank(ctx, b, rank, res), ctx.fresh(outs[0] + "_neg")
+        res.append(("smul", {}, [bb, ctx.add_weight(np.array(-1.0, np.float32), "minus_one")], [neg]))
+    aa = _align_rank(ctx, a, rank, res)
+    res.append(("ewadd", {}, [aa, neg], [outs[0]]))
+    return res
+
+
+SMUL = _register(OpSpec(
+    name="smul", inputs=("x", "s"), params=(), doc="x * s for a rank-0 tensor s", elementwise=True,
+    shape_fn=lambda p, x, s: (require(len(s) == 0, f"smul: scalar must have rank 0, got {s}"), x)[1],
+    numpy_fn=lambda p, x, s: x * s,
+    modular_fn=lambda p, x, s, m: (np.asarray(x, dtype=object) * np.asarray(s, dtype=object)) % m,
+    flops_fn=lambda p, ins, out: math.prod(out),
+    export_fn=lambda p, ins, outs, ctx: [("Mul", ins, outs, {})],
+    shape_rules=(S.rule(S.shape("x"), S.eq(S.rank(S.shape("s")), 0)),),
+))

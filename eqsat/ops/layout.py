@@ -1,0 +1,273 @@
+"""Operators that move data without arithmetic: transpose, reshape, concat, split."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from eqsat.ops import shapes as S
+from eqsat.ops.core import (
+    MAX_RANK,
+    ExportContext,
+    ImportContext,
+    IRNode,
+    OnnxNode,
+    OpSpec,
+    Params,
+    Shape,
+    _importer,
+    _register,
+    require,
+)
+
+# -- transpose / reshape ---------------------------------------------------------------------------------
+
+def _transpose_shape(p: Params, x: Shape) -> Shape:
+    perm = p["perm"]
+    require(sorted(perm) == list(range(len(x))), f"transpose: perm {perm} invalid for rank {len(x)}")
+    return tuple(x[i] for i in perm)
+
+
+def _transpose_rules() -> tuple[S.ShapeRule, ...]:
+    x, perm = S.shape("x"), S.param("perm")
+    return tuple(S.rule(S.vec(*(S.dim(x, S.dim(perm, i)) for i in range(r))), S.eq(S.rank(x), r), S.eq(S.rank(perm), r))
+                 for r in range(1, MAX_RANK + 1))
+
+
+TRANSPOSE = _register(OpSpec(
+    name="transpose", inputs=("x",), params=(("perm", "ints"),), doc="permute dimensions",
+    shape_fn=_transpose_shape,
+    numpy_fn=lambda p, x: np.ascontiguousarray(np.transpose(x, p["perm"])),
+    modular_fn=lambda p, x, m: np.transpose(np.asarray(x, dtype=object), p["perm"]) % m,
+    flops_fn=lambda p, ins, out: 0,
+    export_fn=lambda p, ins, outs, ctx: [("Transpose", ins, outs, {"perm": list(p["perm"])})],
+    shape_rules=_transpose_rules(),
+))
+
+
+@_importer("Transpose")
+def _import_transpose(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    if not ctx.is_float(ins[0]):
+        return ctx.unsupported('a non-float input')
+    rank = len(ctx.shape(ins[0]))
+    perm = tuple(attrs.get("perm", tuple(reversed(range(rank)))))
+    return [("transpose", {"perm": perm}, [ins[0]], list(outs))]
+
+
+def _reshape_shape(p: Params, x: Shape) -> Shape:
+    shp = p["shape"]
+    require(all(d >= 0 for d in shp), f"reshape: target {shp} must be fully resolved")
+    require(math.prod(shp) == math.prod(x), f"reshape: cannot reshape {x} to {shp}")
+    return shp
+
+
+def _reshape_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    shape = ctx.add_initializer(np.array(p["shape"], dtype=np.int64), outs[0] + "_shape")
+    return [("Reshape", [ins[0], shape], outs, {})]
+
+
+RESHAPE = _register(OpSpec(
+    name="reshape", inputs=("x",), params=(("shape", "ints"),), doc="reshape to a static shape",
+    shape_fn=_reshape_shape,
+    numpy_fn=lambda p, x: np.reshape(x, p["shape"]),
+    modular_fn=lambda p, x, m: np.reshape(np.asarray(x, dtype=object), p["shape"]) % m,
+    flops_fn=lambda p, ins, out: 0,
+    export_fn=_reshape_export,
+    shape_rules=(S.rule(S.param("shape")),),
+))
+
+
+@_importer("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+def _import_reshape(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    # every shape-only op with a statically known output is a reshape; the output shape comes from
+    # onnx shape inference via ctx (it is the node's only output)
+    _, ins, outs, _ = node
+    if not ctx.is_float(ins[0]):
+        return ctx.unsupported('a non-float input')
+    try:
+        out_shape = ctx.shape(outs[0])
+    except Exception:
+        return ctx.unsupported('an output shape that shape inference does not give')
+    if any(d < 0 for d in out_shape) or math.prod(out_shape) != math.prod(ctx.shape(ins[0])):
+        return ctx.unsupported('a target shape that is dynamic or does not keep the size')
+    return [("reshape", {"shape": tuple(out_shape)}, [ins[0]], list(outs))]
+
+
+# -- concat / split --------------------------------------------------------------------------------------
+
+def _concat_shape(p: Params, *xs: Shape) -> Shape:
+    ax = p["axis"]
+    r = len(xs[0])
+    require(0 <= ax < r, f"concat: axis {ax} out of range for rank {r}")
+    for s in xs[1:]:
+        require(len(s) == r and all(a == b for i, (a, b) in enumerate(zip(s, xs[0], strict=True)) if i != ax),
+                f"concat: shapes {xs} differ off axis {ax}")
+    return xs[0][:ax] + (sum(s[ax] for s in xs),) + xs[0][ax + 1:]
+
+
+_A, _B, _AXIS = S.shape("a"), S.shape("b"), S.param("axis")
+CONCAT = _register(OpSpec(
+    name="concat", inputs=("a", "b"), params=(("axis", "int"),), variadic=True,
+    doc="concatenate along axis (n-ary in the IR; a left-nested binary chain in the e-graph)",
+    shape_fn=_concat_shape,
+    numpy_fn=lambda p, *xs: np.concatenate(xs, axis=p["axis"]),
+    modular_fn=lambda p, *xs: np.concatenate([np.asarray(x, dtype=object) for x in xs[:-1]],
+                                              axis=p["axis"]) % xs[-1],
+    flops_fn=lambda p, ins, out: 0,
+    export_fn=lambda p, ins, outs, ctx: [("Concat", ins, outs, {"axis": p["axis"]})],
+    shape_rules=(S.rule(S.set_dim(_A, _AXIS, S.dim(_A, _AXIS) + S.dim(_B, _AXIS)),
+                        S.eq(S.rank(_A), S.rank(_B)), S.lt(_AXIS, S.rank(_A)),
+                        S.eq(S.set_dim(_A, _AXIS, 0), S.set_dim(_B, _AXIS, 0))),),
+))
+
+
+def _norm_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+@_importer("Concat")
+def _import_concat(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    if not all(ctx.is_float(i) for i in ins):
+        return ctx.unsupported('a non-float input')
+    if len(ins) == 1:  # a one-input Concat is an identity; the e-graph only knows concats of two or more
+        return [("reshape", {"shape": ctx.shape(ins[0])}, list(ins), list(outs))]
+    ax = _norm_axis(int(attrs["axis"]), len(ctx.shape(ins[0])))
+    return [("concat", {"axis": ax}, list(ins), list(outs))]
+
+
+def _split_shape(p: Params, x: Shape) -> Shape:
+    ax, start, size = p["axis"], p["start"], p["size"]
+    require(0 <= ax < len(x), f"split: axis {ax} out of range for {x}")
+    require(start >= 0 and size > 0 and start + size <= x[ax], f"split: [{start}, {start + size}) outside {x}")
+    return x[:ax] + (size,) + x[ax + 1:]
+
+
+def _split_np(p: Params, x: np.ndarray) -> np.ndarray:
+    idx = [slice(None)] * x.ndim
+    idx[p["axis"]] = slice(p["start"], p["start"] + p["size"])
+    return np.ascontiguousarray(x[tuple(idx)])
+
+
+def _split_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    # a lone piece; eqsat.onnx_io groups the pieces of one tensor into a single ONNX Split when they tile it
+    ax, start, size = p["axis"], p["start"], p["size"]
+    if ctx.opset < 10:
+        return [("Slice", ins, outs, {"axes": [ax], "starts": [start], "ends": [start + size]})]
+    st = ctx.add_initializer(np.array([start], dtype=np.int64), outs[0] + "_starts")
+    en = ctx.add_initializer(np.array([start + size], dtype=np.int64), outs[0] + "_ends")
+    axes = ctx.add_initializer(np.array([ax], dtype=np.int64), outs[0] + "_axes")
+    return [("Slice", [ins[0], st, en, axes], outs, {})]
+
+
+_X = S.shape("x")
+SPLIT = _register(OpSpec(
+    name="split", inputs=("x",), params=(("axis", "int"), ("start", "int"), ("size", "int")),
+    doc="one piece of a split: x[..., start:start+size, ...] along axis (explicit sizes)",
+    shape_fn=_split_shape, numpy_fn=_split_np,
+    modular_fn=lambda p, x, m: _split_np(p, np.asarray(x, dtype=object)) % m,
+    flops_fn=lambda p, ins, out: 0,
+    export_fn=_split_export,
+    shape_rules=(S.rule(S.set_dim(_X, _AXIS, S.param("size")),
+                        S.lt(_AXIS, S.rank(_X)), S.ge(S.param("start"), 0), S.gt(S.param("size"), 0),
+                        S.le(S.param("start") + S.param("size"), S.dim(_X, _AXIS))),),
+))
+
+
+@_importer("Split")
+def _import_split(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    if not ctx.is_float(ins[0]):
+        return ctx.unsupported('a non-float input')
+    shape = ctx.shape(ins[0])
+    ax = _norm_axis(int(attrs.get("axis", 0)), len(shape))
+    sizes = attrs.get("split")
+    if len(ins) > 1 and ins[1]:
+        c = ctx.const(ins[1])
+        if c is None:
+            return ctx.unsupported('split sizes that are not a constant')
+        sizes = [int(v) for v in c.reshape(-1)]
+    if sizes is None:
+        sizes = [ctx.shape(o)[ax] for o in outs]
+    res: list[IRNode] = []
+    start = 0
+    for o, size in zip(outs, sizes, strict=True):
+        if o:
+            res.append(("split", {"axis": ax, "start": start, "size": int(size)}, [ins[0]], [o]))
+        start += int(size)
+    return res
+
+
+@_importer("Slice")
+def _import_slice(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    # a Slice with constant bounds and unit steps is one split piece per sliced axis, chained
+    _, ins, outs, attrs = node
+    if not ctx.is_float(ins[0]):
+        return ctx.unsupported("a non-float input")
+    shape = ctx.shape(ins[0])
+    if ctx.opset < 10:
+        starts, ends, axes, steps = attrs.get("starts"), attrs.get("ends"), attrs.get("axes"), None
+    else:
+        vals = []
+        for k in range(1, 5):
+            name = ins[k] if len(ins) > k else ""
+            c = ctx.const(name) if name else None
+            if name and c is None:
+                return ctx.unsupported("starts, ends, axes or steps that are not constants")
+            vals.append(None if c is None else [int(v) for v in c.reshape(-1)])
+        starts, ends, axes, steps = vals
+    if starts is None or ends is None or len(starts) != len(ends):
+        return ctx.unsupported("missing or mismatched starts and ends")
+    axes = list(range(len(starts))) if axes is None else [int(a) for a in axes]
+    if steps is not None and any(s != 1 for s in steps):
+        return ctx.unsupported("a step other than 1")
+    if len(axes) != len(starts) or any(not -len(shape) <= a < len(shape) for a in axes):
+        return ctx.unsupported("axes out of range or not one per start")
+    axes = [_norm_axis(a, len(shape)) for a in axes]
+    if len(set(axes)) != len(axes):
+        return ctx.unsupported("an axis sliced twice")
+    pieces = []
+    for ax, st, en in sorted(zip(axes, starts, ends, strict=True)):
+        dim = shape[ax]
+        st, en = (int(st) + dim if st < 0 else int(st)), (int(en) + dim if en < 0 else int(en))
+        st, en = min(max(st, 0), dim), min(max(en, 0), dim)  # ONNX clamps to [0, dim] for positive steps
+        if en <= st:
+            return ctx.unsupported("an empty slice")
+        if en - st < dim:  # a full-range axis needs no piece
+            pieces.append((ax, st, en - st))
+    if not pieces:  # the whole tensor: an identity
+        return [("reshape", {"shape": tuple(shape)}, [ins[0]], [outs[0]])]
+    res: list[IRNode] = []
+    src = ins[0]
+    for k, (ax, st, size) in enumerate(pieces):
+        dst = outs[0] if k == len(pieces) - 1 else ctx.fresh(f"{outs[0]}_slice{ax}")
+        res.append(("split", {"axis": ax, "start": st, "size": size}, [src], [dst]))
+        src = dst
+    return res
+
+
+@_importer("Gather")
+def _import_gather(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    # constant indices that form one ascending run (BERT's pooler takes token 0) select one piece: a split,
+    # reshaped to Gather's output shape (a scalar index drops the axis)
+    _, (data, indices), outs, attrs = node
+    if not ctx.is_float(data):
+        return ctx.unsupported("non-float data")
+    idx = ctx.const(indices)
+    if idx is None:
+        return ctx.unsupported("indices that are not a constant (an embedding lookup)")
+    shape = ctx.shape(data)
+    if not shape:
+        return ctx.unsupported("rank-0 data")
+    ax = _norm_axis(int(attrs.get("axis", 0)), len(shape))
+    flat = [int(i) + shape[ax] if int(i) < 0 else int(i) for i in idx.reshape(-1)]
+    if not flat or any(not 0 <= i < shape[ax] for i in flat) or flat != list(range(flat[0], flat[0] + len(flat))):
+        return ctx.unsupported("indices that are not one ascending run of positions (only slices import)")
+    out_shape = tuple(shape[:ax]) + tuple(idx.shape) + tuple(shape[ax + 1:])
+    piece = {"axis": ax, "start": flat[0], "size": len(flat)}
+    if tuple(shape[:ax]) + (len(flat),) + tuple(shape[ax + 1:]) == out_shape:
+        return [("split", piece, [data], [outs[0]])]
+    mid = ctx.fresh(outs[0] + "_piece")
+    return [("split", piece, [data], [mid]), ("reshape", {"shape": out_shape}, [mid], [outs[0]])]

@@ -1,0 +1,174 @@
+"""Matrix products: matmul (and ONNX MatMul/Gemm import) and its transposed-operand layout variant."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from eqsat.ops import shapes as S
+from eqsat.ops.core import (
+    MAX_RANK,
+    ExportContext,
+    ImportContext,
+    IRNode,
+    OnnxNode,
+    OpSpec,
+    Params,
+    Shape,
+    _importer,
+    _register,
+    require,
+)
+from eqsat.ops.elementwise import _align_rank
+
+# -- matmul ----------------------------------------------------------------------------------------------
+
+def _matmul_shape(p: Params, a: Shape, b: Shape) -> Shape:
+    require(len(a) >= 2 and len(a) == len(b), f"matmul: operands need equal rank >= 2, got {a} and {b} (the "
+            "importer reshapes a lower-rank operand)")
+    require(all(x == y or x == 1 or y == 1 for x, y in zip(a[:-2], b[:-2], strict=True)),
+            f"matmul: batch dimensions do not broadcast: {a} vs {b}")
+    require(a[-1] == b[-2], f"matmul: inner dimensions differ: {a} @ {b}")
+    return tuple(max(x, y) for x, y in zip(a[:-2], b[:-2], strict=True)) + (a[-2], b[-1])
+
+
+_A, _B = S.shape("a"), S.shape("b")
+
+
+def _matmul_rules() -> tuple[S.ShapeRule, ...]:
+    # one rule per rank: batch dims broadcast (equal, or one of them 1: a product that is zero, as for ewadd)
+    def d(s: S.Expr, i: int) -> S.Expr:
+        return S.dim(s, i)
+
+    return tuple(S.rule(S.vec(*(S.maximum(d(_A, i), d(_B, i)) for i in range(r - 2)), d(_A, r - 2), d(_B, r - 1)),
+                        S.eq(S.rank(_A), r), S.eq(S.rank(_B), r), S.eq(d(_A, r - 1), d(_B, r - 2)),
+                        *(S.eq(0, (d(_A, i) - d(_B, i)) * ((d(_A, i) - 1) * (d(_B, i) - 1))) for i in range(r - 2)))
+                 for r in range(2, MAX_RANK + 1))
+
+
+MATMUL = _register(OpSpec(
+    name="matmul", inputs=("a", "b"), params=(),
+    doc="(batched) matrix product a @ b of operands of equal rank >= 2; batch dims broadcast (numpy/ONNX "
+        "MatMul); the importer aligns the ranks of ONNX MatMul operands",
+    shape_fn=_matmul_shape,
+    numpy_fn=lambda p, a, b: np.matmul(a, b),
+    modular_fn=lambda p, a, b, m: np.matmul(np.asarray(a, dtype=object), np.asarray(b, dtype=object)) % m,
+    flops_fn=lambda p, ins, out: 2 * math.prod(out) * ins[0][-1],
+    export_fn=lambda p, ins, outs, ctx: [("MatMul", ins, outs, {})],
+    # a @ [b1 b2 ...] = [a @ b1, a @ b2, ...] along the last axis
+    sibling_merge=lambda p, ins: ((len(ins[1]) - 1,), len(ins[1]) - 1),
+    shape_rules=_matmul_rules(),
+))
+
+
+@_importer("MatMul")
+def _import_matmul(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, (a, b), outs, _ = node
+    sa, sb = ctx.shape(a), ctx.shape(b)
+    if not (ctx.is_float(a) and ctx.is_float(b)):
+        return ctx.unsupported("a non-float input")
+    if len(sa) > 2 and len(sb) == 2:
+        # activations (batch, seq, hidden) @ weight (hidden, out), as every transformer projection is: one
+        # matrix product over the flattened rows, between two reshapes (views), so the matrix rules apply
+        rows, flat, prod = (math.prod(sa[:-1]), sa[-1]), ctx.fresh(f"{outs[0]}_rows"), ctx.fresh(f"{outs[0]}_2d")
+        return [("reshape", {"shape": rows}, [a], [flat]), ("matmul", {}, [flat, b], [prod]),
+                ("reshape", {"shape": (*sa[:-1], sb[-1])}, [prod], list(outs))]
+    if len(sa) < 2 or len(sb) < 2:
+        return ctx.unsupported("a 1-D operand (a matrix-vector product; eqsat's matmul needs rank >= 2)")
+    if len(sa) > MAX_RANK or len(sb) > MAX_RANK:
+        return ctx.unsupported(f"an operand of rank above {MAX_RANK}")
+    # ONNX MatMul broadcasts like numpy: right-align the ranks (a reshape adding leading 1s), the batch dims
+    # then broadcast in eqsat's matmul itself
+    rank = max(len(sa), len(sb))
+    res: list[IRNode] = []
+    a2, b2 = _align_rank(ctx, a, rank, res), _align_rank(ctx, b, rank, res)
+    return res + [("matmul", {}, [a2, b2], list(outs))]
+
+
+@_importer("Gemm")
+def _import_gemm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    a, b = ins[0], ins[1]
+    if not all(ctx.is_float(i) for i in ins):
+        return ctx.unsupported('a non-float input')
+    res: list[IRNode] = []
+
+    def trans(name: str) -> str:
+        c = ctx.const(name)
+        if c is not None:
+            return ctx.add_weight(np.ascontiguousarray(c.T), name + "_T")
+        dst = ctx.fresh(name + "_T")
+        res.append(("transpose", {"perm": (1, 0)}, [name], [dst]))
+        return dst
+
+    if attrs.get("transA", 0):
+        a = trans(a)
+    if attrs.get("transB", 0):
+        b = trans(b)
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    has_c = len(ins) > 2 and ins[2] != ""
+    prod = outs[0] if (alpha == 1.0 and not has_c) else ctx.fresh(outs[0] + "_mm")
+    res.append(("matmul", {}, [a, b], [prod]))
+    if alpha != 1.0:
+        scaled = outs[0] if not has_c else ctx.fresh(outs[0] + "_alpha")
+        s = ctx.add_weight(np.array(alpha, dtype=np.float32), "alpha")
+        res.append(("smul", {}, [prod, s], [scaled]))
+        prod = scaled
+    if has_c:
+        c_name = ins[2]
+        c = ctx.const(c_name)
+        if c is not None:
+            cval = (c * beta).astype(np.float32)
+            cval = cval.reshape((1,) * (2 - cval.ndim) + cval.shape)
+            c_name = ctx.add_weight(cval, c_name)
+        else:
+            if beta != 1.0:
+                return ctx.unsupported('a Gemm with beta != 1')
+            c_name = _align_rank(ctx, c_name, 2, res)
+        res.append(("ewadd", {}, [prod, c_name], [outs[0]]))
+    return res
+
+
+
+# -- data-layout variants: the same result computed from differently laid-out operands ------------------
+
+def _swap_last(s: Shape) -> Shape:
+    return s[:-2] + (s[-1], s[-2])
+
+
+def _matmul_t_shape(p: Params, a: Shape, b: Shape) -> Shape:
+    require(len(a) == 2 and len(b) == 2, f"matmul_t: operands need rank 2, got {a} and {b}")
+    return _matmul_shape({}, _swap_last(a) if p["trans_a"] else a, _swap_last(b) if p["trans_b"] else b)
+
+
+def _matmul_t_np(p: Params, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.matmul(np.swapaxes(a, -1, -2) if p["trans_a"] else a, np.swapaxes(b, -1, -2) if p["trans_b"] else b)
+
+
+def _matmul_t_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    if ctx.opset >= 11:  # Gemm's bias input is optional from opset 11
+        return [("Gemm", list(ins), outs, {"transA": p["trans_a"], "transB": p["trans_b"]})]
+    a, b = ins
+    nodes: list[OnnxNode] = []
+    if p["trans_a"]:
+        a = ctx.fresh(outs[0] + "_aT")
+        nodes.append(("Transpose", [ins[0]], [a], {"perm": [1, 0]}))
+    if p["trans_b"]:
+        b = ctx.fresh(outs[0] + "_bT")
+        nodes.append(("Transpose", [ins[1]], [b], {"perm": [1, 0]}))
+    return nodes + [("MatMul", [a, b], outs, {})]
+
+
+MATMUL_T = _register(OpSpec(
+    name="matmul_t", inputs=("a", "b"), params=(("trans_a", "int"), ("trans_b", "int")),
+    doc="layout variant of 2-D matmul: op(a) @ op(b) with op = transpose where the flag is set "
+        "(cuBLAS transpose flags; ONNX Gemm transA/transB)",
+    shape_fn=_matmul_t_shape, numpy_fn=_matmul_t_np,
+    modular_fn=lambda p, a, b, m: _matmul_t_np(p, np.asarray(a, dtype=object), np.asarray(b, dtype=object)) % m,
+    flops_fn=lambda p, ins, out: 2 * math.prod(out) * (ins[0][-2] if p["trans_a"] else ins[0][-1]),
+    export_fn=_matmul_t_export,
+    shape_rules=(S.rule(S.vec(S.dim(_A, S.param("trans_a")), S.dim(_B, 1 - S.param("trans_b"))),
+                        S.eq(S.rank(_A), 2), S.eq(S.rank(_B), 2),
+                        S.eq(S.dim(_A, 1 - S.param("trans_a")), S.dim(_B, S.param("trans_b")))),),
+))

@@ -1,0 +1,228 @@
+"""Inference batch normalisation, the weight transforms that fold it into a convolution, and layer
+normalisation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from eqsat.ops import shapes as S
+from eqsat.ops.core import (
+    MAX_RANK,
+    ExportContext,
+    ImportContext,
+    IRNode,
+    OnnxNode,
+    OpSpec,
+    Params,
+    Shape,
+    _importer,
+    _register,
+    require,
+)
+
+# -- batch normalisation (inference) ---------------------------------------------------------------------
+
+def _bn_shape(p: Params, x: Shape, scale: Shape, bias: Shape, mean: Shape, var: Shape) -> Shape:
+    require(len(x) >= 2, f"batchnorm: input rank must be >= 2, got {x}")
+    for n, s in (("scale", scale), ("bias", bias), ("mean", mean), ("var", var)):
+        require(s == (x[1],), f"batchnorm: {n} shape {s} != ({x[1]},)")
+    return x
+
+
+def _bn_np(p: Params, x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray,
+           var: np.ndarray) -> np.ndarray:
+    shp = (1, -1) + (1,) * (x.ndim - 2)
+    inv = scale / np.sqrt(var + p["epsilon"])
+    return ((x - mean.reshape(shp)) * inv.reshape(shp) + bias.reshape(shp)).astype(x.dtype, copy=False)
+
+
+BATCHNORM = _register(OpSpec(
+    name="batchnorm", inputs=("x", "scale", "bias", "mean", "var"), params=(("epsilon", "float"),),
+    defaults={"epsilon": 1e-5}, doc="inference batch normalisation over axis 1",
+    shape_fn=_bn_shape, numpy_fn=_bn_np, modular_fn=None,
+    flops_fn=lambda p, ins, out: 2 * math.prod(out),
+    export_fn=lambda p, ins, outs, ctx: [("BatchNormalization", ins, outs, {"epsilon": p["epsilon"]})],
+    shape_rules=S.same_as("x"),
+))
+
+
+@_importer("BatchNormalization")
+def _import_bn(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    if len([o for o in outs if o]) != 1 or not all(ctx.is_float(i) for i in ins) or attrs.get("training_mode", 0):
+        return ctx.unsupported('training mode, several outputs or a non-float input')
+    if attrs.get("spatial", 1) != 1:
+        return ctx.unsupported('spatial=0 (per-activation statistics)')
+    return [("batchnorm", {"epsilon": float(attrs.get("epsilon", 1e-5))}, list(ins), [outs[0]])]
+
+
+# -- batch-norm folding (weight transforms; precomputed at export when their inputs are weights) ---------
+
+def _bn_factor(eps: float, scale: np.ndarray, var: np.ndarray) -> np.ndarray:
+    return scale / np.sqrt(var + eps)
+
+
+def _bnfold_export(which: str) -> Callable[[Params, list[str], list[str], ExportContext], list[OnnxNode]]:
+    def export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+        eps = ctx.add_initializer(np.array(p["epsilon"], dtype=np.float32), outs[0] + "_eps")
+        if which == "w":
+            w, scale, var = ins
+        else:
+            b, scale, bias, mean, var = ins
+        f = [ctx.fresh(outs[0] + s) for s in ("_v", "_sd", "_f")]
+        nodes: list[OnnxNode] = [("Add", [var, eps], [f[0]], {}), ("Sqrt", [f[0]], [f[1]], {}),
+                                 ("Div", [scale, f[1]], [f[2]], {})]
+        if which == "w":
+            shp = ctx.add_initializer(np.array([-1, 1, 1, 1], dtype=np.int64), outs[0] + "_shape")
+            f4 = ctx.fresh(outs[0] + "_f4")
+            return nodes + [("Reshape", [f[2], shp], [f4], {}), ("Mul", [w, f4], outs, {})]
+        d, m = ctx.fresh(outs[0] + "_d"), ctx.fresh(outs[0] + "_m")
+        return nodes + [("Sub", [b, mean], [d], {}), ("Mul", [d, f[2]], [m], {}), ("Add", [m, bias], outs, {})]
+
+    return export
+
+
+BNFOLD_W = _register(OpSpec(
+    name="bnfold_w", inputs=("w", "scale", "var"), params=(("epsilon", "float"),), defaults={"epsilon": 1e-5},
+    doc="conv kernel with a following batch norm folded in: w * scale / sqrt(var + eps) per output channel",
+    shape_fn=lambda p, w, s, v: (require(len(w) == 4 and s == (w[0],) and v == (w[0],),
+                                         f"bnfold_w: bad shapes {w}, {s}, {v}"), w)[1],
+    numpy_fn=lambda p, w, s, v: (w * _bn_factor(p["epsilon"], s, v).reshape(-1, 1, 1, 1)).astype(w.dtype),
+    modular_fn=None, flops_fn=lambda p, ins, out: 2 * math.prod(out), export_fn=_bnfold_export("w"),
+    shape_rules=(S.rule(S.shape("w"), S.eq(S.rank(S.shape("w")), 4),
+                        S.eq(S.shape("scale"), S.vec(S.dim(S.shape("w"), 0))),
+                        S.eq(S.shape("var"), S.shape("scale"))),),
+))
+BNFOLD_B = _register(OpSpec(
+    name="bnfold_b", inputs=("b", "scale", "bias", "mean", "var"), params=(("epsilon", "float"),),
+    defaults={"epsilon": 1e-5}, doc="conv bias with a following batch norm folded in: (b - mean) * f + bias",
+    shape_fn=lambda p, b, *rest: (require(all(r == b for r in rest) and len(b) == 1,
+                                          f"bnfold_b: bad shapes {b}, {rest}"), b)[1],
+    numpy_fn=lambda p, b, s, bias, m, v: ((b - m) * _bn_factor(p["epsilon"], s, v) + bias).astype(b.dtype),
+    modular_fn=None, flops_fn=lambda p, ins, out: 4 * math.prod(out), export_fn=_bnfold_export("b"),
+    shape_rules=(S.rule(S.shape("b"), S.eq(S.rank(S.shape("b")), 1),
+                        *(S.eq(S.shape(n), S.shape("b")) for n in ("scale", "bias", "mean", "var"))),),
+))
+
+
+# -- layer normalisation -----------------------------------------------------------------------------------
+
+def _ln_shape(p: Params, x: Shape, scale: Shape, bias: Shape) -> Shape:
+    ax = p["axis"]
+    require(0 <= ax < len(x), f"layernorm: axis {ax} out of range for {x}")
+    for n, s in (("scale", scale), ("bias", bias)):
+        require(s == x[ax:], f"layernorm: {n} shape {s} != {x[ax:]} (the normalized dimensions)")
+    return x
+
+
+def _ln_np(p: Params, x: np.ndarray, scale: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    axes = tuple(range(p["axis"], x.ndim))
+    v = np.asarray(x, dtype=np.float64)
+    d = v - v.mean(axis=axes, keepdims=True)
+    y = d / np.sqrt((d * d).mean(axis=axes, keepdims=True) + p["epsilon"]) * scale + bias
+    return y.astype(x.dtype, copy=False)
+
+
+def _reduce_mean(ctx: ExportContext, x: str, out: str, axes: list[int]) -> OnnxNode:
+    """ReduceMean keeping dims: axes as an attribute before opset 18, as an input from 18."""
+    if ctx.opset >= 18:
+        return ("ReduceMean", [x, ctx.add_initializer(np.array(axes, dtype=np.int64), out + "_axes")], [out],
+                {"keepdims": 1})
+    return ("ReduceMean", [x], [out], {"axes": list(axes), "keepdims": 1})
+
+
+def _ln_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    if ctx.opset >= 17:
+        return [("LayerNormalization", list(ins), list(outs), {"axis": p["axis"], "epsilon": p["epsilon"]})]
+    # Before opset 17: the decomposition. An exporter does not see the rank, so the normalized dimensions are
+    # flattened into one, the last (Reshape's 0 copies a dimension): axis `axis` of a rank axis + 1 tensor.
+    # The result takes x's shape back.
+    x, scale, bias = ins
+    last = [p["axis"]]
+    y = outs[0]
+    t = {s: ctx.fresh(f"{y}_{s}") for s in ("shape", "rows", "mean", "centered", "square", "var", "var_eps",
+                                             "std", "normed", "scale_flat", "bias_flat", "scaled", "flat")}
+    rows = ctx.add_initializer(np.array([0] * p["axis"] + [-1], dtype=np.int64), f"{y}_rows_shape")
+    flat = ctx.add_initializer(np.array([-1], dtype=np.int64), f"{y}_flat_shape")
+    eps = ctx.add_initializer(np.array(p["epsilon"], dtype=np.float32), f"{y}_epsilon")
+    return [
+        ("Shape", [x], [t["shape"]], {}),
+        ("Reshape", [x, rows], [t["rows"]], {}),
+        _reduce_mean(ctx, t["rows"], t["mean"], last),
+        ("Sub", [t["rows"], t["mean"]], [t["centered"]], {}),
+        ("Mul", [t["centered"], t["centered"]], [t["square"]], {}),
+        _reduce_mean(ctx, t["square"], t["var"], last),
+        ("Add", [t["var"], eps], [t["var_eps"]], {}),
+        ("Sqrt", [t["var_eps"]], [t["std"]], {}),
+        ("Div", [t["centered"], t["std"]], [t["normed"]], {}),
+        ("Reshape", [scale, flat], [t["scale_flat"]], {}),
+        ("Reshape", [bias, flat], [t["bias_flat"]], {}),
+        ("Mul", [t["normed"], t["scale_flat"]], [t["scaled"]], {}),
+        ("Add", [t["scaled"], t["bias_flat"]], [t["flat"]], {}),
+        ("Reshape", [t["flat"], t["shape"]], [y], {}),
+    ]
+
+
+def _ln_rules() -> tuple[S.ShapeRule, ...]:
+    # one rule per rank k of the normalized dimensions x[axis:]: scale and bias have exactly those
+    x, scale, ax = S.shape("x"), S.shape("scale"), S.param("axis")
+    return tuple(S.rule(x, S.ge(ax, 0), S.eq(S.rank(x) - ax, k), S.eq(S.rank(scale), k),
+                        *(S.eq(S.dim(scale, i), S.dim(x, ax + i)) for i in range(k)),
+                        S.eq(S.shape("bias"), scale))
+                 for k in range(1, MAX_RANK + 1))
+
+
+LAYERNORM = _register(OpSpec(
+    name="layernorm", inputs=("x", "scale", "bias"), params=(("axis", "int"), ("epsilon", "float")),
+    defaults={"epsilon": 1e-5},
+    doc="layer normalisation over the dimensions from axis on: (x - mean) / sqrt(var + epsilon) * scale + bias, "
+        "with scale and bias of shape x.shape[axis:] (ONNX LayerNormalization-17, its first output)",
+    shape_fn=_ln_shape, numpy_fn=_ln_np, modular_fn=None,
+    flops_fn=lambda p, ins, out: 8 * math.prod(out),
+    export_fn=_ln_export,
+    shape_rules=_ln_rules(),
+))
+
+
+@_importer("LayerNormalization")
+def _import_ln(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    # eqsat.onnx_io passes outputs nobody reads as "" (Mean and InvStdDev are statistics for training)
+    if any(outs[1:]):
+        return ctx.unsupported("its Mean or InvStdDev output is used (eqsat's layernorm has one output)")
+    if len(ins) < 2 or not ins[1]:
+        return ctx.unsupported("no Scale input")
+    x, scale = ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 and ins[2] else None
+    if not all(ctx.is_float(i) for i in (x, scale, bias) if i):
+        return ctx.unsupported("a non-float input")
+    if int(attrs.get("stash_type", 1)) != 1:
+        return ctx.unsupported("stash_type other than float (1)")
+    shape = ctx.shape(x)
+    if not shape:
+        return ctx.unsupported("a rank-0 input")
+    ax = int(attrs.get("axis", -1))
+    ax = ax + len(shape) if ax < 0 else ax
+    if not 0 <= ax < len(shape):
+        return ctx.unsupported(f"axis {attrs.get('axis')} out of range for rank {len(shape)}")
+    norm = tuple(shape[ax:])
+    if bias is None:
+        bias = ctx.add_weight(np.zeros(norm, dtype=np.float32), outs[0] + "_zero_bias")
+    names = []
+    for name in (scale, bias):
+        if tuple(ctx.shape(name)) == norm:
+            names.append(name)
+            continue
+        c = ctx.const(name)  # a constant that broadcasts to the normalized dimensions is expanded
+        try:
+            full = None if c is None else np.broadcast_to(c, norm)
+        except ValueError:
+            full = None
+        if full is None:
+            return ctx.unsupported(f"a Scale or B input of shape {ctx.shape(name)} that is not "
+                                   f"x.shape[axis:] = {norm} (nor a constant that broadcasts to it)")
+        names.append(ctx.add_weight(np.array(full), name + "_full"))
+    return [("layernorm", {"axis": ax, "epsilon": float(attrs.get("epsilon", 1e-5))}, [x, *names], [outs[0]])]

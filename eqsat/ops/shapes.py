@@ -1,0 +1,207 @@
+"""Shape rules as data: what an operator's output shape is, in a form both Python and the e-graph engine read.
+
+An operator declares ``shape_rules``: a tuple of :class:`ShapeRule` (conditions on its inputs' shapes and its
+parameters, and the resulting shape). Each rule is an expression tree built from the helpers below; the
+e-graph engine (:mod:`eqsat.egraph`) renders the trees as egglog shape rules, and :func:`evaluate` reads them
+on concrete shapes, which is how the tests hold the trees to the operator's Python shape function. Several
+rules may apply to one operator (one per rank, for instance); they must agree wherever more than one holds.
+
+Expressions: :func:`shape` (an input's shape), :func:`param` (a parameter: an int, or a tuple read like a
+shape), :func:`rank`, :func:`dim`, :func:`vec`, :func:`set_dim`, :func:`drop_last`, integer literals and
+``+ - * // %`` on them, :func:`maximum`. Conditions: :func:`eq`, :func:`ge`, :func:`gt`, :func:`lt`, :func:`le`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+Operand = Union["Expr", int]
+
+
+@dataclass(frozen=True)
+class Expr:
+    """One node of a shape expression: ``head`` names the operation, ``args`` its operands."""
+
+    head: str
+    args: tuple[Any, ...]
+
+    def __add__(self, other: Operand) -> Expr:
+        return Expr("+", (self, other))
+
+    def __radd__(self, other: Operand) -> Expr:
+        return Expr("+", (other, self))
+
+    def __sub__(self, other: Operand) -> Expr:
+        return Expr("-", (self, other))
+
+    def __rsub__(self, other: Operand) -> Expr:
+        return Expr("-", (other, self))
+
+    def __mul__(self, other: Operand) -> Expr:
+        return Expr("*", (self, other))
+
+    def __rmul__(self, other: Operand) -> Expr:
+        return Expr("*", (other, self))
+
+    def __floordiv__(self, other: Operand) -> Expr:
+        return Expr("/", (self, other))  # operands are non-negative where rules divide: floor = truncation
+
+    def __mod__(self, other: Operand) -> Expr:
+        return Expr("%", (self, other))
+
+
+@dataclass(frozen=True)
+class ShapeRule:
+    """Where every condition in ``when`` holds, the output shape is ``result``."""
+
+    when: tuple[Expr, ...]
+    result: Expr
+
+
+def rule(result: Expr, *when: Expr) -> ShapeRule:
+    """A shape rule: ``result`` under the conditions ``when``."""
+    return ShapeRule(tuple(when), result)
+
+
+def shape(name: str) -> Expr:
+    """The shape of the input called ``name``."""
+    return Expr("shape", (name,))
+
+
+def param(name: str) -> Expr:
+    """The parameter called ``name`` (an int, or a tuple of ints read like a shape)."""
+    return Expr("param", (name,))
+
+
+def rank(s: Expr) -> Expr:
+    """The length of a shape (or of a tuple parameter)."""
+    return Expr("rank", (s,))
+
+
+def dim(s: Expr, i: Operand) -> Expr:
+    """Entry ``i`` of a shape or tuple parameter (``i`` may itself be an expression)."""
+    return Expr("dim", (s, i))
+
+
+def vec(*items: Operand) -> Expr:
+    """A shape listing ``items``."""
+    return Expr("vec", tuple(items))
+
+
+def set_dim(s: Expr, i: Operand, v: Operand) -> Expr:
+    """``s`` with entry ``i`` replaced by ``v``."""
+    return Expr("set", (s, i, v))
+
+
+def drop_last(s: Expr, n: int = 1) -> Expr:
+    """``s`` without its last ``n`` entries."""
+    for _ in range(n):
+        s = Expr("pop", (s,))
+    return s
+
+
+def maximum(a: Operand, b: Operand) -> Expr:
+    """The larger of two integers."""
+    return Expr("max", (a, b))
+
+
+def eq(a: Operand, b: Operand) -> Expr:
+    """Condition ``a == b`` (integers or whole shapes)."""
+    return Expr("=", (a, b))
+
+
+def ge(a: Operand, b: Operand) -> Expr:
+    """Condition ``a >= b``."""
+    return Expr(">=", (a, b))
+
+
+def gt(a: Operand, b: Operand) -> Expr:
+    """Condition ``a > b``."""
+    return Expr(">", (a, b))
+
+
+def lt(a: Operand, b: Operand) -> Expr:
+    """Condition ``a < b``."""
+    return Expr("<", (a, b))
+
+
+def le(a: Operand, b: Operand) -> Expr:
+    """Condition ``a <= b``."""
+    return Expr("<=", (a, b))
+
+
+def same_as(name: str) -> tuple[ShapeRule, ...]:
+    """The rules of an operator whose output has the shape of its input ``name``."""
+    return (rule(shape(name)),)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reading rules on concrete shapes
+
+_COMPARE = {"=": lambda a, b: a == b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b,
+            "<": lambda a, b: a < b, "<=": lambda a, b: a <= b}
+
+
+class _Undefined(Exception):
+    """A rule read outside its domain (an index past a shape's end): the rule does not apply."""
+
+
+def _value(e: Operand, shapes: Mapping[str, Sequence[int]], params: Mapping[str, Any]) -> Any:
+    if isinstance(e, int):
+        return e
+    h, a = e.head, e.args
+    if h == "shape":
+        return tuple(shapes[a[0]])
+    if h == "param":
+        v = params[a[0]]
+        return tuple(v) if isinstance(v, (tuple, list)) else int(v)
+    vals = [_value(x, shapes, params) for x in a]
+    if h in ("dim", "set"):
+        s, i = vals[0], vals[1]
+        if not 0 <= i < len(s):
+            raise _Undefined
+        return s[i] if h == "dim" else s[:i] + (vals[2],) + s[i + 1:]
+    if h == "pop":
+        if not vals[0]:
+            raise _Undefined
+        return vals[0][:-1]
+    if h == "rank":
+        return len(vals[0])
+    if h == "vec":
+        return tuple(vals)
+    if h == "max":
+        return max(vals)
+    if h in ("+", "-", "*"):
+        x, y = vals
+        return x + y if h == "+" else x - y if h == "-" else x * y
+    if h == "/":
+        if vals[1] == 0:
+            raise _Undefined
+        return int(vals[0] / vals[1])  # egglog's i64 division truncates
+    if h == "%":
+        if vals[1] == 0:
+            raise _Undefined
+        return vals[0] - vals[1] * int(vals[0] / vals[1])  # the remainder that goes with truncation
+    if h in _COMPARE:
+        return _COMPARE[h](*vals)
+    raise ValueError(f"unknown shape-expression head {h!r}")
+
+
+def evaluate(rules: Sequence[ShapeRule], shapes: Mapping[str, Sequence[int]],
+             params: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The output shape the rules give for concrete input ``shapes`` and ``params`` (``None``: no rule
+    applies). Raises ``ValueError`` if two applicable rules disagree."""
+    found: tuple[int, ...] | None = None
+    for r in rules:
+        try:
+            if not all(_value(c, shapes, params) for c in r.when):
+                continue
+            out = _value(r.result, shapes, params)
+        except _Undefined:
+            continue
+        if found is not None and tuple(out) != found:
+            raise ValueError(f"shape rules disagree: {found} vs {tuple(out)}")
+        found = tuple(out)
+    return found
