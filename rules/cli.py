@@ -85,7 +85,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for e in entries:
         if args.all or e.status == "proved":
             tag = " [2-out]" if e.multi else ""
-            print(f"{e.id} {e.status:<8}{tag} {e.text()}")
+            print(f"{e.id} {e.status:<8}{tag} {e.text(named=True)}")
     return 0
 
 
@@ -101,9 +101,11 @@ def _hand_written_rules() -> list[tuple[str, Any]]:
 
 
 def _print_sides(lhs: Sequence[str], rhs: Sequence[str], conditions: Sequence[str]) -> None:
+    from eqsat.rules.rule import parse, pretty
+
     for k, (a, b) in enumerate(zip(lhs, rhs, strict=True)):
-        print(f"source[{k}]:   {a}")
-        print(f"target[{k}]:   {b}")
+        print(f"source[{k}]:   {pretty(parse(a))}")
+        print(f"target[{k}]:   {pretty(parse(b))}")
     for c in conditions:
         print(f"condition:   {c}")
 

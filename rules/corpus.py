@@ -9,6 +9,7 @@ a computed parameter on a left-hand side becomes a parameter variable with an eq
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_args, tensor_vars, unparse
+from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, pretty, split_args, tensor_vars, unparse
 
 CORPUS_PATH = Path(__file__).parent / "corpus" / "rules.json"
 
@@ -37,10 +38,11 @@ class Entry:
     domain: str = ""
     ops: list[int] = field(default_factory=list)  # operator counts of (lhs, rhs)
 
-    def text(self) -> str:
-        """One-line form ``lhs => rhs``."""
+    def text(self, named: bool = False) -> str:
+        """One-line form ``lhs => rhs`` (``named``: parameters by name, defaults left out)."""
         arrow = " <=> " if self.bidirectional else " => "
-        return " ; ".join(self.lhs) + arrow + " ; ".join(self.rhs)
+        form = (lambda x: pretty(parse(x))) if named else (lambda x: x)
+        return " ; ".join(map(form, self.lhs)) + arrow + " ; ".join(map(form, self.rhs))
 
 
 def _heavy_ops(e: Sexp) -> int:
@@ -306,9 +308,24 @@ def select(cands: Iterable[Any]) -> list[Entry]:
         out.append(Entry("", list(c.lhs), list(c.rhs), list(getattr(c, "conditions", ()) or ()), c.multi, bidir,
                          domain=c.domain, ops=[c.n_lhs, c.n_rhs]))
     out.sort(key=lambda e: (e.multi, e.domain, sum(e.ops), e.text()))
-    for k, e in enumerate(out, 1):
-        e.id = f"r{k:03d}"
+    assign_ids(out)
     return out
+
+
+def assign_ids(entries: Sequence[Entry], digits: int = 6) -> None:
+    """Give each entry an id derived from its content (sides and conditions), so a rule keeps its id when the
+    corpus is regenerated with more operators or rules: ``r`` + the first hex digits of a SHA-256, more of
+    them for every entry if two would collide."""
+    def digest(e: Entry) -> str:
+        return hashlib.sha256(json.dumps([e.lhs, e.rhs, e.conditions]).encode()).hexdigest()
+
+    while True:
+        ids = [f"r{digest(e)[:digits]}" for e in entries]
+        if len(set(ids)) == len(ids):
+            break
+        digits += 1
+    for e, i in zip(entries, ids, strict=True):
+        e.id = i
 
 
 #: Rule families: TASO's Table 2 operator properties grouped by the operators a rule relates. A rule belongs
@@ -345,12 +362,16 @@ def family(sides: Sequence[str]) -> str:
 
 
 def save_corpus(entries: Sequence[Entry], path: str | Path = CORPUS_PATH, meta: dict[str, Any] | None = None) -> None:
-    """Write the corpus (one JSON object per rule, one line each, for readable diffs)."""
+    """Write the corpus (one JSON object per rule, one line each, for readable diffs; patterns with named
+    parameters, see :func:`eqsat.rules.rule.pretty`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["{", f'  "meta": {json.dumps(meta or {}, sort_keys=True)},', '  "rules": [']
     for k, e in enumerate(entries):
-        lines.append("    " + json.dumps(asdict(e)) + ("," if k < len(entries) - 1 else ""))
+        row = asdict(e)
+        for side in ("lhs", "rhs"):  # parameters by name in the file; positional in memory
+            row[side] = [pretty(parse(x), omit_defaults=False) for x in row[side]]
+        lines.append("    " + json.dumps(row) + ("," if k < len(entries) - 1 else ""))
     lines += ["  ]", "}"]
     path.write_text("\n".join(lines) + "\n")
 
@@ -361,7 +382,10 @@ def read_corpus(path: str | Path = CORPUS_PATH) -> tuple[list[Entry], dict[str, 
     if not path.exists():
         return [], {}
     data = json.loads(path.read_text())
-    return [Entry(**e) for e in data.get("rules", [])], data.get("meta", {})
+    entries = [Entry(**e) for e in data.get("rules", [])]
+    for e in entries:
+        e.lhs, e.rhs = [unparse(parse(x)) for x in e.lhs], [unparse(parse(x)) for x in e.rhs]
+    return entries, data.get("meta", {})
 
 
 def _engine_lhs(e: Sexp, conds: list[str], counter: list[int]) -> Sexp:

@@ -1,7 +1,10 @@
 """Rewrite rules over registry operators: the pattern language, its parser and a numpy interpreter.
 
-A pattern is an S-expression ``(op PARAM... INPUT...)`` whose arguments follow the registry's order
-(parameters first, then tensor inputs; ``concat`` takes exactly two inputs here). Leaves are tensor
+A pattern is an S-expression ``(op :param VALUE ... INPUT...)``: parameters by name (those left out take the
+registry's default), then tensor inputs (``concat`` takes exactly two here), as in
+``(conv2d :pads [1 1 1 1] :act 1 ?x ?w ?b)``. The positional form ``(op PARAM... INPUT...)``, every
+parameter in the registry's order, is what :func:`parse` returns and :func:`unparse` writes; :func:`pretty`
+writes the named form, which the committed corpus uses. Leaves are tensor
 variables ``?x``; parameter positions hold integer literals, tuple literals ``[1 1]``, parameter variables
 ``?k`` or (on a right-hand side) parameter expressions built from ``(dim ?x AXIS)``, ``(rank ?x)``,
 ``(+ e e)``, ``(- e e)``, ``(* e e)`` and ``(compose p q)`` (the permutation of a transpose by ``p`` followed by
@@ -59,7 +62,7 @@ def parse(text: str) -> Sexp:
             if pos >= len(tokens):
                 raise RuleError(f"missing {close!r} in {text!r}")
             pos += 1
-            return list(items) if tok == "(" else Vec(tuple(items))
+            return _positional(items, text) if tok == "(" else Vec(tuple(items))
         if tok in ")]":
             raise RuleError(f"unexpected {tok!r} in {text!r}")
         if re.fullmatch(r"-?\d+", tok):
@@ -70,6 +73,61 @@ def parse(text: str) -> Sexp:
     if pos != len(tokens):
         raise RuleError(f"trailing tokens in pattern {text!r}")
     return out
+
+
+def _positional(items: list[Sexp], text: str) -> list[Sexp]:
+    """An application with named parameters (``:name value``) in the registry's positional order."""
+    if not any(isinstance(i, str) and i.startswith(":") for i in items[1:]):
+        return items
+    if not (isinstance(items[0], str) and items[0] in ops.REGISTRY):
+        raise RuleError(f"named parameters on {items[0]!r}, which is not an operator, in {text!r}")
+    spec = ops.get(items[0])
+    named: dict[str, Sexp] = {}
+    inputs: list[Sexp] = []
+    k = 1
+    while k < len(items):
+        it = items[k]
+        if isinstance(it, str) and it.startswith(":"):
+            if k + 1 >= len(items) or inputs:
+                raise RuleError(f"{items[0]}: parameter {it} needs a value, before the inputs, in {text!r}")
+            if it[1:] not in spec.param_names() or it[1:] in named:
+                raise RuleError(f"{items[0]}: unknown or repeated parameter {it} in {text!r}; its parameters: "
+                                f"{', '.join(spec.param_names())}")
+            named[it[1:]] = items[k + 1]
+            k += 2
+        else:
+            inputs.append(it)
+            k += 1
+    params: list[Sexp] = []
+    for name in spec.param_names():
+        if name in named:
+            params.append(named[name])
+        elif name in spec.defaults:
+            d = spec.defaults[name]
+            params.append(Vec(tuple(int(v) for v in d)) if isinstance(d, tuple) else d)
+        else:
+            raise RuleError(f"{items[0]}: parameter :{name} has no default and is missing in {text!r}")
+    return [items[0], *params, *inputs]
+
+
+def pretty(e: Sexp, omit_defaults: bool = True) -> str:
+    """The named form of a pattern (parameters as ``:name value``; those equal to the registry's default left
+    out unless ``omit_defaults`` is false); :func:`parse` reads it back to the same positional pattern. The
+    corpus file spells every parameter, so a changed default cannot change its rules."""
+    if isinstance(e, list) and e and isinstance(e[0], str) and e[0] in ops.REGISTRY:
+        spec, params, ins = split_args(e)
+        parts = [e[0]]
+        for (name, _), v in zip(spec.params, params, strict=True):
+            d = spec.defaults.get(name)
+            if omit_defaults and d is not None and (v == d or (isinstance(v, Vec) and v.items == d)):
+                continue
+            parts += [f":{name}", pretty(v, omit_defaults)]
+        return "(" + " ".join(parts + [pretty(x, omit_defaults) for x in ins]) + ")"
+    if isinstance(e, list):
+        return "(" + " ".join(pretty(x, omit_defaults) for x in e) + ")"
+    if isinstance(e, Vec):
+        return "[" + " ".join(pretty(x, omit_defaults) for x in e.items) + "]"
+    return str(e)
 
 
 def unparse(e: Sexp) -> str:
