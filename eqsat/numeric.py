@@ -18,7 +18,7 @@ import onnx
 from onnx import helper
 
 from eqsat.errors import EqsatError
-from eqsat.onnx_io import run_onnxruntime
+from eqsat.onnx_io import int_input_bounds, random_ints, run_onnxruntime
 
 #: Operators whose output can saturate (stop reflecting their input), and whose input is checked instead.
 SQUASHING_OPS = {"Softmax", "Sigmoid", "Tanh", "HardSigmoid", "Hardmax", "ArgMax", "ArgMin", "Sign", "Clip",
@@ -109,11 +109,13 @@ def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0) -> dict[str, 
     """Random inputs for ``model`` (which must have static input shapes) for trial number ``trial``.
 
     Floats follow the trial's distribution in turn (normal, uniform in [0, 1), normal with spread 0.01),
-    integers lie in [0, 4) (valid indices for small tables), booleans are fair coins.
+    integers as :func:`eqsat.onnx_io.random_ints` (0/1, below the size of a table they index), booleans are
+    fair coins.
     """
     rng = np.random.default_rng([seed, trial])
     kind = _DISTRIBUTIONS[trial % len(_DISTRIBUTIONS)]
     feeds: dict[str, np.ndarray] = {}
+    bounds = int_input_bounds(model)
     for name, shape, dt in _input_specs(model):
         if dt.kind == "f":
             x = {"normal": lambda s: rng.standard_normal(s), "uniform": lambda s: rng.random(s),
@@ -122,7 +124,7 @@ def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0) -> dict[str, 
         elif dt.kind == "b":
             feeds[name] = rng.integers(0, 2, shape).astype(bool)
         else:
-            feeds[name] = rng.integers(0, 4, shape).astype(dt)
+            feeds[name] = random_ints(rng, shape, dt, bounds.get(name))
     return feeds
 
 

@@ -10,6 +10,7 @@ result with ``onnx.checker``. Also the onnxruntime helpers that :mod:`eqsat.nume
 from __future__ import annotations
 
 import hashlib
+import math
 import operator
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -221,6 +222,9 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     # weights given as graph inputs with an initializer (old opsets) are weights, not inputs
     _fold_constants(imp, model)
     _infer_types(imp, model, inputs)
+    if _fold_static_shapes(imp, model):  # Shape of a static tensor is a constant: fold what depends on it
+        _fold_constants(imp, model)
+        _infer_types(imp, model, inputs)
     live = [n for n in g.node if not all(o in imp.weights or o == "" for o in n.output)]  # others: folded
     # multi-node spellings of one operator (GELU before opset 20) become that operator's node
     nodes, collapsed = collapse_gelu(live, imp.weights, {o.name for o in g.output},
@@ -381,6 +385,27 @@ def _fold_constants(imp: _Importer, model: onnx.ModelProto) -> None:
         for name, v in zip(node.output, values, strict=False):
             if name:
                 imp.weights[name] = v
+
+
+def _fold_static_shapes(imp: _Importer, model: onnx.ModelProto) -> bool:
+    """Fold ``Shape`` and ``Size`` nodes whose input has a static inferred shape (exporters compute attention
+    scales and reshape targets from them at run time); True if any was folded."""
+    folded = False
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Shape", "Size") or not node.output[0] \
+                or node.output[0] in imp.weights:
+            continue
+        shape = imp.types.get(node.input[0], (None, ""))[0]
+        if shape is None:
+            continue
+        if node.op_type == "Size":
+            imp.weights[node.output[0]] = np.array(math.prod(shape), dtype=np.int64)
+        else:
+            attrs = _attr_dict(node)
+            start, end = attrs.get("start", 0), attrs.get("end", len(shape))
+            imp.weights[node.output[0]] = np.array(shape, dtype=np.int64)[start:end]  # Python slicing = ONNX's
+        folded = True
+    return folded
 
 
 def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo]) -> None:
@@ -849,14 +874,40 @@ def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     return [i for i in model.graph.input if i.name not in inits]
 
 
+#: Integer inputs are drawn from [0, INT_INPUT_BOUND): valid token ids, token types and 0/1 attention masks
+#: (a mask of 3 overflows transformers' ``(1 - mask) * float32 min`` to infinity and makes every output NaN).
+INT_INPUT_BOUND = 2
+
+
+def int_input_bounds(model: onnx.ModelProto) -> dict[str, int]:
+    """For integer graph inputs that index a constant table (``Gather`` on an initializer), the table's size
+    along the gathered axis: random indices must stay below it (a one-row token-type table, say)."""
+    tables = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    bounds: dict[str, int] = {}
+    for n in model.graph.node:
+        if n.op_type == "Gather" and len(n.input) > 1 and n.input[0] in tables:
+            axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+            dims = tables[n.input[0]]
+            if dims and -len(dims) <= axis < len(dims):
+                bounds[n.input[1]] = min(bounds.get(n.input[1], dims[axis]), dims[axis])
+    return bounds
+
+
+def random_ints(rng: np.random.Generator, shape: Shape, dtype: np.dtype, bound: int | None) -> np.ndarray:
+    """Random integers for an integer input, in [0, min(INT_INPUT_BOUND, bound))."""
+    return rng.integers(0, max(1, min(INT_INPUT_BOUND, bound or INT_INPUT_BOUND)), shape).astype(dtype)
+
+
 def random_feeds(graph_or_model: Graph | onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random values for every graph input (floats ~ N(0, 1), integers in [0, 4))."""
+    """Seeded random values for every graph input (floats ~ N(0, 1), integers as :func:`random_ints`)."""
     rng = np.random.default_rng(seed)
     if isinstance(graph_or_model, Graph):
         specs = [(i.name, i.shape, i.dtype) for i in graph_or_model.inputs]
+        bounds: dict[str, int] = {}
     else:
         specs = [(i.name, _static_shape(i) or (), _np_dtype(i.type.tensor_type.elem_type))
                  for i in _graph_inputs(graph_or_model)]
+        bounds = int_input_bounds(graph_or_model)
     feeds = {}
     for name, shape, dtype in specs:
         dt = np.dtype(dtype)
@@ -865,7 +916,7 @@ def random_feeds(graph_or_model: Graph | onnx.ModelProto, seed: int = 0) -> dict
         elif dt.kind == "b":
             feeds[name] = rng.integers(0, 2, shape).astype(bool)
         else:
-            feeds[name] = rng.integers(0, 4, shape).astype(dt)
+            feeds[name] = random_ints(rng, shape, dt, bounds.get(name))
     return feeds
 
 

@@ -35,12 +35,13 @@ class _OneNodeExport:
         return f"{hint}__{self._n}"
 
 
-def one_node_model(key: CostKey, replicas: int = 1):
+def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
     """The ONNX model eqsat's exporter would write for this configuration: activations as graph inputs
     ``in{k}``, weights (``key.weights``) as seeded random initializers, so that onnxruntime pre-packs them as
     it does in the whole model. With ``replicas`` > 1 the node is repeated over the same activations, each
     copy with weights of its own (outputs ``out0``, ``out1``, ...): one run then reads as many distinct
-    weights as a whole model does, instead of one weight kept hot in the cache."""
+    weights as a whole model does, instead of one weight kept hot in the cache. With ``after``, the first input is
+    computed by ``key.after`` from graph inputs ``in0`` and ``in0_b`` (the context the operator is timed in)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -50,15 +51,22 @@ def one_node_model(key: CostKey, replicas: int = 1):
     rng = np.random.default_rng(0)
     ctx = _OneNodeExport()
     nodes, inits, outs = [], {}, []
+    graph_inputs = [(f"in{k}", sh) for k, sh in enumerate(key.input_shapes) if k not in key.weights]
+    if after:  # the producer's node, once, before the replicas
+        graph_inputs.append(("in0_b", key.input_shapes[0]))
+        prod = ops.get(key.after)
+        nodes += [helper.make_node(t, i, o, **a)
+                  for t, i, o, a in prod.export_fn({}, ["in0", "in0_b"], ["in0_ctx"], ctx)]
     for r in range(replicas):
         ins = [f"in{k}" if k not in key.weights else f"w{k}_{r}" for k in range(len(key.input_shapes))]
+        if after:
+            ins[0] = "in0_ctx"
         inits.update({ins[k]: rng.standard_normal(key.input_shapes[k]).astype(key.dtype) for k in key.weights})
         out = "out" if replicas == 1 else f"out{r}"
         outs.append(out)
         nodes += [helper.make_node(t, i, o, **a) for t, i, o, a in spec.export_fn(params, ins, [out], ctx)]
     inits.update(ctx.initializers)
-    g = helper.make_graph(nodes, "one", [helper.make_tensor_value_info(f"in{k}", dt, list(s))
-                                         for k, s in enumerate(key.input_shapes) if k not in key.weights],
+    g = helper.make_graph(nodes, "one", [helper.make_tensor_value_info(n, dt, list(sh)) for n, sh in graph_inputs],
                           [helper.make_tensor_value_info(o, dt, list(key.output_shape)) for o in outs],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", ctx.opset)])
@@ -164,10 +172,22 @@ class OnnxRuntimeCostModel(CostModel):
         rng = np.random.default_rng(0)
         feeds = {f"in{k}": rng.standard_normal(s).astype(key.dtype) for k, s in enumerate(key.input_shapes)
                  if k not in key.weights}
+        if key.after:
+            return self._cost_after(key, feeds)
         overhead = self.run_overhead_ms(max(1, len(feeds)))
         replicas = self.replicas(key)
         total = self._median_run_ms(one_node_model(key, replicas), feeds)
         return max((total - overhead) / replicas, 0.001)
+
+    def _cost_after(self, key: CostKey, feeds: dict[str, np.ndarray]) -> float:
+        """The operator timed behind the element-wise producer ``key.after`` (see ``OpSpec.measure_after``),
+        less that producer's own time: what it adds to a model where the runtime may fuse the pair."""
+        shape = key.input_shapes[0]
+        prod = ops.get(key.after)
+        alone = self.cost(prod.cost_key(prod.normalize({}), [shape, shape], shape))
+        feeds = {**feeds, "in0_b": np.random.default_rng(1).standard_normal(shape).astype(key.dtype)}
+        total = self._median_run_ms(one_node_model(key, 1, after=True), feeds)
+        return max(total - self.run_overhead_ms(len(feeds)) - alone, 0.001)
 
     def replicas(self, key: CostKey) -> int:
         """How many copies of a node with weights one measurement runs: enough that their weights exceed

@@ -19,6 +19,13 @@ LAYOUT_RULES: tuple[Rule, ...] = (
     Rule("layout-matmul-transposed-product", ("(matmul ?a ?b)",), ("(transpose [1 0] (matmul_t 1 1 ?b ?a))",),
          conditions=("(= (rank ?a) 2)",)),
     Rule("transpose-transpose-2d", ("(transpose [1 0] (transpose [1 0] ?x))",), ("?x",)),
+    # a layer norm over the last axis of (batch, seq, hidden) as one over the rows of a (batch * seq, hidden)
+    # view: the same arithmetic; runtimes treat the two differently (onnxruntime fuses a residual add into a
+    # 3-D layer norm only)
+    Rule("layout-layernorm-rows", ("(layernorm :axis 2 :epsilon ?eps ?x ?scale ?bias)",),
+         ("(reshape :shape [(dim ?x 0) (dim ?x 1) (dim ?x 2)] (layernorm :axis 1 :epsilon ?eps "
+          "(reshape :shape [(* (dim ?x 0) (dim ?x 1)) (dim ?x 2)] ?x) ?scale ?bias))",),
+         conditions=("(= (rank ?x) 3)",)),
     # NHWC convolutions with explicit layout conversions; conversions cancel between NHWC neighbours
     Rule("layout-conv-nhwc", (f"(conv2d {_CONV} ?x ?w ?b)",),
          (f"(transpose {TO_NCHW} (conv2d_nhwc {_CONV} (transpose {TO_NHWC} ?x) ?w ?b))",)),

@@ -228,3 +228,23 @@ def test_builtin_registration_and_bad_arguments() -> None:
                {"opset": 16, "gelu": "erf"}, {"heads": 5}, {"seq": 513}, {"layers": 0}):
         with pytest.raises(ValueError):
             _small(**kw)
+
+
+@pytest.mark.parametrize("gen,attention", [("5", "eager"), ("5", "sdpa"), ("4", "eager"), ("4", "sdpa")])
+def test_every_compute_op_of_a_transformers_export_imports(gen: str, attention: str) -> None:
+    """Issue acceptance: only the mask's boolean plumbing and the embedding lookups stay opaque, each with a
+    stated reason; projections, attention products, softmax, layer norms and GELU are registry operators."""
+    from eqsat import onnx_io
+
+    m = zoo.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50, transformers=gen, attention=attention,
+                    token_type_ids=gen == "4")
+    g = onnx_io.load_model(m)
+    reasons = onnx_io.opaque_reasons(g)
+    assert all(why for _, _, why in reasons)
+    assert {op for op, _, _ in reasons} <= {"Gather", "Cast", "Where", "Expand", "Unsqueeze", "Shape", "And",
+                                             "Reshape", "Flatten", "Concat", "Add", "Mul", "IsNaN"}
+    for op, _, why in reasons:  # the float compute is never among them
+        assert op != "Gather" or "embedding" in why or "non-float" in why
+        assert op not in ("Add", "Mul", "Reshape", "Concat", "Flatten") or "non-float" in why
+    ops_used = {n.op for n in g.nodes}
+    assert {"matmul", "softmax", "layernorm", "gelu"} <= ops_used

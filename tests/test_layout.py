@@ -12,6 +12,7 @@ from eqsat.rules.layout import LAYOUT_RULES
 from eqsat.rules.rule import check_condition, evaluate, parse
 
 CONV = {"?st": (1, 1), "?pd": (1, 1, 1, 1), "?dl": (1, 1), "?g": 1, "?act": 0}
+PARAMS = {*CONV, "?eps"}  # parameter variables; the others are tensors
 SHAPES = {
     "layout-matmul-ta": [{"?a": (4, 3), "?b": (4, 5)}, {"?a": (1, 6), "?b": (1, 2)}, {"?a": (7, 7), "?b": (7, 7)}],
     "layout-matmul-tb": [{"?a": (3, 4), "?b": (5, 4)}, {"?a": (6, 1), "?b": (2, 1)}, {"?a": (7, 7), "?b": (7, 7)}],
@@ -25,6 +26,9 @@ SHAPES = {
     "layout-nhwc-nchw-cancel": [{"?x": (1, 4, 5, 3)}, {"?x": (2, 1, 1, 1)}, {"?x": (1, 2, 3, 4)}],
     "layout-nchw-nhwc-cancel": [{"?x": (1, 3, 4, 5)}, {"?x": (2, 1, 1, 1)}, {"?x": (1, 2, 3, 4)}],
     "layout-relu-nchw": [{"?x": (1, 4, 5, 3)}, {"?x": (2, 1, 1, 1)}, {"?x": (1, 2, 3, 4)}],
+    "layout-layernorm-rows": [{"?eps": 1e-5, "?x": (2, 3, 4), "?scale": (4,), "?bias": (4,)},
+                              {"?eps": 1e-12, "?x": (1, 5, 8), "?scale": (8,), "?bias": (8,)},
+                              {"?eps": 0.1, "?x": (3, 1, 1), "?scale": (1,), "?bias": (1,)}],
     "layout-ewadd-nchw": [{"?a": (1, 4, 5, 3), "?b": (1, 4, 5, 3)}, {"?a": (2, 1, 1, 1), "?b": (2, 1, 1, 1)},
                           {"?a": (1, 2, 3, 4), "?b": (1, 2, 3, 4)}],
 }
@@ -38,7 +42,7 @@ def test_every_layout_rule_has_shape_sets() -> None:
 def test_layout_rule_numerically(rule) -> None:
     rng = np.random.default_rng(0)
     for binding in SHAPES[rule.name]:
-        env = {k: (rng.standard_normal(v) if k not in CONV else v) for k, v in binding.items()}
+        env = {k: (rng.standard_normal(v) if k not in PARAMS else v) for k, v in binding.items()}
         assert all(check_condition(c, env) for c in rule.conditions)
         for d in rule.directions():
             left, right = evaluate(parse(d.lhs[0]), env), evaluate(parse(d.rhs[0]), env)

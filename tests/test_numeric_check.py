@@ -182,3 +182,19 @@ def test_report_says_what_was_compared(tmp_path: Path) -> None:
     assert f"the original model as given ({src})" in line
     assert "3 random input set(s)" in line and "1 output(s)" in line and "worst error" in line
     assert "numeric check" in res.summary() and line in res.summary()
+
+
+def test_integer_inputs_are_valid_indices_and_masks() -> None:
+    """Token types index a one-row table in some models; a mask of 0/1 keeps (1 - mask) * float32-min finite.
+    Random integer inputs respect both, so the check runs instead of failing or comparing NaNs."""
+    from eqsat import zoo
+    from eqsat.numeric import trial_feeds
+    from eqsat.onnx_io import int_input_bounds, random_feeds
+
+    m = zoo.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50, transformers="4", token_type_ids=True)
+    assert int_input_bounds(m)["token_type_ids"] == 2
+    for feeds in (random_feeds(m), trial_feeds(m, 0), trial_feeds(m, 1)):
+        assert set(np.unique(feeds["attention_mask"])) <= {0, 1}
+        assert feeds["token_type_ids"].max() < 2
+    report = check_equal(m, m)
+    assert report.ok and report.ran

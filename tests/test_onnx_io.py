@@ -106,3 +106,26 @@ def test_integer_tensors_stay_opaque_and_graph_is_equal() -> None:
     g = onnx_io.load_model(m)
     assert check_equal(m, onnx_io.to_onnx(g)).ok
     assert g.op_histogram()["relu"] == 1
+
+
+def test_shape_of_a_static_tensor_is_folded() -> None:
+    """An attention scale computed at run time from Shape (transformers' SDPA export): with static shapes it is
+    a constant, so the Mul by it imports as a scalar multiplication instead of staying opaque."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from eqsat.numeric import check_equal
+    from eqsat.onnx_io import load_model, opaque_reasons, to_onnx
+
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=-1),
+             helper.make_node("Cast", ["s"], ["sf"], to=TensorProto.FLOAT),
+             helper.make_node("Sqrt", ["sf"], ["r"]),
+             helper.make_node("Div", ["one", "r"], ["scale"]),
+             helper.make_node("Mul", ["x", "scale"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 16])],
+                          [numpy_helper.from_array(np.array([1.0], np.float32), "one")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    ir = load_model(m)
+    assert opaque_reasons(ir) == []
+    assert [n.op for n in ir.nodes] == ["smul"]
+    assert check_equal(m, to_onnx(ir)).ok

@@ -94,6 +94,8 @@ class CostKey:
     #: positions of the inputs that are weights (constant at run time): runtimes pre-pack constant matrix
     #: operands, so the same product costs differently with a weight or an activation in a given slot
     weights: tuple[int, ...] = ()
+    #: a binary element-wise operator to time this one behind (``OpSpec.measure_after``), or ""
+    after: str = ""
 
     def as_str(self) -> str:
         """A stable, human-readable string form (used as a cache key)."""
@@ -101,7 +103,8 @@ class CostKey:
         ins = ";".join("x".join(map(str, s)) for s in self.input_shapes)
         out = "x".join(map(str, self.output_shape))
         consts = f":w={','.join(map(str, self.weights))}" if self.weights else ""
-        return f"{self.op}({ps})[{ins}]->[{out}]:{self.dtype}:{self.layout}{consts}"
+        after = f":after={self.after}" if self.after else ""
+        return f"{self.op}({ps})[{ins}]->[{out}]:{self.dtype}:{self.layout}{consts}{after}"
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,11 @@ class OpSpec:
     #: Properties of the operator, ``(name, lhs, rhs)`` equations in the rule pattern language, that the
     #: verifier takes as axioms (after validating them symbolically) when it proves generated rules.
     axioms: tuple[tuple[str, str, str], ...] = ()
+    #: A binary element-wise operator that usually computes this one's first input (the residual add before a
+    #: layer norm). Measured cost models time the operator behind it and count only its own share, so that a
+    #: runtime's fusion of the pair is priced where it happens (onnxruntime fuses Add + LayerNormalization on
+    #: 3-D tensors into a SkipLayerNormalization that is slower on CPU than the two apart; on 2-D it does not).
+    measure_after: str | None = None
     #: How the rule generator applies the operator: template name -> the parameters for a first operand of a
     #: given shape (``None``: not applicable). Domains of :mod:`eqsat.rules.generator` list template names.
     generator_forms: dict[str, Callable[[Shape], Params | None]] = field(default_factory=dict)
@@ -221,7 +229,7 @@ class OpSpec:
                  dtype: str = "float32", layout: str = "default", weights: Sequence[int] = ()) -> CostKey:
         """The key a cost model uses for this configuration (``weights``: positions of constant inputs)."""
         return CostKey(self.name, self.param_tuple(params), tuple(tuple(s) for s in in_shapes),
-                       tuple(out_shape), dtype, layout, tuple(sorted(weights)))
+                       tuple(out_shape), dtype, layout, tuple(sorted(weights)), self.measure_after or "")
 
     def cost_keys(self, params: Params, in_shapes: Sequence[Shape], out_shape: Shape,
                   weights: Sequence[int] = ()) -> tuple[CostKey, ...]:

@@ -184,6 +184,8 @@ LAYERNORM = _register(OpSpec(
     flops_fn=lambda p, ins, out: 8 * math.prod(out),
     export_fn=_ln_export,
     shape_rules=_ln_rules(),
+    # transformers add the residual right before it; see OpSpec.measure_after
+    measure_after="ewadd",
 ))
 
 
