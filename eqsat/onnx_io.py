@@ -1,7 +1,7 @@
 """ONNX import and export: the boundary between ONNX protos and the IR (the IR and the engine never see onnx).
 
 Import: parse, fix input shapes, fold constants, infer shapes, collapse multi-node spellings of one operator
-(:mod:`eqsat.onnx_patterns`: GELU below opset 20), map each node through the registry's ONNX importers
+(:mod:`eqsat.onnx_patterns`: GELU below opset 20, layer norm below 17), map each node through the registry's ONNX importers
 (anything else becomes an ``opaque`` node kept verbatim). Export: write registry ops back through
 their export mappings, regroup split pieces and opaque outputs, precompute weight-only work, and check the
 result with ``onnx.checker``. Also the onnxruntime helpers that :mod:`eqsat.numeric` builds on.
@@ -25,7 +25,7 @@ from onnx import helper, numpy_helper, shape_inference
 from eqsat import ops
 from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError, UnsupportedModelError
 from eqsat.graph import Graph, Node, TensorInfo, make_node
-from eqsat.onnx_patterns import collapse_gelu
+from eqsat.onnx_patterns import collapse_patterns
 from eqsat.ops import OpError, Shape
 
 #: Ops never folded even when all inputs are constant (non-deterministic).
@@ -226,9 +226,11 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
         _fold_constants(imp, model)
         _infer_types(imp, model, inputs)
     live = [n for n in g.node if not all(o in imp.weights or o == "" for o in n.output)]  # others: folded
-    # multi-node spellings of one operator (GELU before opset 20) become that operator's node
-    nodes, collapsed = collapse_gelu(live, imp.weights, {o.name for o in g.output},
-                                     lambda name: imp.types.get(name, (None, ""))[0], imp.is_float)
+    # multi-node spellings of one operator (GELU before opset 20, layer norm before 17) become that operator's
+    # node (a constant a collapse adds, say a layer norm's unit scale, is dropped with it if it does not import)
+    nodes, collapsed = collapse_patterns(live, imp.weights, {o.name for o in g.output},
+                                         lambda name: imp.types.get(name, (None, ""))[0], imp.is_float,
+                                         imp.add_weight)
     for node in nodes:
         if id(node) in collapsed:
             produced, _ = _map_node(imp, node)

@@ -8,11 +8,18 @@ Exporters below opset 20 (which has ``Gelu``) write GELU out as element-wise nod
 * tanh: ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))``: ``Pow(x, 3)`` (or ``x * x * x``) ->
   ``Mul 0.044715`` -> ``Add x`` -> ``Mul 0.7979`` -> ``Tanh`` -> the same tail.
 
-A match needs its constants numerically right (single-element constants, relative tolerance 1e-4), every
-intermediate tensor read only inside the pattern and not a graph output, and the output of the shape of
-``x``. :func:`collapse_gelu` replaces it with one ``Gelu`` node (``approximate`` ``none`` or ``tanh``) that
-exists only on the way into the importer: :mod:`eqsat.onnx_io` imports it as one ``gelu``, and falls back to
-the original nodes if that import fails. This module reads protos; it does not import the registry.
+Exporters below opset 17 (which has ``LayerNormalization``) write layer normalisation out too (torch):
+``ReduceMean(x)`` over the last axes, keeping them -> ``Sub(x, mean)`` -> ``Pow(d, 2)`` (or ``Mul(d, d)``) ->
+``ReduceMean`` over the same axes -> ``Add eps`` -> ``Sqrt`` -> ``Div(d, std)`` -> ``Mul scale`` -> ``Add bias``
+(the ``Mul`` and ``Add`` may be absent, their operands in either order).
+
+A match needs its constants numerically right (single-element constants, relative tolerance 1e-4; a layer
+norm's scale and bias constants that vary only along the normalized axes), every intermediate tensor read
+only inside the pattern and not a graph output, and the output of the shape of ``x``. :func:`collapse_patterns`
+replaces each with one ``Gelu`` node (``approximate`` ``none`` or ``tanh``) or one ``LayerNormalization`` node
+that exists only on the way into the importer: :mod:`eqsat.onnx_io` imports it as one ``gelu`` or
+``layernorm`` (whatever the model's opset), and falls back to the original nodes if that import fails. This
+module reads protos; it does not import the registry.
 """
 
 from __future__ import annotations
@@ -21,9 +28,13 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from onnx import NodeProto, helper
+
+#: a new constant for a collapsed node: (array, name hint) -> the name it is stored under
+AddConst = Callable[[np.ndarray, str], str]
 
 _RTOL = 1e-4
 SQRT2 = math.sqrt(2.0)
@@ -51,11 +62,17 @@ class _Graph:
                 if i:
                     self.consumers.setdefault(i, []).append(n)
 
-    def is_const(self, name: str, value: float) -> bool:
+    def is_const(self, name: str, value: float, kinds: str = "f") -> bool:
+        """``name`` is a single-element constant (of a dtype kind in ``kinds``) close to ``value``."""
+        v = self.scalar(name, kinds)
+        return v is not None and bool(np.isclose(v, value, rtol=_RTOL, atol=0.0))
+
+    def scalar(self, name: str, kinds: str = "f") -> float | None:
+        """The value of a single-element constant of a dtype kind in ``kinds``, else ``None``."""
         c = self.consts.get(name)
-        if c is None or c.size != 1 or c.dtype.kind != "f":
-            return False
-        return bool(np.isclose(float(c.reshape(-1)[0]), value, rtol=_RTOL, atol=0.0))
+        if c is None or c.size != 1 or c.dtype.kind not in kinds:
+            return None
+        return float(c.reshape(-1)[0])
 
     def private(self, name: str) -> bool:
         """Read by exactly one node and not a graph output: an intermediate of a pattern."""
@@ -189,6 +206,12 @@ def collapse_gelu(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray], 
         gelu = helper.make_node("Gelu", [x], [y], name=(members[-1].name or "gelu") + "_collapsed",
                                 approximate=approx)
         found[id(members[-1])] = Collapsed(gelu, members)
+    return _replace(nodes, found, taken)
+
+
+def _replace(nodes: Sequence[NodeProto], found: Mapping[int, Collapsed],
+             taken: set[int]) -> tuple[list[NodeProto], dict[int, Collapsed]]:
+    """``nodes`` with each collapsed pattern's node in place of its last node and its other nodes gone."""
     out: list[NodeProto] = []
     collapsed: dict[int, Collapsed] = {}
     for n in nodes:
@@ -199,3 +222,172 @@ def collapse_gelu(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray], 
         elif id(n) not in taken:
             out.append(n)
     return out, collapsed
+
+
+# -- layer normalisation ---------------------------------------------------------------------------------
+
+def _attrs(node: NodeProto) -> dict[str, Any]:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _mean_axes(g: _Graph, node: NodeProto, rank: int) -> tuple[int, ...] | None:
+    """The axes (non-negative, ascending) of a ``ReduceMean`` that keeps them, from its attribute (below
+    opset 18) or its constant input (from 18); ``None`` for anything else."""
+    attrs = _attrs(node)
+    if int(attrs.get("keepdims", 1)) != 1:
+        return None
+    if len(node.input) > 1 and node.input[1]:
+        c = g.consts.get(node.input[1])
+        if c is None or c.dtype.kind not in "iu":
+            return None
+        axes = [int(a) for a in c.reshape(-1)]
+    else:
+        axes = [int(a) for a in attrs.get("axes", [])]
+    if not axes:
+        if int(attrs.get("noop_with_empty_axes", 0)):
+            return None
+        axes = list(range(rank))
+    if any(not -rank <= a < rank for a in axes):
+        return None
+    norm = sorted({a + rank if a < 0 else a for a in axes})
+    return tuple(norm) if len(norm) == len(axes) else None
+
+
+def _affine_const(g: _Graph, name: str, shape: tuple[int, ...], axis: int) -> np.ndarray | None:
+    """A float constant that, broadcast against ``x`` of ``shape``, varies only along the dimensions from
+    ``axis`` on: its values over ``shape[axis:]``; ``None`` for anything else."""
+    c = g.consts.get(name)
+    if c is None or c.dtype.kind != "f" or c.ndim > len(shape):
+        return None
+    cs = (1,) * (len(shape) - c.ndim) + tuple(c.shape)
+    if any(d != 1 for d in cs[:axis]) or any(d not in (1, s) for d, s in zip(cs[axis:], shape[axis:], strict=True)):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(c.reshape(cs[axis:]), shape[axis:]))
+
+
+@dataclass
+class _LayerNorm:
+    x: str
+    y: str
+    axis: int
+    epsilon: float
+    members: list[NodeProto]
+    scale: tuple[str, np.ndarray] | None  # the constant's name and its values over x.shape[axis:]
+    bias: tuple[str, np.ndarray] | None
+
+
+def _square_of(g: _Graph, sq: str, d: str) -> NodeProto | None:
+    """The node computing ``sq = d^2``: ``Pow(d, 2)`` or ``Mul(d, d)``."""
+    pow_ = g.made_by(sq, "Pow")
+    if pow_ is not None:
+        ok = len(pow_.input) == 2 and pow_.input[0] == d and g.is_const(pow_.input[1], 2.0, "fiu")
+        return pow_ if ok else None
+    mul = g.made_by(sq, "Mul")
+    return mul if mul is not None and list(mul.input) == [d, d] else None
+
+
+def _layernorm_at(g: _Graph, div: NodeProto, shape_of: Callable[[str], tuple[int, ...] | None],
+                  is_float: Callable[[str], bool]) -> _LayerNorm | None:
+    """The decomposed layer norm whose ``Div(x - mean, std)`` is ``div``, with its scale and bias."""
+    if len(div.input) != 2:
+        return None
+    d, std = div.input
+    sub = g.made_by(d, "Sub")
+    if sub is None or len(sub.input) != 2:
+        return None
+    x, mean = sub.input
+    shape = shape_of(x)
+    rm1 = g.made_by(mean, "ReduceMean") if g.private(mean) else None
+    if rm1 is None or rm1.input[0] != x or not shape or not is_float(x):
+        return None
+    rank = len(shape)
+    axes = _mean_axes(g, rm1, rank)
+    if axes is None or axes != tuple(range(rank - len(axes), rank)):  # the last axes
+        return None
+    axis = rank - len(axes)
+    sqrt = g.made_by(std, "Sqrt") if g.private(std) else None
+    plus = g.made_by(sqrt.input[0], "Add") if sqrt is not None and g.private(sqrt.input[0]) else None
+    if sqrt is None or plus is None or len(plus.input) != 2:
+        return None
+    var, eps_name = plus.input if g.scalar(plus.input[1]) is not None else plus.input[::-1]
+    eps = g.scalar(eps_name)
+    rm2 = g.made_by(var, "ReduceMean") if g.private(var) else None
+    if eps is None or not (math.isfinite(eps) and eps >= 0) or rm2 is None or _mean_axes(g, rm2, rank) != axes:
+        return None
+    sq = rm2.input[0]
+    square = _square_of(g, sq, d) if g.private(sq) else None
+    # x - mean is read by the square (once by Pow, twice by Mul) and by the Div, by nothing else
+    if square is None or d in g.outputs or g.readers[d] != (2 if square.op_type == "Pow" else 3):
+        return None
+    members = [rm1, sub, square, rm2, plus, sqrt, div]
+    y = div.output[0]
+    found: dict[str, tuple[str, np.ndarray]] = {}
+    for op_type in ("Mul", "Add"):  # scale, then bias: each optional
+        node = g.only_reader(y, op_type)
+        if node is None or len(node.input) != 2:
+            continue
+        other = node.input[1] if node.input[0] == y else node.input[0]
+        values = _affine_const(g, other, shape, axis) if other != y else None
+        if values is None:
+            continue
+        found[op_type] = (other, values)
+        members.append(node)
+        y = node.output[0]
+    return _LayerNorm(x, y, axis, eps, members, found.get("Mul"), found.get("Add"))
+
+
+def collapse_layernorm(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray], outputs: set[str],
+                       shape_of: Callable[[str], tuple[int, ...] | None], is_float: Callable[[str], bool],
+                       add_const: AddConst | None = None) -> tuple[list[NodeProto], dict[int, Collapsed]]:
+    """Replace each decomposed layer norm in ``nodes`` (in graph order) by one ``LayerNormalization`` node
+    (``axis`` the first normalized axis, counted from the end; ``epsilon`` the constant added to the variance).
+
+    Arguments and result as for :func:`collapse_gelu`. The scale and bias constants go in as they are where
+    they have the normalized dimensions' shape; other shapes, and a missing scale (ones), need ``add_const``
+    to store a new constant: without it such a pattern does not collapse. A missing bias is left out.
+    """
+    g = _Graph(nodes, consts, outputs)
+    order = {id(n): k for k, n in enumerate(nodes)}
+    taken: set[int] = set()
+    found: dict[int, Collapsed] = {}
+    for div in nodes:
+        if div.domain not in ("", "ai.onnx") or div.op_type != "Div":
+            continue
+        ln = _layernorm_at(g, div, shape_of, is_float)
+        if ln is None or any(id(n) in taken for n in ln.members) or shape_of(ln.x) != shape_of(ln.y):
+            continue
+        members = sorted(ln.members, key=lambda n: order[id(n)])
+        if members[-1].output[0] != ln.y:  # the output is computed last (intermediates are private)
+            continue
+        shape = shape_of(ln.x)
+        assert shape is not None
+        norm = tuple(shape[ln.axis:])
+        names: list[str] = []
+        for what, given in (("scale", ln.scale), ("bias", ln.bias)):
+            if given is not None and tuple(consts[given[0]].shape) == norm:
+                names.append(given[0])
+            elif given is None and what == "bias":
+                pass  # LayerNormalization's B is optional
+            elif add_const is None:
+                break
+            elif given is not None:
+                names.append(add_const(given[1], f"{ln.y}_{what}"))
+            else:
+                names.append(add_const(np.ones(norm, dtype=np.float32), f"{ln.y}_unit_scale"))
+        else:
+            taken.update(id(n) for n in members)
+            node = helper.make_node("LayerNormalization", [ln.x, *names], [ln.y],
+                                    name=(members[-1].name or "layernorm") + "_collapsed",
+                                    axis=ln.axis - len(shape), epsilon=ln.epsilon)
+            found[id(members[-1])] = Collapsed(node, members)
+    return _replace(nodes, found, taken)
+
+
+def collapse_patterns(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray], outputs: set[str],
+                      shape_of: Callable[[str], tuple[int, ...] | None], is_float: Callable[[str], bool],
+                      add_const: AddConst | None = None) -> tuple[list[NodeProto], dict[int, Collapsed]]:
+    """Every collapse of this module in turn (layer norms, then GELUs); arguments and result as for
+    :func:`collapse_layernorm`."""
+    nodes, collapsed = collapse_layernorm(nodes, consts, outputs, shape_of, is_float, add_const)
+    nodes, more = collapse_gelu(nodes, consts, outputs, shape_of, is_float)
+    return nodes, {**collapsed, **more}

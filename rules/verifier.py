@@ -288,6 +288,14 @@ class _Symbolic:
             self._functions[key] = z3.Function(name, *([z3.RealSort()] * (arity + 1)))
         return self._functions[key]
 
+    @staticmethod
+    def _instance(spec: ops.OpSpec, p: Mapping[str, Any]) -> str:
+        """The function's name for one parameter setting (clip(0, 6) and clip(0, 1) are different functions);
+        the axis an along-axis operator reads is not part of it (the rows are)."""
+        u = spec.uninterpreted
+        rest = [f"{k}={v}" for k, v in sorted(p.items()) if not (u and u.kind == "along_axis" and k == u.axis_param)]
+        return spec.name + (f"[{','.join(rest)}]" if rest else "")
+
     def uninterpreted(self, spec: ops.OpSpec, p: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
         """An operator the registry declares uninterpreted (:class:`eqsat.ops.Uninterpreted`), applied to
         an array of reals: per element, or per row along its axis (one function per row length and position)."""
@@ -295,7 +303,7 @@ class _Symbolic:
         assert u is not None, spec.name
         out = np.empty(x.shape, dtype=object)
         if u.kind == "elementwise":
-            f = self._function(spec.name, 1, 0)
+            f = self._function(self._instance(spec, p), 1, 0)
             facts = {a: b for a, b in u.facts}
             for idx, v in np.ndenumerate(x):
                 c = z3.simplify(self.real(v))
@@ -309,7 +317,7 @@ class _Symbolic:
         for idx in np.ndindex(*rows.shape[:-1]):
             args = [self.real(v) for v in rows[idx]]
             for i in range(n):
-                outs[idx + (i,)] = self._function(spec.name, n, i)(*args)
+                outs[idx + (i,)] = self._function(self._instance(spec, p), n, i)(*args)
         return out
 
     def real(self, v: Any) -> Any:
@@ -332,12 +340,18 @@ class _Symbolic:
         args = [self.eval(x, env) for x in ins]
         p = spec.normalize({n: eval_param(v, env) for (n, _), v in zip(spec.params, params, strict=True)})
         spec.shape(p, [np.shape(a) for a in args])
+        chain = spec.runs_as(p) if spec.runs_as else None
+        if chain:  # a fused form (conv2d with relu): its operators in turn, as the registry declares
+            y = self._apply(ops.get(chain[0][0]), ops.get(chain[0][0]).normalize(chain[0][1]), args)
+            for op, q in chain[1:]:
+                y = self._apply(ops.get(op), ops.get(op).normalize(q), [y])
+            return y
+        return self._apply(spec, p, args)
+
+    def _apply(self, spec: ops.OpSpec, p: Mapping[str, Any], args: list[np.ndarray]) -> np.ndarray:
         name = spec.name
         if spec.uninterpreted is not None:
             return self.uninterpreted(spec, p, args[0])
-        if name == "conv2d":
-            y = self.clean(spec.numpy_fn({**p, "act": 0}, *args))
-            return self.uninterpreted(ops.get("relu"), {}, y) if p["act"] else y
         if name == "avgpool":
             cols = ops._patches(args[0], *p["kernel"], p["strides"], p["pads"], (1, 1))
             total = cols.sum(axis=(2, 3))

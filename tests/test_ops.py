@@ -57,6 +57,18 @@ CASES = [
     ("conv2d_nhwc", {"pads": (1, 1, 1, 1), "act": 1}, [(1, 8, 8, 3), (4, 3, 3, 3), (4,)]),
     ("conv2d_nhwc", {"strides": (2, 2), "groups": 2}, [(2, 9, 7, 4), (6, 2, 3, 3), (6,)]),
     ("bnfold_b", {"epsilon": 1e-5}, [(4,), (4,), (4,), (4,), (4,)]),
+    ("clip", {"low": 0.0, "high": 6.0}, [(2, 3, 4)]),  # ReLU6
+    ("clip", {"low": -0.5, "high": float("inf")}, [(3, 5)]),
+    ("clip", {"low": 0.5, "high": -0.5}, [(4, 2)]),  # low > high: every entry is high
+    ("reduce_mean", {"axes": (2,), "keepdims": 1}, [(2, 3, 4)]),
+    ("reduce_mean", {"axes": (2, 3), "keepdims": 1}, [(1, 4, 5, 5)]),  # global average pooling
+    ("reduce_mean", {"axes": (0, 2), "keepdims": 0}, [(2, 3, 4)]),
+    ("reduce_mean", {"axes": (1, 3), "keepdims": 0}, [(2, 3, 2, 4)]),
+    ("reduce_mean", {"axes": (1, 3, 4), "keepdims": 1}, [(2, 3, 2, 4, 2)]),
+    ("reduce_mean", {"axes": (0, 1), "keepdims": 0}, [(3, 4)]),  # everything: a rank-0 mean
+    ("pad", {"pads": (0, 1, 0, 2)}, [(3, 4)]),
+    ("pad", {"pads": (0, 0, 1, 1, 0, 0, 1, 2), "value": -1.5}, [(1, 2, 3, 3)]),
+    ("pad", {"pads": (2, 0), "value": float("-inf")}, [(5,)]),
 ]
 
 
@@ -129,7 +141,8 @@ def test_shape_rules_reject_what_the_registry_rejects(op: str, params: dict, sha
 
 
 LINEAR = [c for c in CASES if c[0] in ("matmul", "ewadd", "concat", "split", "transpose", "reshape")
-          or (c[0] == "conv2d" and not c[1].get("act"))]
+          or (c[0] == "conv2d" and not c[1].get("act"))
+          or (c[0] == "pad" and float(c[1].get("value", 0.0)).is_integer())]
 
 
 @pytest.mark.parametrize("op,params,shapes", LINEAR, ids=[f"{c[0]}-{i}" for i, c in enumerate(LINEAR)])

@@ -14,7 +14,7 @@ attributes)`` tuples that :mod:`eqsat.onnx_io` turns into protobuf.
 
 # Importing a family module registers its operators (and ONNX importers), in this order.
 # isort: off
-from eqsat.ops import elementwise, matmul, conv, layout, pool, norm, softmax, opaque, consts  # noqa: E402
+from eqsat.ops import elementwise, matmul, conv, layout, pool, norm, softmax, reduce, opaque, consts  # noqa: E402
 # isort: on
 from eqsat.ops.conv import _patches  # noqa: E402  (the verifier reads pooling windows the same way)
 from eqsat.ops.core import (
@@ -43,7 +43,7 @@ __all__ = [
     "ACT_NONE", "ACT_RELU", "MAX_RANK", "ONNX_IMPORTERS", "PRIME", "REGISTRY", "CostKey", "ExportContext",
     "ImportContext", "IRNode", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Shape", "Uninterpreted",
     "get", "require", "ops_for_generator", "conv", "consts", "elementwise", "layout", "matmul", "norm", "opaque",
-    "pool", "softmax", "_patches",
+    "pool", "reduce", "softmax", "_patches",
 ]
 
 

@@ -1,8 +1,9 @@
-"""Element-wise operators: activations, broadcasting add and multiply, multiplication by a scalar."""
+"""Element-wise operators: activations, clipping, broadcasting add and multiply, multiplication by a scalar."""
 
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable
 
 import numpy as np
@@ -131,6 +132,80 @@ def _import_gelu(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     if approx not in ("none", "tanh"):
         return ctx.unsupported(f"approximate={approx!r} (ONNX knows 'none' and 'tanh')")
     return [("gelu", {"approximate": int(approx == "tanh")}, [ins[0]], list(outs))]
+
+
+# -- Clip (ReLU6 is Clip(0, 6)) ---------------------------------------------------------------------------
+
+def _clip_np(p: Params, x: np.ndarray) -> np.ndarray:
+    # min(max(x, low), high): where low > high every entry is high, as ONNX Clip defines it
+    y = np.minimum(np.maximum(x, p["low"]), p["high"])
+    return (np.asarray(y) if isinstance(y, np.generic) else y).astype(x.dtype, copy=False)  # a 0-d x: a scalar
+
+
+def _clip_mod(p: Params, x: np.ndarray, m: int) -> np.ndarray:
+    # not algebraic: a fixed non-linear polynomial per (low, high), so that clips with different bounds never
+    # fingerprint alike; clip(0, inf) is relu and takes relu's polynomial
+    if p["low"] == 0.0 and p["high"] == math.inf:
+        return _relu_mod(x, m)
+    h = zlib.crc32(f"clip({p['low']!r},{p['high']!r})".encode())
+    return _poly(x, m, 59 + h % 997, 61 + (h >> 10) % 991, 67 + (h >> 20) % 983)
+
+
+def _clip_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    # both bounds written (an infinite one too: an absent bound is the largest finite float, which an infinite
+    # input would notice); attributes before opset 11, scalar inputs from 11. Where low > high, clip(high, high)
+    # is the same function, and Clip-6 in onnxruntime refuses min > max.
+    low = min(p["low"], p["high"])
+    if ctx.opset < 11:
+        return [("Clip", [ins[0]], list(outs), {"min": low, "max": p["high"]})]
+    lo = ctx.add_initializer(np.array(low, dtype=np.float32), outs[0] + "_min")
+    hi = ctx.add_initializer(np.array(p["high"], dtype=np.float32), outs[0] + "_max")
+    return [("Clip", [ins[0], lo, hi], list(outs), {})]
+
+
+CLIP = _register(OpSpec(
+    name="clip", inputs=("x",), params=(("low", "float"), ("high", "float")),
+    defaults={"low": -math.inf, "high": math.inf}, elementwise=True,
+    doc="min(max(x, low), high) (ONNX Clip; ReLU6 is clip(0, 6)); an infinite bound is no bound, and where "
+        "low > high every entry is high",
+    shape_fn=lambda p, x: x,
+    numpy_fn=_clip_np, modular_fn=_clip_mod,
+    flops_fn=lambda p, ins, out: 2 * math.prod(out),
+    export_fn=_clip_export,
+    shape_rules=S.same_as("x"),
+    # not a polynomial; no fixed point holds for every (low, high) (clip(0) = 0 needs low <= 0 <= high)
+    uninterpreted=Uninterpreted("elementwise"),
+))
+
+
+@_importer("Clip")
+def _import_clip(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    if not ctx.is_float(ins[0]):
+        return ctx.unsupported("a non-float input")
+    # a missing bound is no bound (ONNX's default, the largest finite float, differs only on infinite inputs)
+    if ctx.opset < 11:
+        low, high = float(attrs.get("min", -math.inf)), float(attrs.get("max", math.inf))
+    else:
+        bounds = []
+        for k, default in ((1, -math.inf), (2, math.inf)):
+            name = ins[k] if len(ins) > k else ""
+            if not name:
+                bounds.append(default)
+                continue
+            c = ctx.const(name)
+            if c is None:
+                return ctx.unsupported("a min or max that is not a constant")
+            if c.size != 1:
+                return ctx.unsupported("a min or max with more than one element")
+            bounds.append(float(c.reshape(-1)[0]))
+        low, high = bounds
+    if math.isnan(low) or math.isnan(high):
+        return ctx.unsupported("a NaN min or max")
+    if low == 0.0 and high == math.inf:  # Clip(0, none) is a ReLU
+        return [("relu", {}, [ins[0]], [outs[0]])]
+    # one form per function: where low > high every entry is high, which is clip(high, high); + 0.0: no -0.0
+    return [("clip", {"low": min(low, high) + 0.0, "high": high + 0.0}, [ins[0]], [outs[0]])]
 
 
 # -- element-wise binary with ONNX (numpy) broadcasting over equal ranks ----------------------------------

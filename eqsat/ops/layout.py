@@ -1,8 +1,9 @@
-"""Operators that move data without arithmetic: transpose, reshape, concat, split."""
+"""Operators that move data without arithmetic: transpose, reshape, concat, split, constant padding."""
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -271,3 +272,116 @@ def _import_gather(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
         return [("split", piece, [data], [outs[0]])]
     mid = ctx.fresh(outs[0] + "_piece")
     return [("split", piece, [data], [mid]), ("reshape", {"shape": out_shape}, [mid], [outs[0]])]
+
+
+# -- constant padding ------------------------------------------------------------------------------------
+
+def _pad_shape(p: Params, x: Shape) -> Shape:
+    pads, r = p["pads"], len(x)
+    require(r >= 1, "pad: needs an input of rank 1 or more")
+    require(len(pads) == 2 * r, f"pad: {len(pads)} pads for {x} (one begin and one end per dimension)")
+    require(all(v >= 0 for v in pads), f"pad: pads {pads} must be non-negative")
+    return tuple(d + pads[i] + pads[i + r] for i, d in enumerate(x))
+
+
+def _pad_widths(p: Params, rank: int) -> list[tuple[int, int]]:
+    return [(p["pads"][i], p["pads"][i + rank]) for i in range(rank)]
+
+
+def _pad_np(p: Params, x: np.ndarray) -> np.ndarray:
+    return np.pad(x, _pad_widths(p, x.ndim), mode="constant", constant_values=p["value"])
+
+
+def _rational_mod(v: float, m: int) -> int:
+    """A float exactly modulo ``m`` (a rational number: its numerator times its denominator's inverse); an
+    infinity, which has no such value, maps to a fixed residue of its own."""
+    if not math.isfinite(v):
+        return m - 1 if v > 0 else m - 2
+    f = Fraction(v)
+    return f.numerator * pow(f.denominator, -1, m) % m
+
+
+def _pad_mod(p: Params, x: np.ndarray, m: int) -> np.ndarray:
+    xo = np.asarray(x, dtype=object) % m
+    return np.pad(xo, _pad_widths(p, xo.ndim), mode="constant", constant_values=_rational_mod(p["value"], m))
+
+
+def _pad_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    if ctx.opset < 11:  # pads and value are attributes before opset 11
+        return [("Pad", [ins[0]], list(outs), {"mode": "constant", "pads": list(p["pads"]), "value": p["value"]})]
+    pads = ctx.add_initializer(np.array(p["pads"], dtype=np.int64), outs[0] + "_pads")
+    value = ctx.add_initializer(np.array(p["value"], dtype=np.float32), outs[0] + "_value")
+    return [("Pad", [ins[0], pads, value], list(outs), {"mode": "constant"})]
+
+
+def _pad_rules() -> tuple[S.ShapeRule, ...]:
+    x, pads = S.shape("x"), S.param("pads")
+    return tuple(S.rule(S.vec(*(S.dim(x, i) + S.dim(pads, i) + S.dim(pads, i + r) for i in range(r))),
+                        S.eq(S.rank(x), r), S.eq(S.rank(pads), 2 * r), *(S.ge(S.dim(pads, j), 0) for j in range(2 * r)))
+                 for r in range(1, MAX_RANK + 1))
+
+
+PAD = _register(OpSpec(
+    name="pad", inputs=("x",), params=(("pads", "ints"), ("value", "float")), defaults={"value": 0.0},
+    doc="constant padding: pads (non-negative) lists the entries added before each dimension, then after "
+        "each (ONNX order), filled with value (ONNX Pad, mode constant)",
+    shape_fn=_pad_shape, numpy_fn=_pad_np, modular_fn=_pad_mod,
+    flops_fn=lambda p, ins, out: 0,
+    export_fn=_pad_export,
+    shape_rules=_pad_rules(),
+))
+
+
+@_importer("Pad")
+def _import_pad(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    if not ctx.is_float(ins[0]):
+        return ctx.unsupported("a non-float input")
+    mode = str(attrs.get("mode", "constant"))
+    if mode != "constant":
+        return ctx.unsupported(f"mode {mode!r} (only constant padding imports)")
+    shape = ctx.shape(ins[0])
+    rank = len(shape)
+    if rank == 0:
+        return ctx.unsupported("a rank-0 input")
+    if ctx.opset < 11:  # attributes
+        pads = [int(v) for v in attrs.get("pads", [])]
+        value = float(attrs.get("value", 0.0))
+    else:  # inputs: pads, then optional constant_value and (from opset 18) axes
+        consts = []
+        for k in (1, 2, 3):
+            name = ins[k] if len(ins) > k else ""
+            c = ctx.const(name) if name else None
+            if name and c is None:
+                what = ("pads", "a constant_value", "axes")[k - 1]
+                return ctx.unsupported(f"{what} that {'are' if k != 2 else 'is'} not a constant")
+            consts.append(c)
+        c_pads, c_value, c_axes = consts
+        if c_pads is None:
+            return ctx.unsupported("no pads input")
+        pads = [int(v) for v in c_pads.reshape(-1)]
+        if c_value is not None and c_value.size != 1:
+            return ctx.unsupported("a constant_value with more than one element")
+        value = 0.0 if c_value is None else float(c_value.reshape(-1)[0])
+        if c_axes is not None:  # pads for the listed axes only: spread them over every dimension
+            axes = [int(a) for a in c_axes.reshape(-1)]
+            if len(pads) != 2 * len(axes):
+                return ctx.unsupported(f"{len(pads)} pads for {len(axes)} axes")
+            if any(not -rank <= a < rank for a in axes):
+                return ctx.unsupported(f"axes {axes} out of range for rank {rank}")
+            axes = [_norm_axis(a, rank) for a in axes]
+            if len(set(axes)) != len(axes):
+                return ctx.unsupported(f"an axis listed twice in {axes}")
+            full = [0] * (2 * rank)
+            for k, a in enumerate(axes):
+                full[a], full[a + rank] = pads[k], pads[k + len(axes)]
+            pads = full
+    if len(pads) != 2 * rank:
+        return ctx.unsupported(f"{len(pads)} pads for a rank-{rank} input")
+    if any(v < 0 for v in pads):
+        return ctx.unsupported("negative pads (cropping)")
+    if math.isnan(value):
+        return ctx.unsupported("a NaN constant_value")
+    if not any(pads):  # nothing added: the input as it is
+        return [("reshape", {"shape": tuple(shape)}, [ins[0]], [outs[0]])]
+    return [("pad", {"pads": tuple(pads), "value": value + 0.0}, [ins[0]], [outs[0]])]
