@@ -156,6 +156,8 @@ class _RuleCompiler:
     def param(self, e: Sexp, kind: str) -> str:
         if is_var(e):
             return self.var(e)
+        if isinstance(e, float):
+            return _lit(e, "float")
         if isinstance(e, int):
             if kind == "ints":
                 raise RuleError(f"integer literal {e} where a tuple is expected")

@@ -182,8 +182,8 @@ def declared_axioms(op_names: Iterable[str] | None = None) -> tuple[Axiom, ...]:
     The verifier proves a rule with the core axioms and those of the operators the rule uses, so adding an
     operator never changes what Z3 has to search for rules without it."""
     names = set(ops.REGISTRY) if op_names is None else set(op_names)
-    return tuple(Axiom(name, lhs, rhs) for spec in ops.REGISTRY.values() if spec.name in names
-                 for name, lhs, rhs in spec.axioms)
+    return tuple(Axiom(a[0], a[1], a[2], **(a[3] if len(a) > 3 else {})) for spec in ops.REGISTRY.values()
+                 if spec.name in names for a in spec.axioms)
 
 
 #: Every axiom: the core ones, then the declared ones.

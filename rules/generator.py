@@ -77,7 +77,7 @@ MAT = Domain("mat", (
     VarType("w", ((4, 4), (5, 5), (3, 3)), 3),
     VarType("s", ((), (), ()), 1),
 ), ("ewadd", "ewmul", "smul", "relu", "transpose", "matmul", "concat0", "concat1", "split0", "split1",
-    "add_imatmul", "add_iewmul"))
+    "add_imatmul", "add_iewmul", "gelu"))
 
 CONV = Domain("conv", (
     VarType("i", ((1, 4, 3, 3), (2, 3, 4, 4), (1, 2, 5, 4)), 2),
@@ -96,7 +96,7 @@ HEADS = Domain("heads", (
     VarType("m", ((3, 8), (2, 15), (4, 6)), 1),
     VarType("r", ((3, 2, 4), (2, 3, 5), (4, 2, 3)), 1, param=True, of="m"),
     VarType("s", ((), (), ()), 1),
-), ("ewadd", "smul", "relu", "matmul", *TRANSPOSES3, "reshape", "softmax"))
+), ("ewadd", "smul", "relu", "matmul", *TRANSPOSES3, "reshape", "softmax", "gelu"))
 
 DOMAINS: dict[str, Domain] = {d.name: d for d in (MAT, CONV, HEADS)}
 SHAPE_SETS = 3

@@ -4,11 +4,11 @@ A pattern is an S-expression ``(op :param VALUE ... INPUT...)``: parameters by n
 registry's default), then tensor inputs (``concat`` takes exactly two here), as in
 ``(conv2d :pads [1 1 1 1] :act 1 ?x ?w ?b)``. The positional form ``(op PARAM... INPUT...)``, every
 parameter in the registry's order, is what :func:`parse` returns and :func:`unparse` writes; :func:`pretty`
-writes the named form, which the committed corpus uses. Leaves are tensor
-variables ``?x``; parameter positions hold integer literals, tuple literals ``[1 1]``, parameter variables
+writes the named form, which the committed corpus uses. Leaves are tensor variables ``?x``; parameter
+positions hold integer or float literals (``1e-05``, ``-inf``), tuple literals ``[1 1]``, parameter variables
 ``?k`` or (on a right-hand side) parameter expressions built from ``(dim ?x AXIS)``, ``(rank ?x)``,
-``(+ e e)``, ``(- e e)``, ``(* e e)`` and ``(compose p q)`` (the permutation of a transpose by ``p`` followed by
-one by ``q``). Conditions use the same language:
+``(+ e e)``, ``(- e e)``, ``(* e e)`` and ``(compose p q)`` (the permutation of a transpose by ``p`` followed
+by one by ``q``). Conditions use the same language:
 ``(= e e)``, ``(!= e e)``, ``(< e e)``, ``(<= e e)`` and ``(= (shape ?a) (shape ?b))``.
 
 A :class:`Rule` has one or two (two-output rule) left-hand sides with as many right-hand sides. Soundness of
@@ -30,6 +30,7 @@ from eqsat import ops
 Sexp = Any  # str | int | tuple[int, ...] literal | list[Sexp]
 
 _TOKEN = re.compile(r"\(|\)|\[|\]|[^\s()\[\]]+")
+_FLOAT = re.compile(r"-?((\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?|inf)")
 
 
 class RuleError(ValueError):
@@ -67,6 +68,8 @@ def parse(text: str) -> Sexp:
             raise RuleError(f"unexpected {tok!r} in {text!r}")
         if re.fullmatch(r"-?\d+", tok):
             return int(tok)
+        if _FLOAT.fullmatch(tok):  # a float parameter (an epsilon, a clip bound): 1e-05, 0.5, -inf
+            return float(tok)
         return tok
 
     out = expr()
@@ -151,7 +154,9 @@ def split_args(e: list) -> tuple[ops.OpSpec, list[Sexp], list[Sexp]]:
     n_inputs = 2 if spec.variadic else len(spec.inputs)
     if len(e) - 1 != n_params + n_inputs:
         raise RuleError(f"{e[0]} takes {n_params} parameters and {n_inputs} inputs in patterns: {unparse(e)}")
-    return spec, e[1:1 + n_params], e[1 + n_params:]
+    params = [float(v) if kind == "float" and isinstance(v, int) else v  # 6 and 6.0 are one clip bound
+              for v, (_, kind) in zip(e[1:1 + n_params], spec.params, strict=True)]
+    return spec, params, e[1 + n_params:]
 
 
 def tensor_vars(e: Sexp) -> set[str]:
@@ -246,7 +251,7 @@ def eval_param(e: Sexp, env: Mapping[str, Any]) -> Any:
     if is_var(e):
         v = env[e]
         return tuple(int(i) for i in v) if isinstance(v, tuple) else v
-    if isinstance(e, int):
+    if isinstance(e, int | float):
         return e
     if isinstance(e, Vec):
         return tuple(int(eval_param(i, env)) for i in e.items)

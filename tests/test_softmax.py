@@ -102,3 +102,19 @@ def test_optimizer_moves_a_transpose_across_softmax() -> None:
     assert res.numeric is not None and res.numeric.ok
     kinds = [n.op_type for n in res.model.graph.node]
     assert kinds.count("Transpose") == 0, kinds
+
+
+def test_float_parameters_parse_print_compile_and_encode() -> None:
+    """Float literals (an epsilon, a clip bound) in patterns: parsed as floats, printed back, rendered for egglog
+    as the registry's float literal, and encoded for Z3 so that 6 and 6.0 are the same bound."""
+    from eqsat.egraph import compile_rules
+    from eqsat.rules.rule import Rule, pretty, split_args, unparse
+
+    e = parse("(clip :low -inf :high 6 (layernorm :axis 1 :epsilon 1e-05 ?x ?g ?b))")
+    assert parse(pretty(e)) == e and parse(unparse(e)) == e
+    assert split_args(e)[1] == [float("-inf"), 6.0]
+    text = compile_rules([Rule("t", ("(clip 0 6 (transpose [1 0] ?x))",), ("(transpose [1 0] (clip 0.0 6.0 ?x))",))])[0]
+    assert '(clip "0.0" "6.0"' in text
+    same = V.verify_equation(["(clip 0 6 ?x)"], ["(clip 0.0 6.0 ?x)"])
+    assert same.status == "proved"
+    assert V.verify_equation(["(clip 0 6 ?x)"], ["(clip 0 1 ?x)"], rlimit=300_000).status != "proved"

@@ -150,9 +150,10 @@ class OpSpec:
     #: The verifier's model where the operator is not a polynomial (its float reference is then not executed
     #: symbolically); ``None``: the numpy reference runs on Z3 reals.
     uninterpreted: Uninterpreted | None = None
-    #: Properties of the operator, ``(name, lhs, rhs)`` equations in the rule pattern language, that the
-    #: verifier takes as axioms (after validating them symbolically) when it proves generated rules.
-    axioms: tuple[tuple[str, str, str], ...] = ()
+    #: Properties of the operator, ``(name, lhs, rhs)`` equations in the rule pattern language (optionally with a
+    #: fourth item: ``{"params": {var: values validated}, "quantified": (vars,)}``, as ``eqsat.rules.axioms.Axiom``
+    #: takes them), that the verifier takes as axioms (after validating them symbolically) when it proves rules.
+    axioms: tuple[tuple[Any, ...], ...] = ()
     #: A binary element-wise operator that usually computes this one's first input (the residual add before a
     #: layer norm). Measured cost models time the operator behind it and count only its own share, so that a
     #: runtime's fusion of the pair is priced where it happens (onnxruntime fuses Add + LayerNormalization on
@@ -275,6 +276,34 @@ def _importer(*op_types: str):
 
     return deco
 
+
+
+# ---------------------------------------------------------------------------------------------------------
+# axioms shared by a kind of operator
+
+#: Permutations of rank 2 and 3, and reshape targets of four elements, on which the layout axioms of
+#: element-wise operators are validated (they are quantified over every value in Z3).
+LAYOUT_PERMS = ((1, 0), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
+LAYOUT_TARGETS = ((4,), (2, 2), (1, 4), (2, 1, 2), (1, 2, 2))
+
+
+def elementwise_axioms(name: str, params: str = "", values: dict[str, tuple] | None = None) -> tuple[tuple, ...]:
+    """Axioms of a unary element-wise operator: it commutes with transpose, reshape and concat.
+
+    ``params`` is the operator's parameter text in patterns (``":approximate ?g"``) and ``values`` the values its
+    variables are validated on; they are quantified in Z3, so the axioms hold for every parameter setting."""
+    values = values or {}
+    def op(x: str) -> str:
+        return f"({name} {params} {x})" if params else f"({name} {x})"
+    own = tuple(values)
+    return (
+        (f"{name}-transpose", f"(transpose :perm ?p {op('?a')})", op("(transpose :perm ?p ?a)"),
+         {"params": {"?p": LAYOUT_PERMS, **values}, "quantified": ("?p", *own)}),
+        (f"{name}-reshape", f"(reshape :shape ?r {op('?a')})", op("(reshape :shape ?r ?a)"),
+         {"params": {"?r": LAYOUT_TARGETS, **values}, "quantified": ("?r", *own)}),
+        (f"{name}-concat", op("(concat :axis ?ax ?a ?b)"), f"(concat :axis ?ax {op('?a')} {op('?b')})",
+         {"params": {"?ax": (0, 1), **values}, "quantified": own}),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------

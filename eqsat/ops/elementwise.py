@@ -24,6 +24,7 @@ from eqsat.ops.core import (
     _poly,
     _register,
     _relu_mod,
+    elementwise_axioms,
     require,
 )
 
@@ -43,6 +44,7 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.
         shape_rules=S.same_as("x"),
         # not polynomials: the verifier knows them only as functions of each element
         uninterpreted=Uninterpreted("elementwise", facts=((0, 0),) if name == "relu" else ()),
+        axioms=elementwise_axioms(name) if name != "relu" else (),  # relu's are among the hand-written ones
     ))
 
     @_importer(onnx_type)
@@ -120,6 +122,9 @@ GELU = _register(OpSpec(
     export_fn=_gelu_export,
     shape_rules=(S.rule(S.shape("x"), S.ge(S.param("approximate"), 0), S.le(S.param("approximate"), 1)),),
     uninterpreted=Uninterpreted("elementwise", facts=((0, 0),)),
+    axioms=elementwise_axioms("gelu", ":approximate ?g", {"?g": (0, 1)}),
+    # transformers' feed-forward activation: moved across the layout operators of the heads domain
+    generator_forms={"gelu": lambda s: {"approximate": 0} if s else None},  # tensors, not the scalars
 ))
 
 
@@ -175,6 +180,7 @@ CLIP = _register(OpSpec(
     shape_rules=S.same_as("x"),
     # not a polynomial; no fixed point holds for every (low, high) (clip(0) = 0 needs low <= 0 <= high)
     uninterpreted=Uninterpreted("elementwise"),
+    axioms=elementwise_axioms("clip", ":low ?lo :high ?hi", {"?lo": (0.0, -1.0), "?hi": (6.0, 1.0)}),
 ))
 
 
