@@ -1,8 +1,8 @@
 """ONNX import and export: the boundary between ONNX protos and the IR (the IR and the engine never see onnx).
 
 Import: parse, fix input shapes, fold constants, infer shapes, collapse multi-node spellings of one operator
-(:mod:`eqsat.onnx_patterns`: GELU below opset 20, layer norm below 17), map each node through the registry's ONNX importers
-(anything else becomes an ``opaque`` node kept verbatim). Export: write registry ops back through
+(:mod:`eqsat.onnx_patterns`: GELU below opset 20, layer norm below 17), map each node through the registry's
+ONNX importers (anything else becomes an ``opaque`` node kept verbatim). Export: write registry ops back through
 their export mappings, regroup split pieces and opaque outputs, precompute weight-only work, and check the
 result with ``onnx.checker``. Also the onnxruntime helpers that :mod:`eqsat.numeric` builds on.
 """

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing as mp
+import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,8 @@ class Encoder:
         """A parameter expression as a Z3 Int."""
         if isinstance(e, int):
             return z3.IntVal(e, self.ctx)
+        if isinstance(e, float):  # its bits as an Int: equal floats, equal Ints (parameters are only compared)
+            return z3.IntVal(struct.unpack("<q", struct.pack("<d", e))[0], self.ctx)
         if is_var(e):
             v = env[e]
             return self._value(v)
