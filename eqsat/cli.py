@@ -13,9 +13,7 @@ import importlib
 import importlib.util
 import logging
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -157,7 +155,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     """Optimize an ONNX file and write the result (and the e-graph with ``--dump-egraph``).
 
     The paths are checked before any work; missing folders are created when writing. Nothing is written
-    unless the whole run succeeds (the e-graph goes to a temporary file until then).
+    unless the whole run succeeds (the e-graph dump is written after the model, with the extraction's choice).
     """
     import onnx
 
@@ -167,18 +165,20 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     dump = _check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None
     if dump is not None and dump.resolve() == out.resolve():
         raise UsageError(f"-o and --dump-egraph name the same file {out}; give two different paths")
+    if args.provenance and dump is None:
+        raise UsageError("--provenance records which rule built each e-node for the e-graph dump; give "
+                         "--dump-egraph PATH too")
     shapes = _input_shapes(args.input_shape)
     cost_model = _cost_model(args.costs)
     say = _progress(args.quiet)
-    with tempfile.TemporaryDirectory(prefix="eqsat-") as tmp:
-        dump_tmp = Path(tmp) / "egraph.json" if dump is not None else None
-        res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules),
-                       time_limit=args.time_limit, node_limit=args.node_limit, iter_limit=args.iter_limit,
-                       solver=args.solver, input_shapes=shapes, check=not args.no_check,
-                       dump_egraph=dump_tmp, progress=say)
-        _write_file(out, lambda p: onnx.save(res.model, str(p)))
-        if dump is not None and dump_tmp is not None:
-            _write_file(dump, lambda p: shutil.copyfile(dump_tmp, p))
+    res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules),
+                   time_limit=args.time_limit, node_limit=args.node_limit, iter_limit=args.iter_limit,
+                   solver=args.solver, input_shapes=shapes, check=not args.no_check,
+                   dump_egraph=dump is not None, provenance=args.provenance,
+                   progress=say)  # the dump object only: written here
+    _write_file(out, lambda p: onnx.save(res.model, str(p)))
+    if dump is not None and res.egraph_dump is not None:
+        res.egraph_dump.write(dump)  # creates missing folders, through a temporary file
     print(res.summary())
     print(f"\nwrote {out}")
     if dump is not None:
@@ -188,10 +188,15 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Describe a model: operator histogram, input/output shapes and the opaque operators of its IR; for a
-    model eqsat cannot import (dynamic shapes, control flow), what the ONNX file declares and how to fix it."""
+    model eqsat cannot import (dynamic shapes, control flow), what the ONNX file declares and how to fix it.
+    A JSON file is an e-graph: an eqsat dump gets the ``eqsat egraph stats`` report, plain extraction-gym JSON
+    its sizes and operators."""
     from eqsat import onnx_io
+    from eqsat.egraph_cli import is_json_file, print_egraph_file
     from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError
 
+    if is_json_file(args.model):
+        return print_egraph_file(args.model)
     model, label = onnx_io.read_model(args.model)
     try:
         g = onnx_io.load_model(model, input_shapes=_input_shapes(args.input_shape), label=label)
@@ -314,7 +319,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--node-limit", type=int, default=50_000, help="e-node limit (default 50000)")
     o.add_argument("--iter-limit", type=int, default=10, help="saturation iterations (default 10)")
     o.add_argument("--dump-egraph", metavar="PATH",
-                   help="write the saturated e-graph (extraction-gym JSON; missing folders are created)")
+                   help="write the saturated e-graph with costs and the extraction's choice (an eqsat dump: "
+                        "extraction-gym JSON plus eqsat's fields; 'eqsat egraph' reads it; missing folders are "
+                        "created)")
+    o.add_argument("--provenance", action="store_true",
+                   help="with --dump-egraph: record the iteration and rule(s) that built each e-node (costs "
+                        "saturation time and memory, see the README)")
     o.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224",
                    help="fix a dynamic input shape (repeatable)")
     o.add_argument("--costs", default="analytic", help="cost model: analytic (default), measured/cpu, gpu")
@@ -324,8 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the report is still printed)")
     o.set_defaults(func=cmd_optimize)
 
-    i = sub.add_parser("inspect", help="op histogram, shapes and opaque ops of a model (any ONNX model)")
-    i.add_argument("model")
+    i = sub.add_parser("inspect", help="op histogram, shapes and opaque ops of a model (any ONNX model), or the "
+                                       "report of an e-graph (JSON: an eqsat dump or extraction-gym)")
+    i.add_argument("model", metavar="FILE")
     i.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224")
     i.set_defaults(func=cmd_inspect)
 
@@ -353,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_compare)
 
     # subcommands owned by the other packages register themselves when present
-    for module in ("eqsat.extract.cli", "eqsat.rules.cli", "eqsat.gpu.cli"):
+    for module in ("eqsat.extract.cli", "eqsat.rules.cli", "eqsat.gpu.cli", "eqsat.egraph_cli"):
         if importlib.util.find_spec(module) is not None:
             importlib.import_module(module).register(sub)
     return p

@@ -82,8 +82,20 @@ def _egglog_inputs(spec: ops.OpSpec) -> list[str]:
     return ["a", "b"] if spec.variadic else list(spec.inputs)
 
 
-def declarations() -> str:
-    """egglog declarations derived from the registry: sorts, constructors, shape analysis, rulesets."""
+#: the rule name provenance rows give the n-way sibling merges :func:`compile_graph` adds before iteration 1
+SIBLING_MERGE = "sibling-merge"
+#: egglog tables of the provenance record (``prov_<op>`` rows and the ``cur_iter`` counter), not e-nodes
+_PROV_PREFIX = "prov_"
+_ITER = "cur_iter"
+
+
+_PROV_ROW = re.compile(r"\(set \(" + _PROV_PREFIX + r"([^\s()]+) ")
+
+
+def declarations(provenance: bool | Iterable[str] = False) -> str:
+    """egglog declarations derived from the registry: sorts, constructors, shape analysis, rulesets; with
+    ``provenance`` also the provenance record (:func:`compile_rule`): its tables for every operator but
+    ``opaque`` (which no rule builds), or for the operators named (each table costs memory)."""
     lines = ["(sort IVec (Vec i64))", "(sort TList)", "(datatype T", "  (Input String)", "  (Weight String)"]
     for spec in ops.REGISTRY.values():
         sorts = [_SORTS[k] for _, k in _egglog_params(spec)] + ["T"] * len(_egglog_inputs(spec))
@@ -102,6 +114,17 @@ def declarations() -> str:
     ]
     for spec in ops.REGISTRY.values():
         lines += _shape_rules(spec)
+    if provenance is not False:  # True, or the operators to record (maybe none)
+        # one row per e-node a rule's right-hand side builds, keyed like the constructor plus the rule's name,
+        # valued with the first iteration it did so (egglog canonicalises the tensor arguments, so after
+        # rebuilding a row names one e-node; rows that become equal keep the smallest iteration)
+        lines.append(f"(function {_ITER} () i64 :merge (max old new))")
+        lines.append(f"(set ({_ITER}) 0)")
+        names = set(provenance) if not isinstance(provenance, bool) else set(ops.REGISTRY) - {"opaque"}
+        for spec in (spec for spec in ops.REGISTRY.values() if spec.name in names):
+            sorts = [_SORTS[k] for _, k in _egglog_params(spec)] + ["T"] * len(_egglog_inputs(spec))
+            lines.append(f"(function {_PROV_PREFIX}{spec.name} ({' '.join(sorts + ['String'])}) i64 "
+                         ":merge (min old new))")
     return "\n".join(lines)
 
 
@@ -198,12 +221,36 @@ class _RuleCompiler:
         return f"({e[0]} {self.expr(e[1])} {self.expr(e[2])})"
 
 
-def compile_rule(rule: Rule) -> str:
-    """Compile one direction of a rule to an egglog ``rule`` command."""
+def _prov_row(term: str, rule: str, iteration: str) -> str:
+    """The provenance row of an egglog term ``(op args...)``: ``(set (prov_op args... "rule") iteration)``."""
+    return f"(set ({_PROV_PREFIX}{term[1:-1]} {json.dumps(rule)}) {iteration})"
+
+
+def _subterms(e: Sexp) -> list[Sexp]:
+    """The operator applications of a pattern, children first (parameters are primitives, not terms)."""
+    if not isinstance(e, list):
+        return []
+    _, _, ins = split_args(e)
+    return [t for x in ins for t in _subterms(x)] + [e]
+
+
+def compile_rule(rule: Rule, provenance: bool = False) -> str:
+    """Compile one direction of a rule to an egglog ``rule`` command.
+
+    With ``provenance`` the rule also records, for every operator application of its right-hand sides, a
+    row ``(prov_<op> args... "rule") = iteration`` (the iteration read from the ``cur_iter`` counter the
+    engine sets before each iteration; see :func:`declarations`). The query gains one atom on a one-row
+    table, so the matches are the same.
+    """
     comp = _RuleCompiler()
     facts = [f"(= __r{k} {comp.term(parse(lhs))})" for k, lhs in enumerate(rule.lhs)]
     facts += [comp.condition(c) for c in rule.conditions]
     actions = [f"(pending __r{k} {comp.term(parse(rhs))})" for k, rhs in enumerate(rule.rhs)]
+    rows = {_prov_row(comp.term(t), rule.name, "__it"): None for rhs in rule.rhs for t in _subterms(parse(rhs))} \
+        if provenance else {}
+    if rows:  # (a rule whose right-hand sides are variables builds nothing)
+        facts.append(f"(= __it ({_ITER}))")
+        actions += list(rows)
     facts += [f"(= {s} (shape {comp.var(v)}))" for v, s in comp.shape_vars.items()]
     # a dimension read must exist: a matrix rule matching a rank-1 tensor would make vec-get fail in the
     # actions, which aborts the whole run; in the query the guard just rejects the match
@@ -212,8 +259,9 @@ def compile_rule(rule: Rule) -> str:
     return f"(rule ({' '.join(facts)}) ({' '.join(actions)}) :ruleset {ruleset} :name {json.dumps(rule.name)})"
 
 
-def compile_rules(rules: Iterable[Rule]) -> list[str]:
-    """Compile every direction of every rule, deduplicated by text (egglog panics on duplicates)."""
+def compile_rules(rules: Iterable[Rule], provenance: bool = False) -> list[str]:
+    """Compile every direction of every rule, deduplicated by text (egglog panics on duplicates); with
+    ``provenance`` each records the e-nodes it builds (:func:`compile_rule`), deduplicated as without."""
     seen: set[str] = set()
     names: set[str] = set()
     out = []
@@ -227,7 +275,7 @@ def compile_rules(rules: Iterable[Rule]) -> list[str]:
                 raise RuleError(f"duplicate rule name {d.name!r}")
             seen.add(body)
             names.add(d.name)
-            out.append(text)
+            out.append(compile_rule(d, provenance=True) if provenance else text)
     return out
 
 
@@ -244,8 +292,10 @@ class CompiledGraph:
     output_globals: list[str]
 
 
-def compile_graph(graph: Graph) -> CompiledGraph:
-    """One ``let`` per tensor, with the shapes of leaves and opaque outputs given as facts."""
+def compile_graph(graph: Graph, provenance: bool = False) -> CompiledGraph:
+    """One ``let`` per tensor, with the shapes of leaves and opaque outputs given as facts; with
+    ``provenance`` the terms of the n-way sibling merges get provenance rows of iteration 0 by
+    :data:`SIBLING_MERGE` (the input graph's own terms get none: the dump finds them by walking the graph)."""
     shapes = graph.shapes
     g: dict[str, str] = {}
     lines: list[str] = []
@@ -297,19 +347,27 @@ def compile_graph(graph: Graph) -> CompiledGraph:
         # e-graph quadratically); it goes through the shape check like any rewrite
         first = members[0]
         spec = first.spec
+        built: list[str] = []  # the terms the merge builds, children first
         stacked = []
         for j, axis in enumerate(axes, start=1):
             acc = g[members[0].inputs[j]]
             for m in members[1:]:
                 acc = f"(concat {axis} {acc} {g[m.inputs[j]]})"
+                built.append(acc)
             stacked.append(acc)
         params = [_lit(first.p[name], kind) for name, kind in spec.params]
-        lines.append(f"(let $merge{k} ({spec.name} {' '.join(params + [g[first.inputs[0]]] + stacked)}))")
+        merged = f"({spec.name} {' '.join(params + [g[first.inputs[0]]] + stacked)})"
+        lines.append(f"(let $merge{k} {merged})")
+        built.append(merged)
         start = 0
         for m in members:
             size = shapes[m.output][split_axis]
-            lines.append(f"(pending {g[m.output]} (split {split_axis} {start} {size} $merge{k}))")
+            split = f"(split {split_axis} {start} {size} $merge{k})"
+            lines.append(f"(pending {g[m.output]} {split})")
+            built.append(split)
             start += size
+        if provenance:
+            lines += [_prov_row(t, SIBLING_MERGE, "0") for t in dict.fromkeys(built)]
     return CompiledGraph("\n".join(lines), {v: k for k, v in g.items()}, [g[o] for o in graph.outputs])
 
 
@@ -454,13 +512,16 @@ _SECONDS_PER_NEW_ENODE = 40e-6
 _SECONDS_PER_ENODE_OUT = 35e-6
 _BYTES_PER_ENODE = 4096
 _FINISH_SECONDS = 0.05  # fixed part of the last shape saturation, serialization and transfer
+# With provenance (measured, same machine: built-in models, 0.5-28 k e-nodes) an e-node costs about 1.3x to add
+# (the rows its rules write), 2-3x to serialize (2-3 rows per e-node go through egglog's JSON) and 1.4x the memory
+_PROVENANCE_NEW, _PROVENANCE_OUT, _PROVENANCE_BYTES = 1.35, 2.0, 1.5
 
 
 def _sizes(eg: Any, b: Any = None) -> tuple[int, int]:
     (out,) = eg.run_program(*eg.parse_program("(print-size)"))
     sizes = dict(out.sizes)
-    skip = {"shape", "pending", "TNil", "TCons"}
-    enodes = sum(v for k, v in sizes.items() if k not in skip)
+    skip = {"shape", "pending", "TNil", "TCons", _ITER}  # and the provenance rows: bookkeeping, not e-nodes
+    enodes = sum(v for k, v in sizes.items() if k not in skip and not k.startswith(_PROV_PREFIX))
     return enodes, sizes.get("shape", 0)
 
 
@@ -487,33 +548,36 @@ def _vm_bytes() -> int | None:
 class _Budget:
     """How many more e-nodes the node, time and memory limits allow, and which of them binds."""
 
-    def __init__(self, limits: Limits, deadline: float, memory_base: int | None) -> None:
+    def __init__(self, limits: Limits, deadline: float, memory_base: int | None, provenance: bool = False) -> None:
         self.node_limit = limits.node_limit
         self.deadline = deadline
         self.memory_end = None if memory_base is None else memory_base + limits.memory_limit_mb * 1024 * 1024
+        self.per_new = _SECONDS_PER_NEW_ENODE * (_PROVENANCE_NEW if provenance else 1)
+        self.per_out = _SECONDS_PER_ENODE_OUT * (_PROVENANCE_OUT if provenance else 1)
+        self.per_bytes = _BYTES_PER_ENODE * (_PROVENANCE_BYTES if provenance else 1)
 
     def finish_seconds(self, enodes: int) -> float:
-        return _FINISH_SECONDS + _SECONDS_PER_ENODE_OUT * enodes
+        return _FINISH_SECONDS + self.per_out * enodes
 
     def out_of(self, enodes: int, pending: int) -> StopReason | None:
         """The limit already reached with ``enodes`` in the e-graph, ``pending`` of them without shapes yet."""
         if enodes >= self.node_limit:
             return StopReason.NODE_LIMIT
-        if time.perf_counter() + self.finish_seconds(enodes) + _SECONDS_PER_NEW_ENODE * pending >= self.deadline:
+        if time.perf_counter() + self.finish_seconds(enodes) + self.per_new * pending >= self.deadline:
             return StopReason.TIME_LIMIT
         vm = _vm_bytes()
-        if self.memory_end is not None and vm is not None and vm + _BYTES_PER_ENODE * enodes >= self.memory_end:
+        if self.memory_end is not None and vm is not None and vm + self.per_bytes * enodes >= self.memory_end:
             return StopReason.MEMORY_LIMIT
         return None
 
     def allowance(self, enodes: int, pending: int) -> _Allowance:
         """E-nodes the next rules may add under each limit."""
-        left = self.deadline - time.perf_counter() - self.finish_seconds(enodes) - _SECONDS_PER_NEW_ENODE * pending
+        left = self.deadline - time.perf_counter() - self.finish_seconds(enodes) - self.per_new * pending
         out = {StopReason.NODE_LIMIT: self.node_limit - enodes,
-               StopReason.TIME_LIMIT: int(left / (_SECONDS_PER_NEW_ENODE + _SECONDS_PER_ENODE_OUT))}
+               StopReason.TIME_LIMIT: int(left / (self.per_new + self.per_out))}
         vm = _vm_bytes()
         if self.memory_end is not None and vm is not None:
-            out[StopReason.MEMORY_LIMIT] = int((self.memory_end - vm) / _BYTES_PER_ENODE) - enodes
+            out[StopReason.MEMORY_LIMIT] = int((self.memory_end - vm) / self.per_bytes) - enodes
         return _Allowance({k: max(0, v) for k, v in out.items()})
 
 
@@ -547,7 +611,7 @@ def _serialize(eg: Any, b: Any, roots: list[str]) -> dict[str, Any]:
 
 def _saturate_in_process(program: str, steps: Sequence[_Step], roots: list[str], limits: Limits,
                          report: Callable[[str, Any], None], *, deadline: float | None = None,
-                         memory_base: int | None = None, snapshot: bool = False) -> None:
+                         memory_base: int | None = None, snapshot: bool = False, provenance: bool = False) -> None:
     """Load ``program`` and saturate it, reporting ``("iter", IterationStats)`` after each iteration and
     ``("done", (egraph, StopReason))`` at the end (``("snapshot", egraph)`` after iteration 0 with ``snapshot``).
 
@@ -560,12 +624,15 @@ def _saturate_in_process(program: str, steps: Sequence[_Step], roots: list[str],
     checked between calls. Whatever stops an iteration, the shapes ruleset is saturated afterwards, so the
     e-graph serialized has only shape-checked merges. A rule held back by a limit makes that limit the stop
     reason when nothing else changes any more.
+
+    With ``provenance`` (a program compiled with it) the ``cur_iter`` counter is set to each iteration's number
+    before its rules run, so the provenance rows the rules write carry it.
     """
     from egglog import bindings as b
 
     t_start = time.perf_counter()
     deadline = t_start + limits.time_limit if deadline is None else deadline
-    budget = _Budget(limits, deadline, _vm_bytes() if memory_base is None else memory_base)
+    budget = _Budget(limits, deadline, _vm_bytes() if memory_base is None else memory_base, provenance)
     eg = b.EGraph()
 
     def run(text: str) -> Any:
@@ -623,6 +690,8 @@ def _saturate_in_process(program: str, steps: Sequence[_Step], roots: list[str],
             break
         t0 = time.perf_counter()
         it = _Progress(enodes)
+        if provenance:
+            run(f"(set ({_ITER}) {i})")
         for group in groups:
             group = [st for st in group if not (st.multi and i > limits.multi_iters)]
             if not group:
@@ -693,7 +762,7 @@ def _explain(e: BaseException) -> str:
 
 
 def _child_main(conn: Any, program: str, steps: Sequence[_Step], roots: list[str], limits: Limits,
-                deadline: float) -> None:
+                deadline: float, provenance: bool = False) -> None:
     # the memory limit is on what the engine adds to what the forked process already maps
     mapped = _vm_bytes()
     if mapped is not None:
@@ -704,7 +773,7 @@ def _child_main(conn: Any, program: str, steps: Sequence[_Step], roots: list[str
             pass
     try:
         _saturate_in_process(program, steps, roots, limits, lambda kind, payload: conn.send((kind, payload)),
-                             deadline=deadline, memory_base=mapped, snapshot=True)
+                             deadline=deadline, memory_base=mapped, snapshot=True, provenance=provenance)
     except MemoryError:
         conn.send(("error", "memory limit"))
     except BaseException as e:  # egglog errors (and Rust panics) cross the process boundary as text
@@ -721,12 +790,13 @@ def _term_size(e: Sexp) -> int:
     return 1 + sum(_term_size(x) for x in ins)
 
 
-def _build_program(graph: Graph, rules: Sequence[Rule]) -> tuple[str, CompiledGraph, list[_Step]]:
-    cg = compile_graph(graph)
+def _build_program(graph: Graph, rules: Sequence[Rule], provenance: bool = False
+                   ) -> tuple[str, CompiledGraph, list[_Step]]:
+    cg = compile_graph(graph, provenance)
     directions = {d.name: d for r in rules for d in r.directions()}
     steps: list[_Step] = []
     rule_texts: list[str] = []
-    for text in compile_rules(rules):
+    for text in compile_rules(rules, provenance):
         body, tail = text.rsplit(" :ruleset ", 1)  # compile_rule ends a rule with ':ruleset K :name "N")'
         kind, name = tail.split(" :name ", 1)
         rule = json.loads(name.removesuffix(")"))
@@ -735,26 +805,30 @@ def _build_program(graph: Graph, rules: Sequence[Rule]) -> tuple[str, CompiledGr
         steps.append(_Step(ruleset, rule, kind == "multi", max(1, size)))
         rule_texts.append(f"(ruleset {ruleset})\n{body} :ruleset {ruleset} :name {name}")
     graph_lines = cg.text.split("\n") if cg.text else []
-    graph_chunks = [declarations()] + ["\n".join(graph_lines[i:i + _GRAPH_CHUNK])
+    # provenance tables only for the operators some rule (or sibling merge) builds
+    used = set(_PROV_ROW.findall(cg.text)).union(*(_PROV_ROW.findall(t) for t in rule_texts)) if provenance else False
+    graph_chunks = [declarations(used)] + ["\n".join(graph_lines[i:i + _GRAPH_CHUNK])
                                         for i in range(0, len(graph_lines), _GRAPH_CHUNK)]
     # rules in small batches (one big batch costs extra memory)
     rule_chunks = ["\n".join(rule_texts[i:i + 20]) for i in range(0, len(rule_texts), 20)]
     return _CHUNK.join(graph_chunks) + _RULES + _CHUNK.join(rule_chunks), cg, steps
 
 
-def build_program(graph: Graph, rules: Sequence[Rule]) -> tuple[str, CompiledGraph]:
+def build_program(graph: Graph, rules: Sequence[Rule], provenance: bool = False) -> tuple[str, CompiledGraph]:
     """The whole egglog program: declarations and graph, a ';;RULES' line, then the rules, each part in text
     chunks joined by ';;CHUNK' lines.
 
     Each rule direction gets a ruleset of its own (``step0``, ``step1``, ...) so saturation can apply or hold
-    back each one separately.
+    back each one separately. With ``provenance`` the program records which rule built each e-node in which
+    iteration (:func:`compile_rule`).
     """
-    program, cg, _ = _build_program(graph, rules)
+    program, cg, _ = _build_program(graph, rules, provenance)
     return program, cg
 
 
 def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, *,
-             progress: Callable[[IterationStats], None] | None = None, in_process: bool = False) -> SaturationResult:
+             progress: Callable[[IterationStats], None] | None = None, in_process: bool = False,
+             provenance: bool = False) -> SaturationResult:
     """Saturate ``graph`` under ``rules`` and return the serialized e-graph.
 
     The limits hold during iterations (see :func:`_saturate_in_process`): the e-graph returned has at most
@@ -764,11 +838,14 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     still unbounded) it is killed, and if it dies, the e-graph of iteration 0 (the input graph with its shapes,
     sent by the child before loading the rules) is returned with the limit as the stop reason. Loading the
     graph itself is not cut short: without it there is no e-graph to return.
+
+    With ``provenance`` the serialized e-graph also has ``"provenance"``: node id -> {rule: the first iteration
+    in which that rule built the node} (:func:`clean_serialized`); the e-graph itself is the same.
     """
     limits = limits or Limits()
     t0 = time.perf_counter()
     deadline = t0 + limits.time_limit
-    program, cg, steps = _build_program(graph, rules)
+    program, cg, steps = _build_program(graph, rules, provenance)
 
     def result(egraph: dict[str, Any], iters: list[IterationStats], reason: StopReason) -> SaturationResult:
         return SaturationResult(egraph, iters, reason, time.perf_counter() - t0, program, cg.tensor_of_global)
@@ -782,7 +859,8 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
                 progress(payload)
 
         try:
-            _saturate_in_process(program, steps, cg.output_globals, limits, rep, deadline=deadline)
+            _saturate_in_process(program, steps, cg.output_globals, limits, rep, deadline=deadline,
+                                 provenance=provenance)
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # a Rust panic is a BaseException
@@ -795,7 +873,7 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     # ran long) it is killed. The caller's later stages absorb the margin (optimize gives extraction what is left)
     margin = 0.5 + 0.2 * limits.time_limit
     iters, snapshot, done, failure = _run_child(program, steps, cg.output_globals, limits, progress,
-                                                deadline=deadline, kill_at=deadline + margin)
+                                                deadline=deadline, kill_at=deadline + margin, provenance=provenance)
     if done is not None:
         return result(done[0], iters, done[1])
     if snapshot is None or not iters:
@@ -805,13 +883,15 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
 
 
 def _run_child(program: str, steps: Sequence[_Step], roots: list[str], limits: Limits,
-               progress: Callable[[IterationStats], None] | None, deadline: float, kill_at: float
+               progress: Callable[[IterationStats], None] | None, deadline: float, kill_at: float,
+               provenance: bool = False
                ) -> tuple[list[IterationStats], dict[str, Any] | None, tuple[dict, StopReason] | None,
                           tuple[StopReason, str]]:
     """Run the engine in a forked child; return (iterations, iteration-0 snapshot, result, failure)."""
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(child, program, steps, roots, limits, deadline), daemon=True)
+    proc = ctx.Process(target=_child_main, args=(child, program, steps, roots, limits, deadline, provenance),
+                       daemon=True)
     proc.start()
     child.close()
     iters: list[IterationStats] = []
@@ -873,6 +953,10 @@ def clean_serialized(raw: dict[str, Any]) -> dict[str, Any]:
     Each kept node gets ``op``, ``params`` (named, decoded), ``children`` (T/TList node ids), ``eclass`` and a
     zero ``cost`` (costs are assigned later); ``class_data[c]`` has ``type`` and, for tensors, ``shape``.
     Tensor classes without a shape (ill-shaped right-hand sides that were never merged) are dropped.
+
+    For a program compiled with provenance (it has the ``cur_iter`` counter) the result also has
+    ``"provenance"``: kept node id -> {rule name: the first iteration in which that rule built the node}, read
+    from the ``prov_<op>`` rows (:func:`provenance_rows`); rows are not e-nodes and are not kept.
     """
     nodes = raw["nodes"]
     ctype = {c: d.get("type") for c, d in raw.get("class_data", {}).items()}
@@ -921,6 +1005,7 @@ def clean_serialized(raw: dict[str, Any]) -> dict[str, Any]:
         if live != alive_classes:
             alive_classes = live
             changed = True
+    provenance = provenance_rows(nodes, keep, prim_of_class) if any(n["op"] == _ITER for n in nodes.values()) else None
     rep = {}
     for nid, n in keep.items():
         rep.setdefault(n["eclass"], nid)
@@ -935,7 +1020,38 @@ def clean_serialized(raw: dict[str, Any]) -> dict[str, Any]:
     for c, d in raw.get("class_data", {}).items():
         if c in class_data and d.get("let"):
             class_data[c]["let"] = d["let"]
-    return {"nodes": keep, "root_eclasses": roots, "class_data": class_data}
+    out: dict[str, Any] = {"nodes": keep, "root_eclasses": roots, "class_data": class_data}
+    if provenance is not None:
+        out["provenance"] = provenance
+    return out
+
+
+def provenance_rows(nodes: Mapping[str, Any], keep: Iterable[str], values: Mapping[str, Any]
+                    ) -> dict[str, dict[str, int]]:
+    """Node id -> {rule: first iteration} for the ``keep`` nodes of egglog's serialized JSON ``nodes``, from
+    its ``prov_<op>`` rows (:func:`compile_rule`); ``values`` maps primitive e-classes to their values.
+
+    After saturation a row's arguments are canonical (egglog rebuilds function tables), and the serializer
+    writes e-nodes and rows with the same child e-classes (primitives are one class per value), so a row names
+    the e-node with its operator and child e-classes. Rows of nodes not kept (ill-shaped right-hand sides
+    never merged) are skipped.
+    """
+    index: dict[tuple[str, tuple[str, ...]], str] = {}
+    for nid in keep:
+        n = nodes[nid]
+        index.setdefault((n["op"], tuple(nodes[c]["eclass"] for c in n["children"])), nid)
+    out: dict[str, dict[str, int]] = {}
+    for n in nodes.values():
+        op = n["op"]
+        if not op.startswith(_PROV_PREFIX):
+            continue
+        kids = n["children"]
+        nid = index.get((op[len(_PROV_PREFIX):], tuple(nodes[c]["eclass"] for c in kids[:-1])))
+        rule, iteration = values.get(nodes[kids[-1]]["eclass"]), values.get(n["eclass"])
+        if nid is not None and isinstance(rule, str) and isinstance(iteration, int):
+            rules = out.setdefault(nid, {})
+            rules[rule] = min(rules.get(rule, iteration), iteration)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1061,23 +1177,132 @@ def selection_to_graph(egraph: Mapping[str, Any], selection: Mapping[str, str], 
     return (flatten_concats(graph) if flatten else graph).live()
 
 
-def tensor_names_by_class(result: SaturationResult) -> dict[str, str]:
-    """Map e-classes to original tensor names (from egglog's ``let`` names), for readable output."""
-    out = {}
+def tensors_by_class(result: SaturationResult) -> dict[str, list[str]]:
+    """Map e-classes to every tensor name of the input graph they hold (graph inputs, weights, intermediates,
+    outputs), in the input graph's order.
+
+    Each tensor is an egglog ``let`` global (:func:`compile_graph`); egglog's serializer lists a class's globals
+    in its ``let`` field, comma-separated when several tensors are one e-class. Globals that name no tensor
+    (the links of an n-ary concat's binary chain, sibling merges) are skipped.
+    """
+    order = {g: k for k, g in enumerate(result.tensor_of_global)}  # creation order: inputs, weights, nodes
+    out: dict[str, list[str]] = {}
     for cls, data in result.egraph.get("class_data", {}).items():
-        let = data.get("let")
-        if let and let in result.tensor_of_global:
-            out[cls] = result.tensor_of_global[let]
+        lets = [g.strip() for g in str(data.get("let") or "").split(",")]
+        names = sorted((g for g in lets if g in order), key=order.__getitem__)
+        if names:
+            out[cls] = [result.tensor_of_global[g] for g in names]
     return out
 
 
-def dump_egraph(result: SaturationResult, path: str, costs: Mapping[str, float] | None = None) -> None:
-    """Write the serialized e-graph (extraction-gym JSON, plus params/shapes) for users to inspect."""
-    eg = dict(result.egraph)
-    if costs is not None:
-        eg = {**eg, "nodes": {k: {**v, "cost": float(costs.get(k, v["cost"]))} for k, v in eg["nodes"].items()}}
-    with open(path, "w") as f:
-        json.dump(eg, f, default=lambda o: list(o) if isinstance(o, tuple) else str(o))
+def tensor_names_by_class(result: SaturationResult) -> dict[str, str]:
+    """Map e-classes to one original tensor name (the first, in the input graph's order), for readable output."""
+    return {cls: names[0] for cls, names in tensors_by_class(result).items()}
+
+
+@dataclass(frozen=True)
+class InputTerms:
+    """Where the input graph's terms are in a serialized e-graph (see :func:`input_terms`).
+
+    Attributes:
+        nodes: ids of the e-nodes that are terms of the input graph: one per graph input, weight and node, the
+            links of the binary chain an n-ary concat compiles to, and the ``TCons``/``TNil`` lists of opaque
+            nodes' inputs.
+        tensor_class: every tensor of the input graph -> its e-class.
+        missing: tensors whose term is not in the e-graph (none for an e-graph :func:`saturate` returned for
+            this graph; some when the e-graph comes from another model).
+    """
+
+    nodes: frozenset[str]
+    tensor_class: Mapping[str, str]
+    missing: tuple[str, ...]
+
+
+def _canonical_param(value: Any, kind: str) -> Any:
+    """A parameter as the serializer decodes it back from egglog (see :func:`_lit`, :func:`_decode_param`)."""
+    if kind == "int":
+        return int(value)
+    if kind == "ints":
+        return tuple(int(v) for v in value)
+    if kind == "float":
+        return float(value)
+    return str(value)
+
+
+def _term_key(value: Any) -> Any:
+    """A parameter as a lookup key: arrays as tuples, floats by their text (so that NaN finds NaN)."""
+    if isinstance(value, list | tuple):
+        return tuple(_term_key(v) for v in value)
+    return ("float", repr(value)) if isinstance(value, float) else value
+
+
+def input_terms(egraph: Mapping[str, Any], graph: Graph) -> InputTerms:
+    """Find the input graph's terms in a serialized e-graph (the engine's form, or an e-graph dump's).
+
+    The input graph is walked bottom-up, as :func:`compile_graph` writes it, looking each term up by its
+    operator, parameters and child e-classes. An e-graph holds each such term once (congruence closure,
+    and the serializer writes canonical e-nodes), so the lookup is exact whatever the rules merged later:
+    the e-node found is the one egglog made from the input graph's ``let``.
+    """
+    nodes = egraph["nodes"]
+    index: dict[tuple[Any, ...], str] = {}
+    for nid, n in nodes.items():
+        kids = tuple(nodes[k]["eclass"] for k in n["children"])
+        index.setdefault((n["op"], _term_key(tuple(n.get("params", {}).values())), kids), nid)
+    found: set[str] = set()
+    cls: dict[str, str] = {}
+    missing: list[str] = []
+
+    def look(op: str, params: tuple[Any, ...], kids: tuple[str, ...]) -> str | None:
+        nid = index.get((op, _term_key(params), kids))
+        if nid is None:
+            return None
+        found.add(nid)
+        return nodes[nid]["eclass"]
+
+    for inp in graph.inputs:
+        c = look("Input", (inp.name,), ())
+        if c is None:
+            missing.append(inp.name)
+        else:
+            cls[inp.name] = c
+    for w in graph.weights:
+        c = look("Weight", (w,), ())
+        if c is None:
+            missing.append(w)
+        else:
+            cls[w] = c
+    for n in graph.nodes:
+        if any(i not in cls for i in n.inputs):
+            missing.append(n.output)
+            continue
+        kids = [cls[i] for i in n.inputs]
+        p = n.p
+        c: str | None
+        if n.op == "opaque":
+            c = look("TNil", (), ())
+            for k in reversed(kids):
+                c = None if c is None else look("TCons", (), (k, c))
+            c = None if c is None else look("opaque", (str(p["key"]), int(p["index"])), (c,))
+        else:
+            spec = n.spec
+            params = tuple(_canonical_param(p[name], kind) for name, kind in spec.params)
+            if spec.variadic:  # the left-nested binary chain compile_graph writes
+                c = kids[0]
+                for k in kids[1:]:
+                    c = None if c is None else look(spec.name, params, (c, k))
+            else:
+                c = look(spec.name, params, tuple(kids))
+        if c is None:
+            missing.append(n.output)
+        else:
+            cls[n.output] = c
+    return InputTerms(frozenset(found), cls, tuple(missing))
+
+
+def with_costs(egraph: Mapping[str, Any], costs: Mapping[str, float]) -> dict[str, Any]:
+    """A copy of a serialized e-graph with node costs set from ``costs`` (node id -> cost; others keep theirs)."""
+    return {**egraph, "nodes": {k: {**v, "cost": float(costs.get(k, v["cost"]))} for k, v in egraph["nodes"].items()}}
 
 
 def _np_default(o: Any) -> Any:  # pragma: no cover - json helper

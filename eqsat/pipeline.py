@@ -14,6 +14,7 @@ import onnx
 
 from eqsat import egraph as engine
 from eqsat import onnx_io
+from eqsat.egraph_dump import EGraphDump, build_dump
 from eqsat.errors import EqsatError
 from eqsat.graph import Graph
 from eqsat.numeric import NumericCheckUnavailable, NumericReport, check_equal
@@ -52,6 +53,7 @@ class OptimizeResult:
     latency_ms: tuple[float, float] | None = None  # measured end to end (original, optimized) when verified
     onnx_nodes: tuple[int, int] = (0, 0)  # nodes of the original ONNX model and of the written one
     cost_notes: list[str] = field(default_factory=list)  # why the final cost differs from the extraction's
+    egraph_dump: EGraphDump | None = None  # the e-graph with costs and choice, when optimize(dump_egraph=...)
 
     @property
     def speedup(self) -> float:
@@ -135,6 +137,15 @@ def _progress_every(say: Callable[[str], None], total: int) -> Callable[[int, in
     return report
 
 
+def graph_from_selection(egraph: Mapping[str, Any], selection: Mapping[str, str], original: Graph,
+                         tensor_names: Mapping[str, str]) -> tuple[Graph, Graph]:
+    """The IR graph an extraction chose (``selection``: e-class -> node id of the serialized ``egraph``), as
+    read back (binary concats, as the e-graph has them) and as written (n-ary concats, dead nodes dropped),
+    both validated. Tensors keep their names from ``tensor_names`` (e-class -> name) where one is known."""
+    extracted = engine.selection_to_graph(egraph, selection, original, tensor_names, flatten=False).validate()
+    return extracted, engine.flatten_concats(extracted).live().validate()
+
+
 def default_rules(layouts: bool = True) -> list[Rule]:
     """The rules :func:`optimize` (and the CLI) use by default: the verified corpus and the hand-written
     extra rules, plus the data-layout rules unless ``layouts`` is False."""
@@ -148,8 +159,8 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
              rules: Sequence[Rule] | None = None, time_limit: float = 60.0, node_limit: int = 50_000,
              iter_limit: int = 10, multi_iters: int = 1, solver: str = "cpsat",
              input_shapes: Mapping[str, tuple[int, ...]] | None = None, check: bool = True,
-             dump_egraph: str | Path | None = None, memory_limit_mb: int = 8192, layouts: bool = True,
-             verify_latency: bool | None = None, latency_margin: float = 0.02,
+             dump_egraph: str | Path | bool | None = None, memory_limit_mb: int = 8192, layouts: bool = True,
+             verify_latency: bool | None = None, latency_margin: float = 0.02, provenance: bool = False,
              progress: Callable[[str], None] | None = None) -> OptimizeResult:
     """Optimize an ONNX model by equality saturation and exact DAG extraction.
 
@@ -161,7 +172,12 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     raises :class:`NumericMismatch` naming the rewrites that fired. With ``verify_latency`` (default: when the
     cost model measures onnxruntime) both models are also timed end to end and the original is kept unless
     the optimized one is faster by more than ``latency_margin`` (a fraction; gains inside timing noise do not
-    count).
+    count). With ``dump_egraph`` (a path, or True for the object only) the result carries the saturated
+    e-graph with costs, input terms, tensor names and the extraction's choice (``result.egraph_dump``, an
+    :class:`eqsat.egraph_dump.EGraphDump`), written to the path (missing folders created) once the run has
+    succeeded. With ``provenance`` as well, the engine records which rule built each e-node in which iteration
+    and the dump has it (``first_iteration`` and ``rules`` per e-node); it costs saturation time and memory
+    (the README gives measurements), and without ``dump_egraph`` nothing is recorded.
     """
     from eqsat.extract import extract, load_egraph
     from eqsat.gpu import get_cost_model
@@ -185,7 +201,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     # overran comes out of the next one and the run stays within time_limit
     limits = dataclasses.replace(limits, time_limit=max(0.0, start + 0.4 * time_limit - time.perf_counter()))
     t = time.perf_counter()
-    sat = engine.saturate(graph, rules, limits, progress=lambda it: say(
+    sat = engine.saturate(graph, rules, limits, provenance=bool(provenance and dump_egraph), progress=lambda it: say(
         f"  iteration {it.iteration}: {it.enodes} e-nodes, {it.eclasses} e-classes ({it.seconds:.2f} s)"))
     stages["saturate"] = time.perf_counter() - t
 
@@ -195,15 +211,11 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     say(f"costing {len(unique)} operator configurations with {getattr(cost_model, 'name', cost_model)}")
     costs = cost_model.costs(unique, progress=_progress_every(say, len(unique))) if progress else \
         cost_model.costs(unique)
-    node_costs = {nid: sum(costs[k] for k in ks) for nid, ks in keys.items()}
-    for nid, c in node_costs.items():
-        sat.egraph["nodes"][nid]["cost"] = float(c)
+    node_costs = {nid: float(sum(costs[k] for k in ks)) for nid, ks in keys.items()}
     stages["cost"] = time.perf_counter() - t
-    if dump_egraph:
-        engine.dump_egraph(sat, str(dump_egraph), node_costs)
 
     t = time.perf_counter()
-    eg = load_egraph(sat.egraph)
+    eg = load_egraph(engine.with_costs(sat.egraph, node_costs))
     # what follows (export, numeric check) keeps at least 10 %; about 0.5 ms a node on 2 cores for large graphs
     after = max(0.1 * time_limit, 0.5e-3 * len(graph.nodes))
     extract_time = max(0.05, min(0.5 * time_limit, start + time_limit - after - time.perf_counter()))
@@ -213,9 +225,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     say(f"extracted: cost {ext.cost:.6g} ({ext.status})")
 
     t = time.perf_counter()
-    extracted = engine.selection_to_graph(sat.egraph, ext.selection, graph, engine.tensor_names_by_class(sat),
-                                          flatten=False).validate()
-    new_graph = engine.flatten_concats(extracted).live().validate()
+    extracted, new_graph = graph_from_selection(sat.egraph, ext.selection, graph, engine.tensor_names_by_class(sat))
     cost_before = graph_cost(graph, cost_model)
     cost_after = graph_cost(new_graph, cost_model)
     notes = _cost_notes(ext.cost, graph_cost(extracted, cost_model), cost_after, extracted, new_graph)
@@ -223,7 +233,10 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     if kept:  # never return a costlier model
         notes.append(f"the extracted graph costs {cost_after:.6g} as written, more than the original: original kept")
         new_graph, cost_after = graph, cost_before
-    model = onnx_io.to_onnx(new_graph)
+    # a kept original is the model exactly as given (a re-export of its import can run slower than it), unless
+    # input_shapes fixed its dimensions: then the import with those shapes is the model asked for
+    as_given = original_proto if not input_shapes else None
+    model = as_given if kept and as_given is not None else onnx_io.to_onnx(new_graph)
     stages["export"] = time.perf_counter() - t
 
     latency = None
@@ -234,13 +247,15 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
 
         t = time.perf_counter()
         feeds = onnx_io.random_feeds(graph, seed=0)
-        latency = tuple(end_to_end_latency([original_proto, model], [feeds, feeds]))
+        # with the threads the costs were measured with (what the user will run)
+        threads = getattr(getattr(cost_model, "inner", cost_model), "threads", 1)
+        latency = tuple(end_to_end_latency([original_proto, model], [feeds, feeds], threads=threads))
         stages["latency"] = time.perf_counter() - t
         say(f"end to end: original {latency[0]:.4f} ms, optimized {latency[1]:.4f} ms")
         if latency[1] > latency[0] * (1 - latency_margin):  # the estimate did not hold here: keep the original
             new_graph, cost_after, kept = graph, cost_before, True
             notes.append(f"end to end not faster by {latency_margin:.0%}: original kept")
-            model = onnx_io.to_onnx(graph)
+            model = as_given if as_given is not None else onnx_io.to_onnx(graph)
 
     numeric = None
     if check:
@@ -258,10 +273,19 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
             fired = ", ".join(f"{k} ({v})" for k, v in sorted(sat.rules_fired.items()))
             raise NumericMismatch(f"optimized model differs from the original: {numeric.summary()}; "
                                   f"rewrites involved: {fired or 'none'}. Nothing was written.")
+    dump = None
+    if dump_egraph:
+        t = time.perf_counter()
+        dump = build_dump(sat, graph, node_costs, source=label,
+                          cost_model=getattr(cost_model, "name", type(cost_model).__name__),
+                          rules=len(rules), limits=limits, extraction=ext, kept_original=kept)
+        if dump_egraph is not True:
+            dump.write(dump_egraph)
+        stages["dump"] = time.perf_counter() - t
     return OptimizeResult(model, new_graph, graph, cost_before, cost_after, sat.iterations, sat.stop_reason,
                           sat.rules_fired, ext.status, ext.bound, ext.gap, ext.cost, stages, numeric,
                           getattr(cost_model, "name", type(cost_model).__name__), kept, latency,
-                          (len(original_proto.graph.node), len(model.graph.node)), notes)
+                          (len(original_proto.graph.node), len(model.graph.node)), notes, dump)
 
 
 def _reference(src: str | Path | bytes | onnx.ModelProto) -> str:

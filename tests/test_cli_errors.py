@@ -350,7 +350,7 @@ def test_library_never_prints_to_stdout(capfd: pytest.CaptureFixture[str]) -> No
     offenders = []
     for folder in ("eqsat", "rules", "extract", "gpu"):
         for path in sorted((ROOT / folder).glob("*.py")):
-            if path.name == "cli.py":
+            if path.name == "cli.py" or path.name.endswith("_cli.py"):  # command-line modules
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":

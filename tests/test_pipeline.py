@@ -104,6 +104,8 @@ def test_latency_verification_keeps_the_original_unless_measurably_faster() -> N
     kept = optimize(model, verify_latency=True, latency_margin=1.0, time_limit=30)
     assert kept.kept_original and kept.latency_ms is not None and all(t > 0 for t in kept.latency_ms)
     assert kept.cost_after == kept.cost_before and len(kept.graph.nodes) == len(kept.original.nodes)
+    # the kept original is the model as given, byte for byte (not a re-export of its import)
+    assert kept.model.SerializeToString() == model.SerializeToString()
     # a negative margin accepts any timing: the cheaper extracted graph is kept
     taken = optimize(model, verify_latency=True, latency_margin=-10.0, time_limit=30)
     assert not taken.kept_original and taken.cost_after < taken.cost_before

@@ -1,0 +1,360 @@
+"""Drawings of e-graph dumps: Graphviz DOT (``eqsat egraph render``) and a self-contained HTML page with egglog's
+interactive visualizer (``eqsat egraph view``).
+
+Both draw a :class:`Drawing`, a part of a dump chosen by :func:`select`: every e-class, the e-classes within
+``depth`` steps of one (a step is an e-node of one class having the other as a child, either way), or only
+the extraction's choice. The inputs of an opaque node are drawn as its children (the ``TCons``/``TNil`` lists
+the e-graph keeps them in are plumbing); e-classes a drawn e-node uses but the drawing leaves out are shown as
+stubs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from eqsat.egraph_dump import LIST_OPS, DumpError, DumpNode, EGraphDump
+
+__all__ = ["Drawing", "select", "to_dot", "to_html", "visualizer_files", "LEGEND"]
+
+#: what the marks of a drawing mean (DOT and HTML)
+LEGEND = ("filled, bold: chosen by the extraction; double border: a term of the input graph; dashed: an e-class "
+          "the drawing leaves out; costs in ms")
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """A part of a dump to draw.
+
+    Attributes:
+        dump: the dump.
+        classes: the tensor e-classes drawn, in dump order.
+        nodes: the e-nodes drawn (list plumbing left out).
+        edges: (e-node id, child e-class, argument index) for every input of a drawn e-node; the child is a
+            drawn class or one of ``outside``.
+        outside: e-classes used by drawn e-nodes but not drawn (stubs).
+        title: what was selected, for captions.
+    """
+
+    dump: EGraphDump
+    classes: tuple[str, ...]
+    nodes: tuple[DumpNode, ...]
+    edges: tuple[tuple[str, str, int], ...]
+    outside: tuple[str, ...]
+    title: str
+
+
+def _list_items(dump: EGraphDump, cls: str) -> list[str]:
+    """The items of an opaque node's input list (a ``TCons`` chain): the chosen cons where there is one."""
+    items: list[str] = []
+    seen: set[str] = set()
+    while cls not in seen:
+        seen.add(cls)
+        members = dump.members(cls)
+        node = next((n for n in members if n.chosen), members[0])
+        if node.op != "TCons":
+            break
+        items.append(node.children[0])
+        cls = node.children[1]
+    return items
+
+
+def _inputs(dump: EGraphDump, node: DumpNode) -> list[str]:
+    """A node's tensor inputs: its children, or for an opaque node the items of its input list."""
+    if node.op == "opaque" and node.children and dump.eclass(node.children[0]).type == "TList":
+        return _list_items(dump, node.children[0])
+    return list(node.children)
+
+
+def select(dump: EGraphDump, around: str | None = None, depth: int = 2, chosen_only: bool = False,
+           max_nodes: int = 300) -> Drawing:
+    """The part of ``dump`` to draw: all of it, or the e-classes within ``depth`` steps of ``around`` (an
+    e-class id, a tensor name of the input graph or an e-node id), of the chosen e-nodes only with
+    ``chosen_only``.
+
+    Raises:
+        DumpError: ``around`` names nothing or a list class, ``chosen_only`` without an extraction, or more
+            than ``max_nodes`` e-nodes to draw (the message says how to draw less).
+    """
+    if depth < 0:
+        raise DumpError(f"--depth must be >= 0, got {depth}")
+    pool = [n for n in dump.nodes if n.op not in LIST_OPS and (n.chosen or not chosen_only)]
+    if chosen_only and not pool:
+        raise DumpError("the dump records no extraction, so nothing is chosen; leave out --chosen-only")
+    inputs = {n.id: _inputs(dump, n) for n in pool}
+    if around is not None:
+        start = dump.find_class(around)
+        if dump.eclass(start).type != "T":
+            raise DumpError(f"{around!r} is the input list of an opaque node; give a tensor's e-class instead")
+        if chosen_only and start not in dump.selection:
+            raise DumpError(f"e-class {start} is not part of the extraction's choice; leave out --chosen-only")
+        near: dict[str, set[str]] = {}
+        for n in pool:
+            for c in inputs[n.id]:
+                near.setdefault(n.eclass, set()).add(c)
+                near.setdefault(c, set()).add(n.eclass)
+        keep = {start}
+        frontier = {start}
+        for _ in range(depth):
+            frontier = {c for f in frontier for c in near.get(f, ())} - keep
+            keep |= frontier
+        title = f"e-classes within {depth} step(s) of {start}" + (f" ({around})" if around != start else "")
+    else:
+        keep = {n.eclass for n in pool}
+        title = "the whole e-graph"
+    if chosen_only:
+        title += ", chosen e-nodes only"
+    nodes = tuple(n for n in pool if n.eclass in keep)
+    if len(nodes) > max_nodes:
+        what = f"{len(nodes)} e-nodes to draw ({title})"
+        if around is None:
+            hint = ("draw part of it with --around CLASS|TENSOR [--depth N]" +
+                    ("" if chosen_only else ", or only the extraction's choice with --chosen-only"))
+        else:
+            hint = "lower --depth" + ("" if chosen_only else " or add --chosen-only")
+        raise DumpError(f"{what}, more than --max-nodes {max_nodes}; {hint} (or raise --max-nodes)")
+    drawn = {n.eclass for n in nodes}
+    classes = tuple(c.id for c in dump.classes if c.id in drawn)
+    edges = tuple((n.id, c, k) for n in nodes for k, c in enumerate(inputs[n.id]))
+    outside = tuple(dict.fromkeys(c for _, c, _ in edges if c not in drawn))
+    return Drawing(dump, classes, nodes, edges, outside, title)
+
+
+# -------------------------------------------------------------------------------------------------------------
+# text for labels
+
+
+def _short(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def node_caption(node: DumpNode) -> str:
+    """An e-node as one line: operator and short parameters (``matmul``, ``transpose(perm=[1 0])``)."""
+    return _short(node.describe())
+
+
+def provenance_caption(node: DumpNode) -> str:
+    """``input``, or ``it 2: rA, rB`` (the iteration and the rules that built the node first); empty when
+    the dump has no provenance."""
+    if node.first_iteration is None:
+        return ""
+    if node.in_input:
+        return "input"
+    return _short(f"it {node.first_iteration}: " + (", ".join(node.creators) or "?"))
+
+
+def class_caption(dump: EGraphDump, cls: str) -> str:
+    """``T-5 [4, 8]`` with the input graph's tensor names (``m1, m2 (+3)``) and ``output`` for roots."""
+    c = dump.eclass(cls)
+    shape = "[" + ", ".join(map(str, c.shape or ())) + "]"
+    names = ", ".join(c.tensors[:2]) + (f" (+{len(c.tensors) - 2})" if len(c.tensors) > 2 else "")
+    return " ".join(x for x in (cls, shape, _short(names, 30), "output" if cls in dump.roots else "") if x)
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Graphviz
+
+
+def _q(text: str) -> str:
+    """A DOT quoted string (``\\n`` in ``text`` stays a line break)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def to_dot(d: Drawing) -> str:
+    """The drawing as Graphviz DOT: an e-class is a cluster, an e-node a box in it; an edge from an e-node to a
+    child e-class points at one e-node of it (the chosen one where there is one), clipped to the cluster's
+    border by ``lhead`` (``compound=true``), so it reads as pointing at the class and ranks it below."""
+    dump = d.dump
+    src = dump.source or "(unknown model)"
+    lines = ["digraph egraph {",
+             "  compound=true; newrank=true; rankdir=TB; nodesep=0.25; ranksep=0.45;",
+             f"  label={_q(f'{src}: {d.title}' + chr(10) + LEGEND)}; labelloc=b; fontsize=10; fontname=Helvetica;",
+             '  node [shape=box, style=rounded, fontname=Helvetica, fontsize=10, height=0.3];',
+             '  edge [arrowsize=0.6, color="#444444"];']
+    members: dict[str, list[DumpNode]] = {}
+    for n in d.nodes:
+        members.setdefault(n.eclass, []).append(n)
+    for cls in d.classes:
+        root = cls in dump.roots
+        lines.append(f"  subgraph {_q('cluster_' + cls)} {{")
+        lines.append(f"    label={_q(class_caption(dump, cls))}; labelloc=t; style=rounded; fontsize=9; "
+                     f"color={_q('#1f4e99' if root else '#999999')}; penwidth={2 if root else 1};")
+        for n in members[cls]:
+            label = "\n".join(x for x in (node_caption(n), f"{n.cost:.4g} ms" if n.cost else "",
+                                          provenance_caption(n)) if x)
+            attrs = [f"label={_q(label)}", f"tooltip={_q(n.id)}"]
+            if n.chosen:
+                attrs += ['style="rounded,filled,bold"', 'fillcolor="#cfe3ff"', "penwidth=2"]
+            if n.in_input:
+                attrs.append("peripheries=2")
+            lines.append(f"    {_q('n:' + n.id)} [{', '.join(attrs)}];")
+        lines.append("  }")
+    for cls in d.outside:
+        lines.append(f"  {_q('x:' + cls)} [label={_q(class_caption(dump, cls))}, style=dashed, color=gray50, "
+                     "fontcolor=gray40, fontsize=9];")
+    arity = Counter(nid for nid, _, _ in d.edges)
+    owner = {n.id: n.eclass for n in d.nodes}
+    target = {cls: "n:" + next((n for n in ns if n.chosen), ns[0]).id for cls, ns in members.items()}
+    for nid, child, k in d.edges:
+        attrs = []
+        if child in d.outside:
+            head = "x:" + child
+            attrs.append('style=dashed, color="#999999"')
+        else:
+            head = target[child]
+            if child != owner[nid]:  # an edge within a cluster cannot be clipped to it
+                attrs.append(f"lhead={_q('cluster_' + child)}")
+        if arity[nid] > 1:
+            attrs.append(f'label="{k}", fontsize=8, fontcolor="#666666"')
+        lines.append(f"  {_q('n:' + nid)} -> {_q(head)}" + (f" [{', '.join(attrs)}];" if attrs else ";"))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# -------------------------------------------------------------------------------------------------------------
+# HTML with egglog's visualizer
+
+
+def visualizer_files() -> tuple[str, str]:
+    """The JavaScript module and the stylesheet of the interactive e-graph visualizer the egglog package ships
+    (``egglog/visualizer.js``, ``visualizer.css``); :class:`DumpError` if this egglog has none."""
+    import egglog
+
+    folder = Path(egglog.__file__).parent
+    try:
+        return (folder / "visualizer.js").read_text(encoding="utf-8"), \
+            (folder / "visualizer.css").read_text(encoding="utf-8")
+    except OSError as e:
+        raise DumpError(f"the egglog package at {folder} has no e-graph visualizer ({e.strerror}: {e.filename}); "
+                        "'eqsat egraph render' draws with Graphviz instead") from None
+
+
+_EXPORTS = re.compile(r"\nexport\s*\{(?P<names>[^{}]*)\}\s*;?\s*$")
+
+
+def _inline_module(js: str) -> tuple[str, str]:
+    """The visualizer module without its closing ``export {...}`` (an inline script imports nothing) and the
+    local name of its ``mount`` function."""
+    m = _EXPORTS.search(js)
+    mount = None
+    if m:
+        for item in m.group("names").split(","):
+            parts = item.split()
+            if len(parts) == 3 and parts[1] == "as" and parts[2] == "mount":
+                mount = parts[0]
+    if m is None or mount is None:
+        raise DumpError("the egglog package's visualizer.js does not end with an export list naming 'mount' (an "
+                        "egglog version this eqsat does not know); 'eqsat egraph render' draws with Graphviz")
+    body = js[:m.start()] + "\n"
+    return re.sub(r"</(script)", r"<\\/\1", body, flags=re.IGNORECASE), mount
+
+
+def visualizer_json(d: Drawing) -> str:
+    """The drawing as egraph-serialize JSON for egglog's visualizer: e-nodes labelled with their operator and
+    short parameters; with an extraction, the nodes not chosen are ``subsumed`` (drawn grey), so the chosen
+    term stands out; the e-classes outside the drawing get a stub node (type ``outside``)."""
+    dump = d.dump
+    first: dict[str, str] = {}
+    for n in d.nodes:
+        first.setdefault(n.eclass, n.id)
+    stub = {c: f"outside:{c}" for c in d.outside}
+    target = {**first, **stub}
+    kids: dict[str, list[str]] = {}
+    for nid, child, _ in d.edges:
+        kids.setdefault(nid, []).append(target[child])
+    marked = dump.extraction is not None
+    nodes: dict[str, dict[str, object]] = {}
+    for n in d.nodes:
+        label = node_caption(n)
+        nodes[n.id] = {"op": label, "children": kids.get(n.id, []), "eclass": n.eclass, "cost": n.cost,
+                       "subsumed": marked and not n.chosen}
+    for c, sid in stub.items():
+        nodes[sid] = {"op": "… not drawn", "children": [], "eclass": c, "cost": 0.0, "subsumed": True}
+    class_data: dict[str, dict[str, str]] = {}
+    for c in (*d.classes, *d.outside):
+        info = dump.eclass(c)
+        data = {"type": "outside" if c in stub else ("output" if c in dump.roots else "tensor"), "e-class": c,
+                "shape": "[" + ", ".join(map(str, info.shape or ())) + "]"}
+        if info.tensors:
+            data["tensors"] = ", ".join(info.tensors)
+        class_data[c] = data
+    return json.dumps({"nodes": nodes, "root_eclasses": [r for r in dump.roots if r in first],
+                       "class_data": class_data})
+
+
+def _table(rows: Iterable[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_PAGE_CSS = """
+body { font-family: system-ui, sans-serif; margin: 0.8em; color: #222; }
+h1 { font-size: 1.15em; margin: 0 0 0.3em 0; }
+p.meta { margin: 0.2em 0; font-size: 0.9em; color: #444; }
+#egraph-visualizer { height: 78vh; border: 1px solid #ccc; margin: 0.5em 0; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; font-family: ui-monospace, monospace; }
+details { margin: 0.4em 0; }
+"""
+
+
+def to_html(d: Drawing) -> str:
+    """One self-contained page: egglog's interactive visualizer (its module and stylesheet inlined, so it needs
+    no network) showing the drawing, with a legend and the chosen e-nodes as a table."""
+    js, css = visualizer_files()
+    module, mount = _inline_module(js)
+    dump = d.dump
+    data = visualizer_json(d).replace("</", "<\\/")
+    ext = dump.extraction
+    meta = [f"{len(d.nodes)} e-nodes in {len(d.classes)} e-classes ({d.title})"]
+    if ext is not None:
+        meta.append(f"extraction: {ext.solver}, {ext.status}, cost {ext.cost:.6g} ms")
+    legend = ("Black e-nodes are the extraction's choice; grey ones are the alternatives it did not choose. "
+              if ext is not None else "The dump records no extraction. ")
+    legend += ("E-classes: colour by kind (output, tensor, outside = not drawn, its stub node '… not drawn'); "
+               "each lists its shape and the input graph's tensors it holds. Click 'Filter' on an e-class or "
+               "e-node to show only what it reaches; scroll to zoom.")
+    header = ("e-node", "e-class", "tensors", "operator", "cost (ms)", "origin", "first iteration", "built by")
+
+    def row(n: DumpNode) -> tuple[str, ...]:
+        return (n.id, n.eclass, ", ".join(dump.eclass(n.eclass).tensors[:3]), n.describe(), f"{n.cost:.4g}",
+                "input" if n.in_input else "added", "-" if n.first_iteration is None else str(n.first_iteration),
+                n.describe_provenance())
+
+    chosen = [n for n in d.nodes if n.chosen]
+    table = (f"<details open><summary>chosen e-nodes ({len(chosen)})</summary>"
+             + _table(map(row, chosen), header) + "</details>" if chosen else "")
+    table += (f"<details><summary>all e-nodes drawn ({len(d.nodes)})</summary>" + _table(map(row, d.nodes), header)
+              + "</details>")
+    title = f"e-graph of {dump.source or '(unknown model)'}"
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{html.escape(title)}</title>
+<style>
+{css}
+</style>
+<style>{_PAGE_CSS}</style>
+</head>
+<body>
+<h1>{html.escape(title)}</h1>
+<p class="meta">{html.escape('; '.join(meta))}</p>
+<p class="meta">{html.escape(legend)}</p>
+<div id="egraph-visualizer"></div>
+{table}
+<script type="application/json" id="egraph-data">{data}</script>
+<script type="module">
+{module}
+const egraphs = [document.getElementById("egraph-data").textContent];
+{mount}(document.getElementById("egraph-visualizer")).render(egraphs);
+</script>
+</body>
+</html>
+"""

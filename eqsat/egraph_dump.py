@@ -1,0 +1,671 @@
+"""E-graph dumps: the saturated e-graph of a run, with costs, the input graph's place in it and the choice.
+
+:class:`EGraphDump` is one immutable object; :func:`build_dump` makes it from the engine's saturation result,
+the node costs and the extraction, and :meth:`EGraphDump.write` / :meth:`EGraphDump.read` store it in the
+``eqsat-egraph`` file format (version 2). The file is extraction-gym JSON (``nodes`` with ``op``,
+``children``, ``eclass`` and ``cost``; ``root_eclasses``; ``class_data``), so extraction-gym and ``eqsat
+extract`` read it as is, with eqsat's fields beside the standard ones::
+
+    {"eqsat": {"format": "eqsat-egraph", "version": 2, "source": MODEL, "cost_model": NAME, "provenance": BOOL,
+               "saturation": {"rules", "limits", "stop_reason", "seconds",
+                              "iterations": [{"iteration", "enodes", "eclasses", "seconds", "rules_fired",
+                                              "merges"}]},
+               "extraction": {"solver", "status", "cost", "bound", "gap", "seconds", "kept_original"}},
+     "root_eclasses": [CLASS, ...],
+     "nodes": {ID: {"op", "children", "eclass", "cost", "params", "onnx_op", "in_input", "chosen",
+                    "first_iteration", "rules"}},
+     "class_data": {CLASS: {"type", "shape", "tensors"}}}
+
+``children`` are node ids, as extraction-gym wants: each names the first node of the child's e-class (the
+object keeps child e-classes). ``onnx_op`` is written for opaque nodes only. A node's shape is its class's.
+``in_input`` marks the terms of the imported input graph (:func:`eqsat.egraph.input_terms`: the input graph
+walked bottom-up and each term looked up by operator, parameters and child e-classes, which is exact);
+``tensors`` names the input graph's tensors each class holds (found by the same walk); ``chosen`` marks the
+extraction's selection (one node per e-class reachable from the roots).
+
+Version 2 adds provenance, when the run recorded it (``"provenance": true`` in the ``eqsat`` block; then every
+node has both fields): ``first_iteration``, the iteration in which the e-node first existed (0: a term of
+the input graph, or of an n-way sibling merge the engine adds before iteration 1), and ``rules``, rule name
+-> the first iteration in which that rule's right-hand side built the e-node, ordered by iteration then
+name (``"sibling-merge"`` for the engine's sibling merges; the input graph's own terms are no rule's, but a
+rule that built one again later is listed). The engine records it exactly (:func:`eqsat.egraph.compile_rule`):
+a rule's action writes a row per term it builds, and a right-hand side merged only after its shape check
+still dates from the iteration whose rule built it. Version 1 files read with no provenance.
+
+This module is the only one that reads or writes the file's dicts; everything else uses the object.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from eqsat.errors import EqsatError
+
+if TYPE_CHECKING:
+    from eqsat.egraph import Limits, SaturationResult
+    from eqsat.extract import Extraction, SerializedEGraph
+    from eqsat.graph import Graph
+
+__all__ = ["FORMAT", "VERSION", "DumpError", "DumpNode", "DumpClass", "IterationInfo", "SaturationInfo",
+           "ExtractionInfo", "ExtractionChanges", "EGraphDump", "build_dump", "load_json", "is_dump"]
+
+FORMAT = "eqsat-egraph"
+VERSION = 2
+#: the e-nodes of the lists of an opaque node's inputs (plumbing, not tensors)
+LIST_OPS = frozenset({"TNil", "TCons"})
+log = logging.getLogger(__name__)
+
+
+class DumpError(EqsatError, ValueError):
+    """A file that is not a readable e-graph dump of this version, or a lookup in a dump that fails."""
+
+
+def _frozen(value: Any) -> Any:
+    """JSON arrays as tuples, recursively (parameters are tuples in memory)."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def _pairs(mapping: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple((str(k), _frozen(v)) for k, v in mapping.items())
+
+
+@dataclass(frozen=True)
+class DumpNode:
+    """One e-node.
+
+    Attributes:
+        id: the node id (egglog's, e.g. ``function-3-matmul``).
+        op: the registry operator (``Input``, ``Weight``, ``opaque``, ``TNil``/``TCons`` for input lists).
+        params: named, decoded parameters, as ``(name, value)`` pairs (``p`` gives a dict).
+        eclass: the e-class id.
+        children: child e-class ids, in argument order.
+        cost: the node's cost under the dump's cost model (ms); 0 for leaves, lists and work on weights only.
+        onnx_op: the ONNX op type of an opaque node, else None.
+        in_input: whether the node is a term of the imported input graph.
+        chosen: whether the extraction chose it.
+        first_iteration: the saturation iteration in which the e-node first existed (0 for the input graph's
+            terms and the engine's sibling merges); None without provenance.
+        rules: (rule, iteration) for each rule whose right-hand side built the e-node, with the first
+            iteration in which it did, ordered by iteration then name; empty without provenance (and for
+            input terms no rule rebuilt).
+    """
+
+    id: str
+    op: str
+    params: tuple[tuple[str, Any], ...]
+    eclass: str
+    children: tuple[str, ...]
+    cost: float
+    onnx_op: str | None = None
+    in_input: bool = False
+    chosen: bool = False
+    first_iteration: int | None = None
+    rules: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def p(self) -> dict[str, Any]:
+        """Parameters as a dict."""
+        return dict(self.params)
+
+    @property
+    def rule_names(self) -> tuple[str, ...]:
+        """The rules that built the node, in :attr:`rules` order."""
+        return tuple(r for r, _ in self.rules)
+
+    @property
+    def creators(self) -> tuple[str, ...]:
+        """The rules that built the node in its first iteration (none for an input term)."""
+        return tuple(r for r, k in self.rules if k == self.first_iteration and not self.in_input)
+
+    def describe_provenance(self) -> str:
+        """``input``, or the creating rules, with later rebuilders as ``rule@iteration``; ``-`` when unknown."""
+        if self.first_iteration is None:
+            return "-"
+        first = set(self.creators)
+        parts = (["input"] if self.in_input else []) + [r if r in first else f"{r}@{k}" for r, k in self.rules]
+        return ", ".join(parts) or "-"
+
+    @property
+    def label(self) -> str:
+        """The operator as reports show it: ``opaque:Gather`` for an opaque node."""
+        return f"opaque:{self.onnx_op}" if self.op == "opaque" and self.onnx_op else self.op
+
+    def describe(self) -> str:
+        """``op(name=value, ...)``; opaque nodes by ONNX op type and key."""
+        if self.op == "opaque":
+            return f"{self.label}({self.p.get('key')}, output {self.p.get('index')})"
+        if not self.params:
+            return self.op
+        args = ", ".join(f"{k}={_show(v)}" for k, v in self.params)
+        return f"{self.op}({args})"
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, tuple):
+        return "[" + " ".join(_show(x) for x in v) + "]"
+    if isinstance(v, str):
+        return json.dumps(v)
+    return str(v)
+
+
+@dataclass(frozen=True)
+class DumpClass:
+    """One e-class: ``type`` ``"T"`` (a tensor, with its ``shape``) or ``"TList"`` (a list of an opaque node's
+    inputs, no shape), and the names of the input graph's tensors it holds."""
+
+    id: str
+    type: str
+    shape: tuple[int, ...] | None
+    tensors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class IterationInfo:
+    """One saturation iteration (0 is the input graph): sizes after it, seconds, matches applied per rewrite
+    rule, and right-hand sides merged after their shape check."""
+
+    iteration: int
+    enodes: int
+    eclasses: int
+    seconds: float
+    rules_fired: tuple[tuple[str, int], ...] = ()
+    merges: int = 0
+
+
+@dataclass(frozen=True)
+class SaturationInfo:
+    """How the e-graph was grown: rules in the rule set, limits (name -> value), why it stopped, seconds, and
+    the iterations."""
+
+    rules: int
+    limits: tuple[tuple[str, Any], ...]
+    stop_reason: str
+    seconds: float
+    iterations: tuple[IterationInfo, ...]
+
+    @property
+    def rules_fired(self) -> dict[str, int]:
+        """Matches applied per rule over all iterations."""
+        out: Counter[str] = Counter()
+        for it in self.iterations:
+            out.update(dict(it.rules_fired))
+        return dict(out)
+
+
+@dataclass(frozen=True)
+class ExtractionInfo:
+    """The extraction whose choice the dump's ``chosen`` nodes are; ``kept_original`` when the run wrote the
+    original model instead (the extraction was costlier as written, or not faster end to end)."""
+
+    solver: str
+    status: str
+    cost: float
+    bound: float | None = None
+    gap: float | None = None
+    seconds: float = 0.0
+    kept_original: bool = False
+
+
+@dataclass(frozen=True)
+class ExtractionChanges:
+    """What the extraction changed against the input graph, per e-class reachable from the roots.
+
+    Attributes:
+        kept: classes whose chosen node is the input graph's node.
+        replaced: (class, input node, chosen node) where the class holds an input node that was not chosen.
+        added: chosen nodes of classes that hold no input node (tensors the input graph did not have).
+        removed: input nodes of classes no longer computed (not selected).
+    """
+
+    kept: tuple[str, ...]
+    replaced: tuple[tuple[str, DumpNode, DumpNode], ...]
+    added: tuple[DumpNode, ...]
+    removed: tuple[DumpNode, ...]
+
+
+@dataclass(frozen=True)
+class EGraphDump:
+    """A saturated e-graph with its costs, the input graph's terms and tensor names, and the extraction's
+    choice; see the module docstring for the file format. Equal dumps write equal files."""
+
+    FORMAT: ClassVar[str] = FORMAT
+    VERSION: ClassVar[int] = VERSION
+
+    source: str
+    cost_model: str
+    nodes: tuple[DumpNode, ...]
+    classes: tuple[DumpClass, ...]
+    roots: tuple[str, ...]
+    saturation: SaturationInfo | None = None
+    extraction: ExtractionInfo | None = None
+    provenance: bool = False  # whether the nodes carry first_iteration and rules
+
+    # -- lookups ------------------------------------------------------------------------------------------
+    @cached_property
+    def _node_index(self) -> dict[str, DumpNode]:
+        return {n.id: n for n in self.nodes}
+
+    @cached_property
+    def _class_index(self) -> dict[str, DumpClass]:
+        return {c.id: c for c in self.classes}
+
+    @cached_property
+    def _members(self) -> dict[str, tuple[DumpNode, ...]]:
+        out: dict[str, list[DumpNode]] = {c.id: [] for c in self.classes}
+        for n in self.nodes:
+            out[n.eclass].append(n)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
+    def _tensor_index(self) -> dict[str, str]:
+        return {t: c.id for c in self.classes for t in c.tensors}
+
+    @cached_property
+    def _parents(self) -> dict[str, tuple[DumpNode, ...]]:
+        out: dict[str, dict[str, DumpNode]] = {c.id: {} for c in self.classes}
+        for n in self.nodes:
+            for c in n.children:
+                out[c][n.id] = n
+        return {k: tuple(v.values()) for k, v in out.items()}
+
+    def node(self, node_id: str) -> DumpNode:
+        """The node with this id (:class:`DumpError` if none)."""
+        try:
+            return self._node_index[node_id]
+        except KeyError:
+            raise DumpError(f"no e-node {node_id!r} in the dump") from None
+
+    def eclass(self, class_id: str) -> DumpClass:
+        """The e-class with this id (:class:`DumpError` if none)."""
+        try:
+            return self._class_index[class_id]
+        except KeyError:
+            raise DumpError(f"no e-class {class_id!r} in the dump") from None
+
+    def has_class(self, class_id: str) -> bool:
+        """Whether ``class_id`` is an e-class of the dump."""
+        return class_id in self._class_index
+
+    def has_node(self, node_id: str) -> bool:
+        """Whether ``node_id`` is an e-node of the dump."""
+        return node_id in self._node_index
+
+    def members(self, class_id: str) -> tuple[DumpNode, ...]:
+        """The e-nodes of an e-class, in file order."""
+        self.eclass(class_id)
+        return self._members[class_id]
+
+    def parents(self, class_id: str) -> tuple[DumpNode, ...]:
+        """The e-nodes that have this e-class as a child."""
+        self.eclass(class_id)
+        return self._parents[class_id]
+
+    def class_of_tensor(self, name: str) -> str | None:
+        """The e-class holding the input graph's tensor ``name``, or None."""
+        return self._tensor_index.get(name)
+
+    def shape(self, node_or_class: str) -> tuple[int, ...] | None:
+        """The shape of an e-class, or of an e-node (its class's); None for lists."""
+        if node_or_class in self._node_index:
+            node_or_class = self._node_index[node_or_class].eclass
+        return self.eclass(node_or_class).shape
+
+    def find_class(self, key: str) -> str:
+        """The e-class named by ``key``: a class id, a tensor name of the input graph, or a node id (its
+        class). :class:`DumpError` with a hint when it is none of them."""
+        if key in self._class_index:
+            return key
+        if key in self._tensor_index:
+            return self._tensor_index[key]
+        if key in self._node_index:
+            return self._node_index[key].eclass
+        examples = ", ".join(list(self._tensor_index)[:4])
+        raise DumpError(f"no e-class, tensor or e-node named {key!r} in the dump; give an e-class id (e.g. "
+                        f"{self.roots[0] if self.roots else self.classes[0].id}) or a tensor name of the input "
+                        f"graph ({examples}, ...)")
+
+    @property
+    def selection(self) -> dict[str, str]:
+        """The extraction's choice, e-class -> chosen node id (empty without an extraction)."""
+        return {n.eclass: n.id for n in self.nodes if n.chosen}
+
+    @property
+    def tensor_names(self) -> dict[str, str]:
+        """E-class -> one tensor name (the first in the input graph's order), for naming an exported graph."""
+        return {c.id: c.tensors[0] for c in self.classes if c.tensors}
+
+    def with_extraction(self, selection: Mapping[str, str], info: ExtractionInfo | None) -> EGraphDump:
+        """A copy with ``chosen`` set from ``selection`` (e-class -> node id) and the extraction's report."""
+        chosen = set(selection.values())
+        nodes = tuple(replace(n, chosen=n.id in chosen) if (n.id in chosen) != n.chosen else n for n in self.nodes)
+        return replace(self, nodes=nodes, extraction=info)
+
+    # -- the input graph and extractions -----------------------------------------------------------------
+    @cached_property
+    def serialized(self) -> SerializedEGraph:
+        """The dump as the extractors see it (:class:`eqsat.extract.SerializedEGraph`)."""
+        from eqsat.extract.egraph_json import parse_egraph
+
+        return parse_egraph(self.to_json())
+
+    def check_input_graph(self, graph: Graph, *, model: str = "the model") -> None:
+        """Raise :class:`DumpError` unless ``graph`` (an imported model) is the input graph of this dump: each
+        of its terms is in the e-graph, and they are exactly the nodes marked ``in_input``."""
+        from eqsat.egraph import input_terms
+
+        terms = input_terms(self.to_json(), graph)
+        marked = {n.id for n in self.nodes if n.in_input}
+        if terms.missing or terms.nodes != marked:
+            what = (f"its tensor(s) {', '.join(terms.missing[:3])} are not in the e-graph" if terms.missing else
+                    f"{len(marked ^ terms.nodes)} e-node(s) differ from the dump's input terms")
+            raise DumpError(f"{model} is not the model this dump was made from ({what}); give the model given to "
+                            "'eqsat optimize' (with the same --input-shape)")
+
+    def to_graph(self, selection: Mapping[str, str], original: Graph) -> tuple[Graph, Graph]:
+        """The IR graph a selection (e-class -> node id) chooses, read back as the pipeline does
+        (:func:`eqsat.pipeline.graph_from_selection`): as read and as written. ``original`` is the input graph
+        (it gives graph inputs, weights, output names and opaque nodes)."""
+        from eqsat.pipeline import graph_from_selection
+
+        return graph_from_selection(self.to_json(), selection, original, self.tensor_names)
+
+    # -- analysis -----------------------------------------------------------------------------------------
+    def changes(self) -> ExtractionChanges:
+        """What the extraction's choice changed against the input graph (:class:`ExtractionChanges`)."""
+        selection = self.selection
+        kept: list[str] = []
+        replaced: list[tuple[str, DumpNode, DumpNode]] = []
+        added: list[DumpNode] = []
+        for cls, nid in selection.items():
+            chosen = self._node_index[nid]
+            inputs = [n for n in self._members[cls] if n.in_input]
+            if chosen.in_input:
+                kept.append(cls)
+            elif inputs:
+                replaced.append((cls, inputs[0], chosen))
+            else:
+                added.append(chosen)
+        removed = tuple(n for n in self.nodes if n.in_input and n.eclass not in selection)
+        return ExtractionChanges(tuple(kept), tuple(replaced), tuple(added), removed)
+
+    # -- the file format ----------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The dump as a JSON-ready object (tuples stand for arrays); :meth:`from_json` reads it back equal."""
+        first: dict[str, str] = {}
+        for n in self.nodes:
+            first.setdefault(n.eclass, n.id)
+        nodes: dict[str, Any] = {}
+        for n in self.nodes:
+            d: dict[str, Any] = {"op": n.op, "children": [first[c] for c in n.children], "eclass": n.eclass,
+                                 "cost": n.cost, "params": dict(n.params)}
+            if n.onnx_op is not None:
+                d["onnx_op"] = n.onnx_op
+            d["in_input"] = n.in_input
+            d["chosen"] = n.chosen
+            if self.provenance:
+                d["first_iteration"] = n.first_iteration
+                d["rules"] = dict(n.rules)
+            nodes[n.id] = d
+        class_data: dict[str, Any] = {}
+        for c in self.classes:
+            d = {"type": c.type}
+            if c.shape is not None:
+                d["shape"] = list(c.shape)
+            d["tensors"] = list(c.tensors)
+            class_data[c.id] = d
+        block: dict[str, Any] = {"format": FORMAT, "version": VERSION, "source": self.source,
+                                 "cost_model": self.cost_model, "provenance": self.provenance,
+                                 "saturation": None if self.saturation is None else _saturation_json(self.saturation),
+                                 "extraction": None if self.extraction is None else _extraction_json(self.extraction)}
+        return {"eqsat": block, "root_eclasses": list(self.roots), "nodes": nodes, "class_data": class_data}
+
+    @classmethod
+    def from_json(cls, data: Any) -> EGraphDump:
+        """Read a dump from its JSON object (parsed, or as :meth:`to_json` returns it).
+
+        Raises:
+            DumpError: not an eqsat dump (no ``eqsat`` block, e.g. plain extraction-gym JSON), another format
+                or a newer version, or a malformed one (the message says what is wrong).
+        """
+        if not isinstance(data, Mapping):
+            raise DumpError(f"an e-graph dump is a JSON object, got {type(data).__name__}")
+        block = data.get("eqsat")
+        if not isinstance(block, Mapping):
+            raise DumpError("not an eqsat e-graph dump: no 'eqsat' block (plain extraction-gym JSON has only "
+                            "sizes and operators: 'eqsat inspect' describes it; 'eqsat optimize --dump-egraph' "
+                            "writes dumps)")
+        if block.get("format") != FORMAT:
+            raise DumpError(f"not an eqsat e-graph dump: format {block.get('format')!r}, expected {FORMAT!r}")
+        version = block.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise DumpError(f"e-graph dump with a bad version {version!r}")
+        if version > VERSION:
+            raise DumpError(f"e-graph dump format version {version} is newer than this eqsat reads ({VERSION}); "
+                            "upgrade eqsat")
+        try:
+            return cls._parse(data, block)
+        except DumpError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            what = f"missing field {e.args[0]!r}" if isinstance(e, KeyError) else str(e)
+            raise DumpError(f"malformed e-graph dump: {what}") from None
+
+    @classmethod
+    def _parse(cls, data: Mapping[str, Any], block: Mapping[str, Any]) -> EGraphDump:
+        raw_nodes = data["nodes"]
+        raw_classes = data["class_data"]
+        provenance = bool(block.get("provenance", False))  # absent in version 1
+        if not isinstance(raw_nodes, Mapping) or not isinstance(raw_classes, Mapping):
+            raise DumpError("malformed e-graph dump: 'nodes' and 'class_data' must be objects")
+        nodes = []
+        for nid, n in raw_nodes.items():
+            kids = []
+            for k in n["children"]:
+                if k not in raw_nodes:
+                    raise DumpError(f"malformed e-graph dump: node {nid!r} has child {k!r}, which is not a node")
+                kids.append(str(raw_nodes[k]["eclass"]))
+            if str(n["eclass"]) not in raw_classes:
+                raise DumpError(f"malformed e-graph dump: node {nid!r} is in e-class {n['eclass']!r}, which "
+                                "'class_data' does not describe")
+            cost = n["cost"]
+            if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost):
+                raise DumpError(f"malformed e-graph dump: node {nid!r} has cost {cost!r}")
+            first, rules = None, ()
+            if provenance:
+                first = n["first_iteration"]
+                if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 0):
+                    raise DumpError(f"malformed e-graph dump: node {nid!r} has first_iteration {first!r}")
+                rules = _rules_from(n["rules"], nid)
+            nodes.append(DumpNode(str(nid), str(n["op"]), _pairs(n.get("params", {})), str(n["eclass"]), tuple(kids),
+                                  float(cost), n.get("onnx_op"), bool(n["in_input"]), bool(n["chosen"]), first,
+                                  rules))
+        classes = tuple(DumpClass(str(c), str(d["type"]), None if d.get("shape") is None else
+                                  tuple(int(x) for x in d["shape"]), tuple(str(t) for t in d.get("tensors", ())))
+                        for c, d in raw_classes.items())
+        roots = tuple(str(r) for r in data["root_eclasses"])
+        unknown = [r for r in roots if r not in raw_classes]
+        if unknown:
+            raise DumpError(f"malformed e-graph dump: root e-class {unknown[0]!r} is not described")
+        sat = block.get("saturation")
+        ext = block.get("extraction")
+        return cls(str(block.get("source", "")), str(block.get("cost_model", "")), tuple(nodes), classes, roots,
+                   None if sat is None else _saturation_from(sat), None if ext is None else _extraction_from(ext),
+                   provenance)
+
+    def dumps(self) -> str:
+        """The file's text: the ``eqsat`` block on the first line, then one e-node or e-class per line."""
+        d = self.to_json()
+
+        def obj(items: Mapping[str, Any]) -> str:
+            return "{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in items.items()) + "\n}"
+
+        return (f'{{"eqsat": {json.dumps(d["eqsat"])},\n"root_eclasses": {json.dumps(d["root_eclasses"])},\n'
+                f'"nodes": {obj(d["nodes"])},\n"class_data": {obj(d["class_data"])}}}\n')
+
+    @classmethod
+    def loads(cls, text: str) -> EGraphDump:
+        """Read a dump from the file's text (:class:`DumpError` if it is not one)."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DumpError(f"not JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+        return cls.from_json(data)
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write the dump to ``path``, creating missing folders, through a temporary file (a failure leaves
+        nothing behind); returns the path."""
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(self.dumps(), encoding="utf-8")
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return out
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> EGraphDump:
+        """Read a dump file (:class:`DumpError` naming the file if it is missing or not a dump)."""
+        data = load_json(path)
+        try:
+            return cls.from_json(data)
+        except DumpError as e:
+            raise DumpError(f"{path}: {e}") from None
+
+
+def _sorted_rules(rules: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(((str(r), int(k)) for r, k in rules.items()), key=lambda rk: (rk[1], rk[0])))
+
+
+def _rules_from(value: Any, nid: str) -> tuple[tuple[str, int], ...]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 0
+                                                 for k in value.values()):
+        raise DumpError(f"malformed e-graph dump: node {nid!r} has rules {value!r} (expected rule -> iteration)")
+    return _sorted_rules(value)
+
+
+def _saturation_json(s: SaturationInfo) -> dict[str, Any]:
+    return {"rules": s.rules, "limits": dict(s.limits), "stop_reason": s.stop_reason, "seconds": s.seconds,
+            "iterations": [{"iteration": it.iteration, "enodes": it.enodes, "eclasses": it.eclasses,
+                            "seconds": it.seconds, "rules_fired": dict(it.rules_fired), "merges": it.merges}
+                           for it in s.iterations]}
+
+
+def _saturation_from(d: Mapping[str, Any]) -> SaturationInfo:
+    its = tuple(IterationInfo(int(it["iteration"]), int(it["enodes"]), int(it["eclasses"]), float(it["seconds"]),
+                              tuple((str(k), int(v)) for k, v in it.get("rules_fired", {}).items()),
+                              int(it.get("merges", 0)))
+                for it in d["iterations"])
+    return SaturationInfo(int(d["rules"]), _pairs(d.get("limits", {})), str(d["stop_reason"]), float(d["seconds"]), its)
+
+
+def _extraction_json(e: ExtractionInfo) -> dict[str, Any]:
+    return {f.name: getattr(e, f.name) for f in fields(e)}
+
+
+def _extraction_from(d: Mapping[str, Any]) -> ExtractionInfo:
+    def opt(v: Any) -> float | None:
+        return None if v is None else float(v)
+
+    return ExtractionInfo(str(d["solver"]), str(d["status"]), float(d["cost"]), opt(d.get("bound")),
+                          opt(d.get("gap")), float(d.get("seconds", 0.0)), bool(d.get("kept_original", False)))
+
+
+def load_json(path: str | os.PathLike[str]) -> Any:
+    """Parse a JSON file; :class:`DumpError` with a one-line reason when it is missing or not JSON."""
+    p = Path(path)
+    if not p.exists():
+        raise DumpError(f"no such file: {path}; check the path")
+    if p.is_dir():
+        raise DumpError(f"{path} is a directory, not an e-graph file")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise DumpError(f"{path}: not a text file (an e-graph dump is JSON)") from None
+    except json.JSONDecodeError as e:
+        raise DumpError(f"{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+
+
+def is_dump(data: Any) -> bool:
+    """Whether parsed JSON is an eqsat e-graph dump (it has the ``eqsat`` block), of any version."""
+    return isinstance(data, Mapping) and isinstance(data.get("eqsat"), Mapping) \
+        and data["eqsat"].get("format") == FORMAT
+
+
+# -------------------------------------------------------------------------------------------------------------
+# building a dump from a run
+
+
+def iteration_infos(iterations: Iterable[Any]) -> tuple[IterationInfo, ...]:
+    """The engine's :class:`eqsat.egraph.IterationStats` as :class:`IterationInfo`: rewrite rules only (the
+    shape bookkeeping left out), with the shape-checked merges counted apart."""
+    out = []
+    for it in iterations:
+        fired = tuple((k, int(v)) for k, v in it.matches.items()
+                      if v and not k.startswith("shape-") and k != "merge-checked")
+        out.append(IterationInfo(it.iteration, it.enodes, it.eclasses, float(it.seconds), fired,
+                                 int(it.matches.get("merge-checked", 0))))
+    return tuple(out)
+
+
+def build_dump(sat: SaturationResult, graph: Graph, costs: Mapping[str, float], *, source: str = "",
+               cost_model: str = "", rules: int = 0, limits: Limits | None = None,
+               extraction: Extraction | None = None, kept_original: bool = False) -> EGraphDump:
+    """The dump of a run: ``sat`` the engine's result for the imported ``graph``, ``costs`` node id -> cost,
+    ``extraction`` the extractor's result (its selection becomes the ``chosen`` marks), ``rules`` the size of
+    the rule set and ``limits`` the saturation limits used. Provenance comes with ``sat`` when the engine
+    recorded it (:func:`eqsat.egraph.saturate` with ``provenance``): an input term's first iteration is 0,
+    another node's the smallest iteration of its rows."""
+    from eqsat import egraph as engine
+
+    eg = sat.egraph
+    terms = engine.input_terms(eg, graph)
+    if terms.missing:  # an engine bug: the e-graph saturate returned always holds its input graph
+        log.warning("e-graph dump: %d input tensor(s) not found in the e-graph (%s); their in_input marks and "
+                    "tensor names are missing", len(terms.missing), ", ".join(terms.missing[:5]))
+    op_type = {(n.p["key"], n.p["index"]): str(n.p["op_type"]) for n in graph.nodes if n.op == "opaque"}
+    raw = eg["nodes"]
+    chosen = set(extraction.selection.values()) if extraction is not None else set()
+    prov: Mapping[str, Mapping[str, int]] | None = eg.get("provenance")
+    nodes = []
+    for nid, n in raw.items():
+        p = n.get("params", {})
+        onnx_op = op_type.get((p.get("key"), p.get("index"))) if n["op"] == "opaque" else None
+        first, built_by = None, ()
+        if prov is not None:
+            built = prov.get(nid, {})
+            built_by = _sorted_rules(built)
+            first = 0 if nid in terms.nodes else min(built.values(), default=None)
+        nodes.append(DumpNode(nid, n["op"], _pairs(p), n["eclass"], tuple(raw[k]["eclass"] for k in n["children"]),
+                              float(costs.get(nid, n.get("cost", 0.0))), onnx_op, nid in terms.nodes, nid in chosen,
+                              first, built_by))
+    tensors: dict[str, list[str]] = {}
+    for t, c in terms.tensor_class.items():
+        tensors.setdefault(c, []).append(t)
+    class_data = eg["class_data"]
+    order: dict[str, None] = {}
+    for n in nodes:
+        order.setdefault(n.eclass, None)
+    classes = tuple(DumpClass(c, str(class_data[c]["type"]),
+                              tuple(class_data[c]["shape"]) if class_data[c].get("shape") is not None else None,
+                              tuple(tensors.get(c, ()))) for c in order)
+    saturation = SaturationInfo(rules, () if limits is None else _pairs(vars(limits)), str(sat.stop_reason),
+                                float(sat.seconds), iteration_infos(sat.iterations))
+    info = None
+    if extraction is not None:
+        info = ExtractionInfo(extraction.solver, extraction.status, float(extraction.cost),
+                              None if extraction.bound is None else float(extraction.bound),
+                              None if extraction.gap is None else float(extraction.gap), float(extraction.seconds),
+                              kept_original)
+    return EGraphDump(source, cost_model, tuple(nodes), classes, tuple(eg["root_eclasses"]), saturation, info,
+                      prov is not None)
