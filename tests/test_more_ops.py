@@ -9,6 +9,7 @@ import math
 import numpy as np
 import onnx
 import pytest
+from _onnx_checks import assert_same_outputs, ops_of
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 import eqsat
@@ -47,29 +48,15 @@ def _model(nodes, inputs, outputs, inits=None, opset: int = 13, declared=None,
     return m
 
 
-def _ops(graph: Graph) -> list[str]:
-    return [n.op for n in graph.nodes]
-
-
-def _same(original: onnx.ModelProto, exported: onnx.ModelProto, seed: int = 0, tol: float = 1e-4) -> None:
-    onnx.checker.check_model(exported, full_check=True)
-    feeds = random_feeds(original, seed)
-    ref, got = run_onnxruntime(original, feeds), run_onnxruntime(exported, feeds)
-    assert len(ref) == len(got)
-    for r, o in zip(ref, got, strict=True):
-        assert r.shape == o.shape
-        np.testing.assert_allclose(o, r, rtol=tol, atol=tol)
-
-
 def _round_trip(model: onnx.ModelProto, opsets=(None,)) -> Graph:
     """Import, check the IR's numpy semantics against onnxruntime, export at each opset and compare."""
     g = load_model(model)
-    if "opaque" not in _ops(g):
+    if "opaque" not in ops_of(g):
         feeds = random_feeds(model, 0)
         for r, o in zip(run_onnxruntime(model, feeds), g.evaluate(feeds), strict=True):
             np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-4)
     for opset in opsets:
-        _same(model, to_onnx(g, opset=opset))
+        assert_same_outputs(model, to_onnx(g, opset=opset))
     return g
 
 
@@ -102,7 +89,7 @@ def _clip_model(opset: int, low: float | None, high: float | None) -> onnx.Model
 def test_clip_imports_and_exports_at_each_opset(opset: int, low, high) -> None:
     model = _clip_model(opset, low, high)
     g = _round_trip(model, opsets=ALL_OPSETS)
-    assert _ops(g) == ["clip"]
+    assert ops_of(g) == ["clip"]
     expect = (-INF if low is None else low, INF if high is None else high)
     if low is not None and high is not None and low > high:  # every entry is high: clip(high, high)
         expect = (high, high)
@@ -116,7 +103,7 @@ def test_clip_imports_and_exports_at_each_opset(opset: int, low, high) -> None:
 @pytest.mark.parametrize("opset", [9, 13])
 def test_clip_zero_without_max_is_a_relu(opset: int) -> None:
     g = _round_trip(_clip_model(opset, 0.0, None))
-    assert _ops(g) == ["relu"]
+    assert ops_of(g) == ["relu"]
 
 
 def test_relu6_after_a_convolution_imports_as_clip_0_6() -> None:
@@ -127,7 +114,7 @@ def test_relu6_after_a_convolution_imports_as_clip_0_6() -> None:
              n("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), n("Clip", ["c", "zero", "six"], ["y"])]
     model = _model(nodes, [("x", [1, 3, 6, 6])], ["y"], {"w": _w(4, 3, 3, 3, scale=2.0), "b": _w(4)}, opset=13)
     g = _round_trip(model, opsets=(9, 13, 17))
-    assert _ops(g) == ["conv2d", "clip"]
+    assert ops_of(g) == ["conv2d", "clip"]
     assert g.nodes[1].p == {"low": 0.0, "high": 6.0}
     y = g.evaluate(random_feeds(model, 0))[0]
     assert y.min() == 0.0 and y.max() == 6.0  # both bounds bite on this input
@@ -138,14 +125,14 @@ def test_clip_refusals_keep_it_opaque_with_a_reason() -> None:
     model = _model([n("Clip", ["x", "lo", "hi"], ["y"])], [("x", [2, 3]), ("hi", [])], ["y"],
                    {"lo": np.array(0.0, np.float32)})
     g = load_model(model)
-    assert _ops(g) == ["opaque"] and "not a constant" in _reason(g, "Clip")
+    assert ops_of(g) == ["opaque"] and "not a constant" in _reason(g, "Clip")
     model = _model([n("Clip", ["x", "lo", "hi"], ["y"])], [("x", [2, 3], TensorProto.INT32)], ["y"],
                    {"lo": np.array(0, np.int32), "hi": np.array(6, np.int32)}, out_type=TensorProto.INT32)
     g = load_model(model)
-    assert _ops(g) == ["opaque"] and "non-float" in _reason(g, "Clip")
+    assert ops_of(g) == ["opaque"] and "non-float" in _reason(g, "Clip")
     model = _clip_model(13, float("nan"), 1.0)
     g = load_model(model)
-    assert _ops(g) == ["opaque"] and "NaN" in _reason(g, "Clip")
+    assert ops_of(g) == ["opaque"] and "NaN" in _reason(g, "Clip")
 
 
 def test_clip_spec() -> None:
@@ -189,7 +176,7 @@ def _rm_model(opset: int, axes: list[int] | None, keepdims: int | None, noop: in
 ])
 def test_reduce_mean_imports_and_exports_at_each_opset(opset: int, axes, keepdims, expect) -> None:
     g = _round_trip(_rm_model(opset, axes, keepdims), opsets=ALL_OPSETS)
-    assert _ops(g) == ["reduce_mean"]
+    assert ops_of(g) == ["reduce_mean"]
     assert (g.nodes[0].p["axes"], g.nodes[0].p["keepdims"]) == expect
     # axes an attribute below opset 18, an input from 18
     for opset_out in (17, 18):
@@ -200,28 +187,28 @@ def test_reduce_mean_imports_and_exports_at_each_opset(opset: int, axes, keepdim
 @pytest.mark.parametrize("opset", [13, 18])
 def test_reduce_mean_dropping_axes_above_rank_4_keeps_them_and_reshapes(opset: int) -> None:
     g = _round_trip(_rm_model(opset, [1, -1], 0, shape=(2, 3, 2, 4, 2)), opsets=(13, 18))
-    assert _ops(g) == ["reduce_mean", "reshape"] and g.nodes[0].p == {"axes": (1, 4), "keepdims": 1}
+    assert ops_of(g) == ["reduce_mean", "reshape"] and g.nodes[0].p == {"axes": (1, 4), "keepdims": 1}
     assert g.shapes[g.outputs[0]] == (2, 2, 4)
 
 
 def test_reduce_mean_with_empty_axes_and_noop_is_an_identity() -> None:
     g = _round_trip(_rm_model(18, [], 1, noop=1), opsets=(13, 18))
-    assert _ops(g) == ["reshape"]
+    assert ops_of(g) == ["reshape"]
     g = _round_trip(_rm_model(18, None, 0, noop=1), opsets=(13, 18))
-    assert _ops(g) == ["reshape"]
+    assert ops_of(g) == ["reshape"]
     g = _round_trip(_rm_model(18, [], 0, noop=0), opsets=(13, 18))  # without noop: every axis
-    assert _ops(g) == ["reduce_mean"] and g.nodes[0].p["axes"] == (0, 1, 2, 3)
+    assert ops_of(g) == ["reduce_mean"] and g.nodes[0].p["axes"] == (0, 1, 2, 3)
 
 
 def test_reduce_mean_refusals_keep_it_opaque_with_a_reason() -> None:
     model = _model([helper.make_node("ReduceMean", ["x", "axes"], ["y"])],
                    [("x", [2, 3]), ("axes", [1], TensorProto.INT64)], ["y"], opset=18, declared={"y": [2, 1]})
     g = load_model(model)
-    assert _ops(g) == ["opaque"] and "not a constant" in _reason(g, "ReduceMean")
+    assert ops_of(g) == ["opaque"] and "not a constant" in _reason(g, "ReduceMean")
     model = _model([helper.make_node("ReduceMean", ["x"], ["y"], axes=[1])], [("x", [2, 3], TensorProto.INT32)],
                    ["y"], opset=13, out_type=TensorProto.INT32)
     g = load_model(model)
-    assert _ops(g) == ["opaque"] and "non-float" in _reason(g, "ReduceMean")
+    assert ops_of(g) == ["opaque"] and "non-float" in _reason(g, "ReduceMean")
 
 
 def test_reduce_mean_modular_semantics_are_the_exact_mean() -> None:
@@ -268,7 +255,7 @@ def _pad_model(opset: int, pads: list[int], value: float | None = None, mode: st
                                         ([0, 0, 1, 0, 0, 1], float("-inf"))])
 def test_pad_imports_and_exports_at_each_opset(opset: int, pads, value) -> None:
     g = _round_trip(_pad_model(opset, pads, value, mode="constant" if opset == 9 else None), opsets=ALL_OPSETS)
-    assert _ops(g) == ["pad"]
+    assert ops_of(g) == ["pad"]
     assert g.nodes[0].p == {"pads": tuple(pads), "value": 0.0 if value is None else value}
     for opset_out in (9, 11):
         (node,) = to_onnx(g, opset=opset_out).graph.node
@@ -278,14 +265,14 @@ def test_pad_imports_and_exports_at_each_opset(opset: int, pads, value) -> None:
 @pytest.mark.parametrize("opset", [18, 21])
 def test_pad_with_an_axes_input_spreads_the_pads(opset: int) -> None:
     g = _round_trip(_pad_model(opset, [1, 2, 0, 3], 1.5, axes=[-1, 0]), opsets=(9, 13, 18))
-    assert _ops(g) == ["pad"] and g.nodes[0].p["pads"] == (2, 0, 1, 3, 0, 0)
+    assert ops_of(g) == ["pad"] and g.nodes[0].p["pads"] == (2, 0, 1, 3, 0, 0)
     g = _round_trip(_pad_model(opset, [1, 2], axes=[1]))  # no constant_value: zeros
     assert g.nodes[0].p == {"pads": (0, 1, 0, 0, 2, 0), "value": 0.0}
 
 
 def test_pad_of_nothing_is_an_identity() -> None:
     g = _round_trip(_pad_model(13, [0] * 6))
-    assert _ops(g) == ["reshape"]
+    assert ops_of(g) == ["reshape"]
 
 
 @pytest.mark.parametrize("opset,kwargs,reason", [
@@ -298,14 +285,14 @@ def test_pad_of_nothing_is_an_identity() -> None:
 ])
 def test_pad_refusals_keep_it_opaque_with_a_reason(opset: int, kwargs, reason: str) -> None:
     g = _round_trip(_pad_model(opset, **kwargs))
-    assert _ops(g) == ["opaque"] and reason in _reason(g, "Pad")
+    assert ops_of(g) == ["opaque"] and reason in _reason(g, "Pad")
 
 
 def test_pad_with_dynamic_pads_stays_opaque_with_a_reason() -> None:
     model = _model([helper.make_node("Pad", ["x", "pads"], ["y"])], [("x", [2, 3]), ("pads", [4], TensorProto.INT64)],
                    ["y"], opset=13, declared={"y": [3, 4]})
     g = load_model(model)
-    assert _ops(g) == ["opaque"] and "pads that are not a constant" in _reason(g, "Pad")
+    assert ops_of(g) == ["opaque"] and "pads that are not a constant" in _reason(g, "Pad")
 
 
 def test_pad_modular_semantics_fill_with_the_value_modulo_the_prime() -> None:
@@ -365,7 +352,7 @@ def test_egraph_shape_rules_give_the_new_operators_their_shapes() -> None:
     g = Graph((TensorInfo("x", (2, 3, 4, 5)),), {}, nodes, ("m1", "m00", "all")).validate()
     res = E.saturate(g, [], E.Limits(iter_limit=0), in_process=True)
     by_name = E.tensor_names_by_class(res)
-    shaped = {tensor: tuple(res.egraph["class_data"][cls]["shape"]) for cls, tensor in by_name.items()}
+    shaped = {tensor: res.egraph.shape(cls) for cls, tensor in by_name.items()}
     for n in nodes:
         assert shaped[n.output] == g.shapes[n.output], n.output
 
@@ -417,7 +404,7 @@ def _decomposed_ln(opset: int = 14, *, square: str = "pow", scale: str | None = 
 def test_decomposed_layernorm_collapses_into_one_layernorm(opset: int, variant: dict) -> None:
     model = _decomposed_ln(opset, **variant)
     g = _round_trip(model, opsets=(opset, 17))
-    assert _ops(g) == ["relu", "layernorm", "relu"], _ops(g)
+    assert ops_of(g) == ["relu", "layernorm", "relu"], ops_of(g)
     ln = g.nodes[1]
     assert ln.p == {"axis": 2, "epsilon": pytest.approx(1e-5)}
     assert g.meta["opaque_reasons"] == {}
@@ -434,29 +421,29 @@ def test_decomposed_layernorm_collapses_into_one_layernorm(opset: int, variant: 
 def test_decomposed_layernorm_over_two_axes_and_a_broadcast_scale() -> None:
     model = _decomposed_ln(14, axes=([-2, -1], [1, 2]), scale=None, bias=None)
     g = _round_trip(model, opsets=(14, 17))
-    assert _ops(g) == ["relu", "layernorm", "relu"] and g.nodes[1].p["axis"] == 1
+    assert ops_of(g) == ["relu", "layernorm", "relu"] and g.nodes[1].p["axis"] == 1
     # a (1, 1, D) scale is stored over the normalized dimensions (D,)
     gamma = (1 + _w(D)).reshape(1, 1, D)
     g = _round_trip(_decomposed_ln(14, scale_value=gamma), opsets=(14, 17))
-    assert _ops(g) == ["relu", "layernorm", "relu"]
+    assert ops_of(g) == ["relu", "layernorm", "relu"]
     np.testing.assert_array_equal(g.weights[g.nodes[1].inputs[1]], gamma.reshape(D))
 
 
 def test_a_scale_that_varies_off_the_normalized_axes_stays_outside() -> None:
     g = _round_trip(_decomposed_ln(14, scale_value=1 + _w(3, D), bias=None), opsets=(14, 17))
-    assert _ops(g) == ["relu", "layernorm", "ewmul", "relu"]
+    assert ops_of(g) == ["relu", "layernorm", "ewmul", "relu"]
 
 
 @pytest.mark.parametrize("inner", ["m", "d", "sq", "v", "ve", "s"])
 def test_decomposed_layernorm_with_an_intermediate_graph_output_does_not_collapse(inner: str) -> None:
     g = _round_trip(_decomposed_ln(14, extra_output=inner), opsets=(14,))
-    assert "layernorm" not in _ops(g)
+    assert "layernorm" not in ops_of(g)
     assert "Sqrt" in g.op_histogram()  # the Sqrt stays an opaque node
 
 
 def test_a_read_normalized_value_ends_the_pattern_before_the_scale() -> None:
     g = _round_trip(_decomposed_ln(14, extra_output="z"), opsets=(14,))
-    assert _ops(g) == ["relu", "layernorm", "ewmul", "ewadd", "relu"]
+    assert ops_of(g) == ["relu", "layernorm", "ewmul", "ewadd", "relu"]
     assert not np.any(g.weights[g.nodes[1].inputs[2]]) and np.all(g.weights[g.nodes[1].inputs[1]] == 1)
 
 
@@ -464,7 +451,7 @@ def test_a_read_normalized_value_ends_the_pattern_before_the_scale() -> None:
                                     {"axes": ([-1], [-2, -1])}])
 def test_decomposed_layernorm_with_a_wrong_constant_does_not_collapse(kwargs: dict) -> None:
     g = _round_trip(_decomposed_ln(14, **kwargs), opsets=(14,))
-    assert "layernorm" not in _ops(g)
+    assert "layernorm" not in ops_of(g)
 
 
 def test_a_collapsed_layernorm_that_does_not_import_keeps_its_nodes(monkeypatch) -> None:
@@ -474,7 +461,7 @@ def test_a_collapsed_layernorm_that_does_not_import_keeps_its_nodes(monkeypatch)
     monkeypatch.setitem(ops.ONNX_IMPORTERS, "LayerNormalization", refuse)
     model = _decomposed_ln(14, scale=None)  # its unit scale is a new constant, dropped with the collapse
     g = _round_trip(model, opsets=(14,))
-    assert "layernorm" not in _ops(g) and _ops(g).count("reduce_mean") == 2
+    assert "layernorm" not in ops_of(g) and ops_of(g).count("reduce_mean") == 2
     assert "LayerNormalization" not in g.meta["opaque_reasons"] and "Sqrt" in g.meta["opaque_reasons"]
     assert not any(k.endswith("unit_scale") for k in g.weights)
 
@@ -516,4 +503,4 @@ def test_optimize_a_graph_with_the_new_operators() -> None:
     hist = res.original.op_histogram()
     assert "opaque" not in hist and hist["layernorm"] == 1 and hist["clip"] == 1 and hist["pad"] == 1
     assert hist["reduce_mean"] == 1
-    _same(model, res.model)
+    assert_same_outputs(model, res.model)

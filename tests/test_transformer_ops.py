@@ -9,6 +9,7 @@ import math
 import numpy as np
 import onnx
 import pytest
+from _onnx_checks import assert_same_outputs, ops_of
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 import eqsat
@@ -38,26 +39,12 @@ def _model(nodes, inputs, outputs, inits=None, opset: int = 17) -> onnx.ModelPro
     return m
 
 
-def _ops(graph) -> list[str]:
-    return [n.op for n in graph.nodes]
-
-
-def _same(original: onnx.ModelProto, exported: onnx.ModelProto, seed: int = 0, tol: float = 1e-4) -> None:
-    onnx.checker.check_model(exported, full_check=True)
-    feeds = random_feeds(original, seed)
-    ref, got = run_onnxruntime(original, feeds), run_onnxruntime(exported, feeds)
-    assert len(ref) == len(got)
-    for r, o in zip(ref, got, strict=True):
-        assert r.shape == o.shape
-        np.testing.assert_allclose(o, r, rtol=tol, atol=tol)
-
-
 def _round_trip(model: onnx.ModelProto, opset: int | None = None):
     g = load_model(model)
     out = to_onnx(g, opset=opset)
-    _same(model, out)
+    assert_same_outputs(model, out)
     # the IR's own reference semantics agree too (numpy, opaque nodes through onnxruntime)
-    if "opaque" not in _ops(g):
+    if "opaque" not in ops_of(g):
         feeds = random_feeds(model, 0)
         for r, o in zip(run_onnxruntime(model, feeds), g.evaluate(feeds), strict=True):
             np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-4)
@@ -150,7 +137,7 @@ def test_bert_layer_exports_below_opset_17_as_decompositions() -> None:
         types = {n.op_type for n in out.graph.node}
         assert "Gelu" not in types and "Erf" in types
         assert ("LayerNormalization" in types) == (opset >= 17)
-        _same(model, out)
+        assert_same_outputs(model, out)
 
 
 # -- GELU --------------------------------------------------------------------------------------------------
@@ -184,21 +171,21 @@ def _gelu_model(variant: str, opset: int = 17, extra_output: str | None = None) 
 def test_gelu_patterns_collapse_to_one_gelu(variant: str) -> None:
     model = _gelu_model(variant)
     g, out = _round_trip(model)
-    assert _ops(g) == ["relu", "gelu", "relu"], _ops(g)
+    assert ops_of(g) == ["relu", "gelu", "relu"], ops_of(g)
     gelu = g.nodes[1]
     assert gelu.p["approximate"] == int(variant.startswith("tanh"))
     assert g.meta["opaque_reasons"] == {}
     # exported at opset 20 it is one Gelu node
     out20 = to_onnx(g, opset=20)
     assert [n.op_type for n in out20.graph.node] == ["Relu", "Gelu", "Relu"]
-    _same(model, out20)
+    assert_same_outputs(model, out20)
 
 
 @pytest.mark.parametrize("inner", ["e", "a", "m", "d"])
 def test_gelu_pattern_with_an_intermediate_graph_output_does_not_collapse(inner: str) -> None:
     model = _gelu_model("div", extra_output=inner)
     g, _ = _round_trip(model)
-    assert "gelu" not in _ops(g)
+    assert "gelu" not in ops_of(g)
     assert "Erf" in g.op_histogram()  # the Erf stays an opaque node
 
 
@@ -208,7 +195,7 @@ def test_gelu_pattern_with_a_wrong_constant_does_not_collapse() -> None:
         if init.name == "half":
             init.CopyFrom(numpy_helper.from_array(np.array(0.49, np.float32), "half"))
     g, _ = _round_trip(model)
-    assert "gelu" not in _ops(g)
+    assert "gelu" not in ops_of(g)
 
 
 def test_gelu_pattern_with_a_constant_node_collapses() -> None:
@@ -222,7 +209,7 @@ def test_gelu_pattern_with_a_constant_node_collapses() -> None:
     del model.graph.node[:]
     model.graph.node.extend(nodes)
     g, _ = _round_trip(model)
-    assert _ops(g) == ["relu", "gelu", "relu"]
+    assert ops_of(g) == ["relu", "gelu", "relu"]
 
 
 @pytest.mark.parametrize("approx", ["none", "tanh"])
@@ -230,9 +217,9 @@ def test_gelu_node_imports_and_exports_at_each_opset(approx: str) -> None:
     model = _model([helper.make_node("Gelu", ["x"], ["y"], approximate=approx)], [("x", [2, 3, 5])], ["y"],
                    opset=20)
     g = load_model(model)
-    assert _ops(g) == ["gelu"] and g.nodes[0].p["approximate"] == int(approx == "tanh")
+    assert ops_of(g) == ["gelu"] and g.nodes[0].p["approximate"] == int(approx == "tanh")
     for opset in (9, 13, 17, 20, 21):
-        _same(model, to_onnx(g, opset=opset))
+        assert_same_outputs(model, to_onnx(g, opset=opset))
 
 
 def test_gelu_spec() -> None:
@@ -261,26 +248,26 @@ def _ln_model(outputs: list[str], graph_outputs: list[str], axis: int = -1, with
 
 def test_layernorm_with_an_unused_mean_output_imports() -> None:
     g, out = _round_trip(_ln_model(["y", "mean"], ["y"]))
-    assert _ops(g) == ["layernorm"] and g.nodes[0].p == {"axis": 2, "epsilon": pytest.approx(1e-5)}
+    assert ops_of(g) == ["layernorm"] and g.nodes[0].p == {"axis": 2, "epsilon": pytest.approx(1e-5)}
     assert [n.op_type for n in out.graph.node] == ["LayerNormalization"]
     assert len(out.graph.node[0].output) == 1
 
 
 def test_layernorm_whose_statistics_are_read_stays_opaque_with_a_reason() -> None:
     g, _ = _round_trip(_ln_model(["y", "mean", "inv_std"], ["y", "inv_std"]))
-    assert _ops(g) == ["opaque"] * 2
+    assert ops_of(g) == ["opaque"] * 2
     (reason,) = g.meta["opaque_reasons"]["LayerNormalization"]
     assert "InvStdDev" in reason
 
 
 def test_layernorm_without_bias_and_over_two_axes() -> None:
     g, _ = _round_trip(_ln_model(["y"], ["y"], with_bias=False))
-    assert _ops(g) == ["layernorm"]
+    assert ops_of(g) == ["layernorm"]
     assert not np.any(g.weights[g.nodes[0].inputs[2]])
     g, _ = _round_trip(_ln_model(["y"], ["y"], axis=-2, scale_shape=(3, 4)))
-    assert _ops(g) == ["layernorm"] and g.nodes[0].p["axis"] == 1
+    assert ops_of(g) == ["layernorm"] and g.nodes[0].p["axis"] == 1
     g, _ = _round_trip(_ln_model(["y"], ["y"], axis=1, scale_shape=(4,)))  # a scale broadcast over (3, 4)
-    assert _ops(g) == ["layernorm"] and g.shapes[g.nodes[0].inputs[1]] == (3, 4)
+    assert ops_of(g) == ["layernorm"] and g.shapes[g.nodes[0].inputs[1]] == (3, 4)
 
 
 @pytest.mark.parametrize("opset", [9, 13, 16])
@@ -289,7 +276,7 @@ def test_layernorm_decomposes_below_opset_17(opset: int) -> None:
         model = _ln_model(["y"], ["y"], axis=axis, scale_shape=shape)
         out = to_onnx(load_model(model), opset=opset)
         assert "LayerNormalization" not in {n.op_type for n in out.graph.node}
-        _same(model, out)
+        assert_same_outputs(model, out)
 
 
 def test_layernorm_shape_rules_check_scale_and_bias() -> None:
@@ -312,22 +299,22 @@ def test_layernorm_shape_rules_check_scale_and_bias() -> None:
 def test_broadcast_matmul_imports(sa, sb) -> None:
     model = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], [("a", list(sa)), ("b", list(sb))], ["y"])
     g, _ = _round_trip(model)
-    assert "opaque" not in _ops(g) and _ops(g).count("matmul") == 1
+    assert "opaque" not in ops_of(g) and ops_of(g).count("matmul") == 1
 
 
 def test_matmul_with_a_weight_keeps_the_flattened_2d_form() -> None:
     model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", [2, 3, 4])], ["y"], {"w": _w(4, 5)})
     g, _ = _round_trip(model)
-    assert _ops(g) == ["reshape", "matmul", "reshape"] and g.shapes[g.nodes[1].output] == (6, 5)
+    assert ops_of(g) == ["reshape", "matmul", "reshape"] and g.shapes[g.nodes[1].output] == (6, 5)
     model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", [3, 4])], ["y"], {"w": _w(2, 4, 5)})
     g, _ = _round_trip(model)  # a lower-rank activation times a batch of weights: the weight stays whole
-    assert _ops(g) == ["reshape", "matmul"]
+    assert ops_of(g) == ["reshape", "matmul"]
 
 
 def test_one_dimensional_matmul_stays_opaque_with_a_reason() -> None:
     model = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], [("a", [3, 4]), ("b", [4])], ["y"])
     g, _ = _round_trip(model)
-    assert _ops(g) == ["opaque"]
+    assert ops_of(g) == ["opaque"]
     assert "1-D" in next(iter(g.meta["opaque_reasons"]["MatMul"]))
 
 
@@ -350,7 +337,7 @@ def test_div_by_constants_imports_as_multiplication() -> None:
     model = _model(nodes, [("x", [2, 3, 4])], ["y"],
                    {"s": np.array(8.0, np.float32), "v": 1 + np.abs(_w(4)), "s1": np.array([2.0], np.float32)})
     g, out = _round_trip(model)
-    assert _ops(g) == ["smul", "ewmul", "smul"]
+    assert ops_of(g) == ["smul", "ewmul", "smul"]
     assert float(g.weights[g.nodes[0].inputs[1]]) == pytest.approx(0.125)
     assert "Div" not in {m.op_type for m in out.graph.node}
 
@@ -360,7 +347,7 @@ def test_div_by_an_activation_or_by_zero_stays_opaque() -> None:
     model = _model([n("Div", ["x", "z"], ["a"]), n("Div", ["a", "zero"], ["y"])], [("x", [2, 3]), ("z", [2, 3])],
                    ["y"], {"zero": np.array([0.0, 1.0, 2.0], np.float32)})
     g = load_model(model)
-    assert _ops(g) == ["opaque", "opaque"]
+    assert ops_of(g) == ["opaque", "opaque"]
     reasons = " ".join(g.meta["opaque_reasons"]["Div"])
     assert "activation" in reasons and "zero" in reasons
 
@@ -372,7 +359,7 @@ def test_sub_imports_as_addition() -> None:
              n("Sub", ["b", "z"], ["y"])]  # activation - activation of lower rank
     model = _model(nodes, [("x", [2, 3, 4]), ("z", [4])], ["y"], {"c": _w(3, 1), "one": np.array(1.0, np.float32)})
     g, _ = _round_trip(model)
-    assert "opaque" not in _ops(g) and _ops(g).count("ewadd") == 3 and _ops(g).count("smul") == 2
+    assert "opaque" not in ops_of(g) and ops_of(g).count("ewadd") == 3 and ops_of(g).count("smul") == 2
 
 
 @pytest.mark.parametrize("starts,ends,axes,steps,expect", [
@@ -392,7 +379,7 @@ def test_slice_with_constant_bounds_imports_as_split_pieces(starts, ends, axes, 
         ins.append("sp")
     model = _model([helper.make_node("Slice", ins, ["y"])], [("x", [2, 5, 6])], ["y"], inits, opset=13)
     g, _ = _round_trip(model)
-    assert _ops(g).count("split") == expect and "opaque" not in _ops(g)
+    assert ops_of(g).count("split") == expect and "opaque" not in ops_of(g)
 
 
 def test_slice_before_opset_10_reads_attributes() -> None:
@@ -400,7 +387,7 @@ def test_slice_before_opset_10_reads_attributes() -> None:
                    [("x", [4, 5, 6])], ["y"], opset=9)
     model.ir_version = 4
     g, _ = _round_trip(model)
-    assert _ops(g) == ["split", "split"]
+    assert ops_of(g) == ["split", "split"]
 
 
 def test_slice_with_steps_or_dynamic_bounds_stays_opaque_with_a_reason() -> None:
@@ -409,7 +396,7 @@ def test_slice_with_steps_or_dynamic_bounds_stays_opaque_with_a_reason() -> None
     model = _model([helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])], [("x", [2, 5, 6])], ["y"],
                    inits, opset=13)
     g, _ = _round_trip(model)
-    assert _ops(g) == ["opaque"]
+    assert ops_of(g) == ["opaque"]
     assert "step" in next(iter(g.meta["opaque_reasons"]["Slice"]))
 
 
@@ -431,8 +418,8 @@ def test_optimize_a_graph_with_the_transformer_ops() -> None:
     onnx.checker.check_model(res.model, full_check=True)
     assert res.numeric is not None and res.numeric.ok
     assert res.cost_after <= res.cost_before
-    assert "opaque" not in _ops(res.original)
-    _same(model, res.model)
+    assert "opaque" not in ops_of(res.original)
+    assert_same_outputs(model, res.model)
 
 
 def test_egraph_shape_rules_give_the_new_operators_their_shapes() -> None:
@@ -449,7 +436,7 @@ def test_egraph_shape_rules_give_the_new_operators_their_shapes() -> None:
     g = Graph((TensorInfo("x", (2, 1, 4, 6)), TensorInfo("q", (2, 5, 7, 4))), w, nodes, ("att",)).validate()
     res = E.saturate(g, [], E.Limits(iter_limit=0), in_process=True)
     by_name = E.tensor_names_by_class(res)
-    shaped = {tensor: tuple(res.egraph["class_data"][cls]["shape"]) for cls, tensor in by_name.items()}
+    shaped = {tensor: res.egraph.shape(cls) for cls, tensor in by_name.items()}
     for n in nodes:
         assert shaped[n.output] == g.shapes[n.output], n.output
 
@@ -461,7 +448,7 @@ def test_a_collapsed_pattern_that_does_not_import_keeps_its_nodes(monkeypatch) -
     monkeypatch.setitem(ops.ONNX_IMPORTERS, "Gelu", refuse)
     model = _gelu_model("div")
     g, out = _round_trip(model)
-    assert "gelu" not in _ops(g) and "Gelu" not in {n.op_type for n in out.graph.node}
+    assert "gelu" not in ops_of(g) and "Gelu" not in {n.op_type for n in out.graph.node}
     assert "Gelu" not in g.meta["opaque_reasons"] and "Erf" in g.meta["opaque_reasons"]
 
 
@@ -470,7 +457,7 @@ def test_optimize_a_bert_layer() -> None:
     res = eqsat.optimize(model, time_limit=20, iter_limit=2, node_limit=5000)
     assert res.numeric is not None and res.numeric.ok
     assert res.graph.op_histogram()["gelu"] == 1 and res.graph.op_histogram()["layernorm"] == 2
-    _same(model, res.model)
+    assert_same_outputs(model, res.model)
 
 
 @pytest.mark.parametrize("indices,expect", [(np.array(0), ["split", "reshape"]), (np.array([-2]), ["split"]),
@@ -480,7 +467,7 @@ def test_gather_of_constant_positions_imports_as_a_piece(indices, expect) -> Non
     model = _model([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], [("x", [2, 5, 3])], ["y"],
                    {"i": indices.astype(np.int64)})
     g, _ = _round_trip(model)
-    assert _ops(g) == expect
+    assert ops_of(g) == expect
     if expect == ["opaque"]:
         assert "ascending" in next(iter(g.meta["opaque_reasons"]["Gather"]))
 
@@ -492,5 +479,5 @@ def test_embedding_gather_stays_opaque_with_a_reason() -> None:
                           [numpy_helper.from_array(_w(10, 4), "table")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     graph = load_model(m)
-    assert _ops(graph) == ["opaque"]
+    assert ops_of(graph) == ["opaque"]
     assert "embedding" in next(iter(graph.meta["opaque_reasons"]["Gather"]))

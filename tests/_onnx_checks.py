@@ -1,0 +1,27 @@
+"""Checks shared by the operator tests: the IR operators of a graph, and an exported model that computes what
+the original does (both run in onnxruntime on the same random inputs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from eqsat.graph import Graph
+from eqsat.onnx_io import random_feeds, run_onnxruntime
+
+
+def ops_of(graph: Graph) -> list[str]:
+    """The operators of an IR graph, in order."""
+    return [n.op for n in graph.nodes]
+
+
+def assert_same_outputs(original: onnx.ModelProto, exported: onnx.ModelProto, seed: int = 0,
+                        tol: float = 1e-4) -> None:
+    """``exported`` is a valid model whose outputs equal ``original``'s on seeded random inputs."""
+    onnx.checker.check_model(exported, full_check=True)
+    feeds = random_feeds(original, seed)
+    ref, got = run_onnxruntime(original, feeds), run_onnxruntime(exported, feeds)
+    assert len(ref) == len(got)
+    for r, o in zip(ref, got, strict=True):
+        assert r.shape == o.shape
+        np.testing.assert_allclose(o, r, rtol=tol, atol=tol)
