@@ -1,8 +1,9 @@
 """The e-graph engine: the only module that talks to egglog.
 
 It compiles the operator registry, an IR graph and a rule set into an egglog program, saturates it under
-iteration / e-node / wall-time / memory limits in a child process, and serializes the result to
-extraction-gym JSON enriched with what cost models and the IR need (operator parameters, e-class shapes).
+iteration / e-node / wall-time / memory limits in a child process, and returns the result as an immutable
+:class:`eqsat.engine_graph.EGraph`: the extraction's e-graph enriched with what cost models and the IR need
+(operator parameters, e-class shapes), which gives the extraction-gym JSON and the extractors' view.
 :func:`selection_to_graph` turns an extraction back into an IR graph.
 
 Soundness of shapes: a rewrite never unions directly. Its right-hand side is recorded in the ``pending``
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from eqsat import ops
+from eqsat.engine_graph import EClass, EGraph, ENode, sorted_rules
 from eqsat.errors import EqsatError, UsageError
 from eqsat.graph import Graph, Node, flatten_concats, make_node
 from eqsat.ops import shapes
@@ -468,9 +470,9 @@ class IterationStats:
 
 @dataclass
 class SaturationResult:
-    """A serialized e-graph with the run report."""
+    """The saturated e-graph (:class:`~eqsat.engine_graph.EGraph`) with the run report."""
 
-    egraph: dict[str, Any]
+    egraph: EGraph
     iterations: list[IterationStats]
     stop_reason: StopReason
     seconds: float
@@ -604,7 +606,7 @@ class _Progress:
     matches: dict[str, int] = field(default_factory=dict)
 
 
-def _serialize(eg: Any, b: Any, roots: list[str]) -> dict[str, Any]:
+def _serialize(eg: Any, b: Any, roots: list[str]) -> EGraph:
     ser = eg.serialize([b.Var(b.PanicSpan(), r) for r in roots])
     return clean_serialized(json.loads(ser.to_json()))
 
@@ -839,15 +841,15 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     sent by the child before loading the rules) is returned with the limit as the stop reason. Loading the
     graph itself is not cut short: without it there is no e-graph to return.
 
-    With ``provenance`` the serialized e-graph also has ``"provenance"``: node id -> {rule: the first iteration
-    in which that rule built the node} (:func:`clean_serialized`); the e-graph itself is the same.
+    With ``provenance`` the e-graph's nodes also carry ``rules``: (rule, the first iteration in which that rule
+    built the node) pairs (:func:`clean_serialized`); the e-graph is otherwise the same.
     """
     limits = limits or Limits()
     t0 = time.perf_counter()
     deadline = t0 + limits.time_limit
     program, cg, steps = _build_program(graph, rules, provenance)
 
-    def result(egraph: dict[str, Any], iters: list[IterationStats], reason: StopReason) -> SaturationResult:
+    def result(egraph: EGraph, iters: list[IterationStats], reason: StopReason) -> SaturationResult:
         return SaturationResult(egraph, iters, reason, time.perf_counter() - t0, program, cg.tensor_of_global)
 
     if in_process:
@@ -885,7 +887,7 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
 def _run_child(program: str, steps: Sequence[_Step], roots: list[str], limits: Limits,
                progress: Callable[[IterationStats], None] | None, deadline: float, kill_at: float,
                provenance: bool = False
-               ) -> tuple[list[IterationStats], dict[str, Any] | None, tuple[dict, StopReason] | None,
+               ) -> tuple[list[IterationStats], EGraph | None, tuple[EGraph, StopReason] | None,
                           tuple[StopReason, str]]:
     """Run the engine in a forked child; return (iterations, iteration-0 snapshot, result, failure)."""
     ctx = mp.get_context("fork")
@@ -947,15 +949,17 @@ def _primitive_value(node: dict[str, Any], nodes: dict[str, Any]) -> Any:
     return int(op)
 
 
-def clean_serialized(raw: dict[str, Any]) -> dict[str, Any]:
-    """Reduce egglog's serialized JSON to tensor (``T``) and list (``TList``) e-classes.
+def clean_serialized(raw: dict[str, Any]) -> EGraph:
+    """Reduce egglog's serialized JSON to an :class:`~eqsat.engine_graph.EGraph` of tensor (``T``) and list
+    (``TList``) e-classes. This is the only function that reads egglog's JSON.
 
-    Each kept node gets ``op``, ``params`` (named, decoded), ``children`` (T/TList node ids), ``eclass`` and a
-    zero ``cost`` (costs are assigned later); ``class_data[c]`` has ``type`` and, for tensors, ``shape``.
-    Tensor classes without a shape (ill-shaped right-hand sides that were never merged) are dropped.
+    Each kept node gets ``op``, ``params`` (named, decoded), ``children`` (T/TList e-classes), ``eclass`` and a
+    zero ``cost`` (costs are assigned later, :meth:`EGraph.with_costs`); e-classes have ``type``, for tensors
+    ``shape``, and the egglog globals naming them (``lets``). Tensor classes without a shape (ill-shaped
+    right-hand sides that were never merged) are dropped.
 
-    For a program compiled with provenance (it has the ``cur_iter`` counter) the result also has
-    ``"provenance"``: kept node id -> {rule name: the first iteration in which that rule built the node}, read
+    For a program compiled with provenance (it has the ``cur_iter`` counter) the e-graph has ``provenance`` set
+    and each node's ``rules``: {rule name: the first iteration in which that rule built the node} as pairs, read
     from the ``prov_<op>`` rows (:func:`provenance_rows`); rows are not e-nodes and are not kept.
     """
     nodes = raw["nodes"]
@@ -989,7 +993,7 @@ def clean_serialized(raw: dict[str, Any]) -> dict[str, Any]:
         for (name, kind), c in zip(spec_params, prim_children, strict=True):
             params[name] = _decode_param(prim_of_class[nodes[c]["eclass"]], kind)
         kids = [nodes[c]["eclass"] for c in n["children"] if ctype.get(nodes[c]["eclass"]) in ("T", "TList")]
-        keep[nid] = {"op": op, "params": params, "children": kids, "eclass": n["eclass"], "cost": 0.0}
+        keep[nid] = {"op": op, "params": params, "children": kids, "eclass": n["eclass"]}
     # drop ill-shaped tensor classes, then (to a fixpoint) nodes that depend on dropped classes
     alive_classes = {n["eclass"] for n in keep.values()
                      if ctype[n["eclass"]] == "TList" or n["eclass"] in shape_of}
@@ -1005,25 +1009,19 @@ def clean_serialized(raw: dict[str, Any]) -> dict[str, Any]:
         if live != alive_classes:
             alive_classes = live
             changed = True
-    provenance = provenance_rows(nodes, keep, prim_of_class) if any(n["op"] == _ITER for n in nodes.values()) else None
-    rep = {}
-    for nid, n in keep.items():
-        rep.setdefault(n["eclass"], nid)
-    for n in keep.values():
-        n["children"] = [rep[c] for c in n["children"]]
-    roots = [c for c in raw.get("root_eclasses", [])]
+    recorded = any(n["op"] == _ITER for n in nodes.values())
+    provenance = provenance_rows(nodes, keep, prim_of_class) if recorded else {}
+    roots = [str(c) for c in raw.get("root_eclasses", [])]
     missing = [r for r in roots if r not in alive_classes]
     if missing:
         raise EngineError(f"root e-classes lost their shape (engine bug): {missing}")
-    class_data = {c: ({"type": ctype[c], "shape": list(shape_of[c])} if ctype[c] == "T" else {"type": "TList"})
-                  for c in alive_classes}
-    for c, d in raw.get("class_data", {}).items():
-        if c in class_data and d.get("let"):
-            class_data[c]["let"] = d["let"]
-    out: dict[str, Any] = {"nodes": keep, "root_eclasses": roots, "class_data": class_data}
-    if provenance is not None:
-        out["provenance"] = provenance
-    return out
+    raw_classes = raw.get("class_data", {})
+    classes = {c: EClass(c, ctype[c], tuple(shape_of[c]) if ctype[c] == "T" else None,
+                         tuple(g for g in (x.strip() for x in str(raw_classes[c].get("let") or "").split(",")) if g))
+               for c in alive_classes}
+    enodes = [ENode(nid, n["op"], tuple(n["params"].items()), tuple(n["children"]), n["eclass"], 0.0,
+                    sorted_rules(provenance.get(nid, {}))) for nid, n in keep.items()]
+    return EGraph.build(enodes, classes, roots, recorded)
 
 
 def provenance_rows(nodes: Mapping[str, Any], keep: Iterable[str], values: Mapping[str, Any]
@@ -1058,43 +1056,40 @@ def provenance_rows(nodes: Mapping[str, Any], keep: Iterable[str], values: Mappi
 # costs and reading an extraction back
 
 
-def weight_only_classes(egraph: Mapping[str, Any]) -> set[str]:
+def weight_only_classes(egraph: EGraph) -> set[str]:
     """E-classes equal to a constant: a Weight, or computed by some node from weight-only classes."""
-    nodes = egraph["nodes"]
     wo: set[str] = set()
     changed = True
     while changed:
         changed = False
-        for n in nodes.values():
-            c = n["eclass"]
-            if c in wo or n["op"] in ("Input", "opaque") or egraph["class_data"][c]["type"] != "T":
+        for n in egraph.nodes:
+            c = n.eclass
+            if c in wo or n.op in ("Input", "opaque") or egraph.eclass(c).type != "T":
                 continue
             # a Weight, a constant leaf (no tensor inputs, e.g. const_pool), or work on weight-only classes
-            if n["op"] == "Weight" or all(nodes[k]["eclass"] in wo for k in n["children"]):
+            if n.op == "Weight" or all(k in wo for k in n.children):
                 wo.add(c)
                 changed = True
     return wo
 
 
-def node_cost_keys(egraph: Mapping[str, Any]) -> dict[str, tuple[ops.CostKey, ...]]:
+def node_cost_keys(egraph: EGraph) -> dict[str, tuple[ops.CostKey, ...]]:
     """Cost keys of every node (what it runs as once exported); none for nodes that cost nothing (leaves,
     lists, weight-only work)."""
-    nodes, cd = egraph["nodes"], egraph["class_data"]
     wo = weight_only_classes(egraph)
     keys: dict[str, tuple[ops.CostKey, ...]] = {}
-    for nid, n in nodes.items():
-        kids = [nodes[k]["eclass"] for k in n["children"]]
-        if n["op"] in ("Input", "Weight", "TNil", "TCons") or n["eclass"] in wo and all(k in wo for k in kids):
-            keys[nid] = ()
+    for n in egraph.nodes:
+        kids = n.children
+        if n.op in ("Input", "Weight", "TNil", "TCons") or n.eclass in wo and all(k in wo for k in kids):
+            keys[n.id] = ()
             continue
-        in_shapes = [] if n["op"] == "opaque" else [tuple(cd[k]["shape"]) for k in kids]  # opaque: a TList child
-        keys[nid] = ops.get(n["op"]).cost_keys(n["params"], in_shapes,
-                                               tuple(cd[n["eclass"]]["shape"]),
-                                               weights=[i for i, k in enumerate(kids) if k in wo])
+        in_shapes = [] if n.op == "opaque" else [egraph.shape(k) for k in kids]  # opaque: a TList child
+        keys[n.id] = ops.get(n.op).cost_keys(n.p, in_shapes, egraph.shape(n.eclass),
+                                             weights=[i for i, k in enumerate(kids) if k in wo])
     return keys
 
 
-def selection_to_graph(egraph: Mapping[str, Any], selection: Mapping[str, str], original: Graph,
+def selection_to_graph(egraph: EGraph, selection: Mapping[str, str], original: Graph,
                        tensor_of_class: Mapping[str, str] | None = None, *, flatten: bool = True) -> Graph:
     """Build the IR graph chosen by an extraction (``selection``: e-class -> node id).
 
@@ -1102,7 +1097,7 @@ def selection_to_graph(egraph: Mapping[str, Any], selection: Mapping[str, str], 
     keep a name from ``tensor_of_class`` where one is known. With ``flatten``, chains of binary concats
     (the e-graph's form) become n-ary concats (:func:`flatten_concats`).
     """
-    nodes = egraph["nodes"]
+    nodes = egraph.node
     opaque = {(n.p["key"], n.p["index"]): n for n in original.nodes if n.op == "opaque"}
     names: dict[str, str] = {}
     used: set[str] = {i.name for i in original.inputs} | set(original.weights)
@@ -1121,55 +1116,55 @@ def selection_to_graph(egraph: Mapping[str, Any], selection: Mapping[str, str], 
     def list_items(cls: str) -> list[str]:
         out = []
         while True:
-            n = nodes[selection[cls]]
-            if n["op"] == "TNil":
+            n = nodes(selection[cls])
+            if n.op == "TNil":
                 return out
-            head, tail = (nodes[k]["eclass"] for k in n["children"])
+            head, tail = n.children
             out.append(visit(head))
             cls = tail
 
     out_names = {}
-    for cls, name in zip(egraph["root_eclasses"], original.outputs, strict=True):
+    for cls, name in zip(egraph.roots, original.outputs, strict=True):
         out_names.setdefault(cls, name)
 
     def visit(cls: str) -> str:
         # iterative would be nicer for very deep graphs; the recursion limit is raised by the caller
         if cls in names:
             return names[cls]
-        n = nodes[selection[cls]]
-        op = n["op"]
+        n = nodes(selection[cls])
+        op, p = n.op, n.p
         if op in ("Input", "Weight"):
-            names[cls] = n["params"]["name"]
+            names[cls] = p["name"]
             return names[cls]
         if op == "opaque":
-            orig = opaque[(n["params"]["key"], n["params"]["index"])]
-            ins = list_items(nodes[n["children"][0]]["eclass"])
+            orig = opaque[(p["key"], p["index"])]
+            ins = list_items(n.children[0])
             name = out_names.get(cls) or fresh(cls)
             used.add(name)
             names[cls] = name
             ir.append(Node("opaque", orig.params, tuple(ins), name))
             return name
-        ins = [visit(nodes[k]["eclass"]) for k in n["children"]]
+        ins = [visit(k) for k in n.children]
         name = out_names.get(cls) or fresh(cls)
         used.add(name)
         names[cls] = name
-        ir.append(make_node(op, n["params"], ins, name))
+        ir.append(make_node(op, p, ins, name))
         return name
 
     import sys
 
     old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 20 * len(nodes) + 1000))
+    sys.setrecursionlimit(max(old, 20 * egraph.num_nodes + 1000))
     try:
-        for cls in egraph["root_eclasses"]:
+        for cls in egraph.roots:
             visit(cls)
     finally:
         sys.setrecursionlimit(old)
     outputs = []
-    for cls, name in zip(egraph["root_eclasses"], original.outputs, strict=True):
+    for cls, name in zip(egraph.roots, original.outputs, strict=True):
         t = names[cls]
         if t != name:  # an output shared with another output, or a leaf: an identity keeps its name
-            shape = tuple(egraph["class_data"][cls]["shape"])
+            shape = egraph.shape(cls)
             ir.append(make_node("reshape", {"shape": shape}, [t], name))
         outputs.append(name)
     weights = {k: v for k, v in original.weights.items()}
@@ -1181,17 +1176,16 @@ def tensors_by_class(result: SaturationResult) -> dict[str, list[str]]:
     """Map e-classes to every tensor name of the input graph they hold (graph inputs, weights, intermediates,
     outputs), in the input graph's order.
 
-    Each tensor is an egglog ``let`` global (:func:`compile_graph`); egglog's serializer lists a class's globals
-    in its ``let`` field, comma-separated when several tensors are one e-class. Globals that name no tensor
-    (the links of an n-ary concat's binary chain, sibling merges) are skipped.
+    Each tensor is an egglog ``let`` global (:func:`compile_graph`); an e-class lists the globals naming it
+    (``EClass.lets``). Globals that name no tensor (the links of an n-ary concat's binary chain, sibling merges)
+    are skipped.
     """
     order = {g: k for k, g in enumerate(result.tensor_of_global)}  # creation order: inputs, weights, nodes
     out: dict[str, list[str]] = {}
-    for cls, data in result.egraph.get("class_data", {}).items():
-        lets = [g.strip() for g in str(data.get("let") or "").split(",")]
-        names = sorted((g for g in lets if g in order), key=order.__getitem__)
+    for c in result.egraph.classes:
+        names = sorted((g for g in c.lets if g in order), key=order.__getitem__)
         if names:
-            out[cls] = [result.tensor_of_global[g] for g in names]
+            out[c.id] = [result.tensor_of_global[g] for g in names]
     return out
 
 
@@ -1202,7 +1196,7 @@ def tensor_names_by_class(result: SaturationResult) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class InputTerms:
-    """Where the input graph's terms are in a serialized e-graph (see :func:`input_terms`).
+    """Where the input graph's terms are in an e-graph (see :func:`input_terms`).
 
     Attributes:
         nodes: ids of the e-nodes that are terms of the input graph: one per graph input, weight and node, the
@@ -1236,29 +1230,27 @@ def _term_key(value: Any) -> Any:
     return ("float", repr(value)) if isinstance(value, float) else value
 
 
-def input_terms(egraph: Mapping[str, Any], graph: Graph) -> InputTerms:
-    """Find the input graph's terms in a serialized e-graph (the engine's form, or an e-graph dump's).
+def input_terms(egraph: EGraph, graph: Graph) -> InputTerms:
+    """Find the input graph's terms in an e-graph (the engine's, or an e-graph dump's: ``EGraphDump.engine_graph``).
 
     The input graph is walked bottom-up, as :func:`compile_graph` writes it, looking each term up by its
     operator, parameters and child e-classes. An e-graph holds each such term once (congruence closure,
     and the serializer writes canonical e-nodes), so the lookup is exact whatever the rules merged later:
     the e-node found is the one egglog made from the input graph's ``let``.
     """
-    nodes = egraph["nodes"]
-    index: dict[tuple[Any, ...], str] = {}
-    for nid, n in nodes.items():
-        kids = tuple(nodes[k]["eclass"] for k in n["children"])
-        index.setdefault((n["op"], _term_key(tuple(n.get("params", {}).values())), kids), nid)
+    index: dict[tuple[Any, ...], ENode] = {}
+    for n in egraph.nodes:
+        index.setdefault((n.op, _term_key(tuple(v for _, v in n.params)), n.children), n)
     found: set[str] = set()
     cls: dict[str, str] = {}
     missing: list[str] = []
 
     def look(op: str, params: tuple[Any, ...], kids: tuple[str, ...]) -> str | None:
-        nid = index.get((op, _term_key(params), kids))
-        if nid is None:
+        n = index.get((op, _term_key(params), kids))
+        if n is None:
             return None
-        found.add(nid)
-        return nodes[nid]["eclass"]
+        found.add(n.id)
+        return n.eclass
 
     for inp in graph.inputs:
         c = look("Input", (inp.name,), ())
@@ -1300,9 +1292,10 @@ def input_terms(egraph: Mapping[str, Any], graph: Graph) -> InputTerms:
     return InputTerms(frozenset(found), cls, tuple(missing))
 
 
-def with_costs(egraph: Mapping[str, Any], costs: Mapping[str, float]) -> dict[str, Any]:
-    """A copy of a serialized e-graph with node costs set from ``costs`` (node id -> cost; others keep theirs)."""
-    return {**egraph, "nodes": {k: {**v, "cost": float(costs.get(k, v["cost"]))} for k, v in egraph["nodes"].items()}}
+def with_costs(egraph: EGraph, costs: Mapping[str, float]) -> EGraph:
+    """A copy of an e-graph with node costs set from ``costs`` (node id -> cost; others keep theirs);
+    :meth:`EGraph.with_costs`."""
+    return egraph.with_costs(costs)
 
 
 def _np_default(o: Any) -> Any:  # pragma: no cover - json helper

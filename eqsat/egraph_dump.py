@@ -52,6 +52,7 @@ from eqsat.errors import EqsatError
 
 if TYPE_CHECKING:
     from eqsat.egraph import Limits, SaturationResult
+    from eqsat.engine_graph import EGraph
     from eqsat.extract import Extraction, SerializedEGraph
     from eqsat.graph import Graph
 
@@ -357,12 +358,22 @@ class EGraphDump:
 
         return parse_egraph(self.to_json())
 
+    @cached_property
+    def engine_graph(self) -> EGraph:
+        """The dump's e-graph as the engine's typed object (:class:`eqsat.engine_graph.EGraph`, with the
+        dump's costs and provenance), for the functions that read one (:func:`eqsat.egraph.input_terms`,
+        :func:`eqsat.pipeline.graph_from_selection`)."""
+        from eqsat.engine_graph import EClass, EGraph, ENode
+
+        return EGraph(tuple(ENode(n.id, n.op, n.params, n.children, n.eclass, n.cost, n.rules) for n in self.nodes),
+                      tuple(EClass(c.id, c.type, c.shape) for c in self.classes), self.roots, self.provenance)
+
     def check_input_graph(self, graph: Graph, *, model: str = "the model") -> None:
         """Raise :class:`DumpError` unless ``graph`` (an imported model) is the input graph of this dump: each
         of its terms is in the e-graph, and they are exactly the nodes marked ``in_input``."""
         from eqsat.egraph import input_terms
 
-        terms = input_terms(self.to_json(), graph)
+        terms = input_terms(self.engine_graph, graph)
         marked = {n.id for n in self.nodes if n.in_input}
         if terms.missing or terms.nodes != marked:
             what = (f"its tensor(s) {', '.join(terms.missing[:3])} are not in the e-graph" if terms.missing else
@@ -376,7 +387,7 @@ class EGraphDump:
         (it gives graph inputs, weights, output names and opaque nodes)."""
         from eqsat.pipeline import graph_from_selection
 
-        return graph_from_selection(self.to_json(), selection, original, self.tensor_names)
+        return graph_from_selection(self.engine_graph, selection, original, self.tensor_names)
 
     # -- analysis -----------------------------------------------------------------------------------------
     def changes(self) -> ExtractionChanges:
@@ -634,31 +645,24 @@ def build_dump(sat: SaturationResult, graph: Graph, costs: Mapping[str, float], 
         log.warning("e-graph dump: %d input tensor(s) not found in the e-graph (%s); their in_input marks and "
                     "tensor names are missing", len(terms.missing), ", ".join(terms.missing[:5]))
     op_type = {(n.p["key"], n.p["index"]): str(n.p["op_type"]) for n in graph.nodes if n.op == "opaque"}
-    raw = eg["nodes"]
     chosen = set(extraction.selection.values()) if extraction is not None else set()
-    prov: Mapping[str, Mapping[str, int]] | None = eg.get("provenance")
     nodes = []
-    for nid, n in raw.items():
-        p = n.get("params", {})
-        onnx_op = op_type.get((p.get("key"), p.get("index"))) if n["op"] == "opaque" else None
+    for n in eg.nodes:
+        p = n.p
+        onnx_op = op_type.get((p.get("key"), p.get("index"))) if n.op == "opaque" else None
         first, built_by = None, ()
-        if prov is not None:
-            built = prov.get(nid, {})
-            built_by = _sorted_rules(built)
-            first = 0 if nid in terms.nodes else min(built.values(), default=None)
-        nodes.append(DumpNode(nid, n["op"], _pairs(p), n["eclass"], tuple(raw[k]["eclass"] for k in n["children"]),
-                              float(costs.get(nid, n.get("cost", 0.0))), onnx_op, nid in terms.nodes, nid in chosen,
-                              first, built_by))
+        if eg.provenance:
+            built_by = n.rules
+            first = 0 if n.id in terms.nodes else min((k for _, k in n.rules), default=None)
+        nodes.append(DumpNode(n.id, n.op, _pairs(p), n.eclass, n.children, float(costs.get(n.id, n.cost)), onnx_op,
+                              n.id in terms.nodes, n.id in chosen, first, built_by))
     tensors: dict[str, list[str]] = {}
     for t, c in terms.tensor_class.items():
         tensors.setdefault(c, []).append(t)
-    class_data = eg["class_data"]
     order: dict[str, None] = {}
     for n in nodes:
         order.setdefault(n.eclass, None)
-    classes = tuple(DumpClass(c, str(class_data[c]["type"]),
-                              tuple(class_data[c]["shape"]) if class_data[c].get("shape") is not None else None,
-                              tuple(tensors.get(c, ()))) for c in order)
+    classes = tuple(DumpClass(c, eg.eclass(c).type, eg.shape(c), tuple(tensors.get(c, ()))) for c in order)
     saturation = SaturationInfo(rules, () if limits is None else _pairs(vars(limits)), str(sat.stop_reason),
                                 float(sat.seconds), iteration_infos(sat.iterations))
     info = None
@@ -667,5 +671,4 @@ def build_dump(sat: SaturationResult, graph: Graph, costs: Mapping[str, float], 
                               None if extraction.bound is None else float(extraction.bound),
                               None if extraction.gap is None else float(extraction.gap), float(extraction.seconds),
                               kept_original)
-    return EGraphDump(source, cost_model, tuple(nodes), classes, tuple(eg["root_eclasses"]), saturation, info,
-                      prov is not None)
+    return EGraphDump(source, cost_model, tuple(nodes), classes, eg.roots, saturation, info, eg.provenance)

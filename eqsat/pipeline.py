@@ -15,6 +15,7 @@ import onnx
 from eqsat import egraph as engine
 from eqsat import onnx_io
 from eqsat.egraph_dump import EGraphDump, build_dump
+from eqsat.engine_graph import EGraph
 from eqsat.errors import EqsatError
 from eqsat.graph import Graph
 from eqsat.numeric import NumericCheckUnavailable, NumericReport, check_equal
@@ -137,9 +138,9 @@ def _progress_every(say: Callable[[str], None], total: int) -> Callable[[int, in
     return report
 
 
-def graph_from_selection(egraph: Mapping[str, Any], selection: Mapping[str, str], original: Graph,
+def graph_from_selection(egraph: EGraph, selection: Mapping[str, str], original: Graph,
                          tensor_names: Mapping[str, str]) -> tuple[Graph, Graph]:
-    """The IR graph an extraction chose (``selection``: e-class -> node id of the serialized ``egraph``), as
+    """The IR graph an extraction chose (``selection``: e-class -> node id of ``egraph``), as
     read back (binary concats, as the e-graph has them) and as written (n-ary concats, dead nodes dropped),
     both validated. Tensors keep their names from ``tensor_names`` (e-class -> name) where one is known."""
     extracted = engine.selection_to_graph(egraph, selection, original, tensor_names, flatten=False).validate()
@@ -179,7 +180,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     and the dump has it (``first_iteration`` and ``rules`` per e-node); it costs saturation time and memory
     (the README gives measurements), and without ``dump_egraph`` nothing is recorded.
     """
-    from eqsat.extract import extract, load_egraph
+    from eqsat.extract import extract
     from eqsat.gpu import get_cost_model
 
     say = progress or (lambda msg: None)
@@ -215,7 +216,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     stages["cost"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    eg = load_egraph(engine.with_costs(sat.egraph, node_costs))
+    eg = sat.egraph.with_costs(node_costs).to_serialized()
     # what follows (export, numeric check) keeps at least 10 %; about 0.5 ms a node on 2 cores for large graphs
     after = max(0.1 * time_limit, 0.5e-3 * len(graph.nodes))
     extract_time = max(0.05, min(0.5 * time_limit, start + time_limit - after - time.perf_counter()))

@@ -96,13 +96,16 @@ class SerializedEGraph:
                 f"roots={list(self.root_classes)})")
 
 
-def load_egraph(src: str | Path | Mapping[str, Any]) -> SerializedEGraph:
-    """Load an e-graph from a JSON file path or from an already-parsed JSON object.
+def load_egraph(src: str | Path | Mapping[str, Any] | Any) -> SerializedEGraph:
+    """Load an e-graph from a JSON file path or from an already-parsed JSON object; an object with a
+    ``to_serialized()`` method (the engine's :class:`eqsat.engine_graph.EGraph`) gives its own view.
 
     Raises:
         FileNotFoundError: ``src`` names a file that does not exist.
         ValueError: the JSON is not valid or does not describe a well-formed e-graph.
     """
+    if not isinstance(src, str | os.PathLike | Mapping) and callable(getattr(src, "to_serialized", None)):
+        return src.to_serialized()
     if not isinstance(src, str | os.PathLike):
         return parse_egraph(src)
     path = Path(src)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from eqsat.egraph import Limits, saturate
+from eqsat.engine_graph import EGraph
 from eqsat.rules import corpus, engine_worthy
 from eqsat.rules.rule import Rule, check_condition, eval_param, evaluate, is_var, parse, split_args, terms_graph
 
@@ -139,23 +140,24 @@ def default_rules() -> tuple[Rule, ...]:
     return tuple(d())
 
 
-def classes_of(egraph: dict[str, Any], term: Any, shapes: dict[str, tuple[int, ...]]) -> set[str]:
+def classes_of(egraph: EGraph, term: Any, shapes: dict[str, tuple[int, ...]]) -> set[str]:
     """The e-classes of a saturated e-graph that represent a term (its variables are the graph's inputs)."""
-    nodes = egraph["nodes"]
+    nodes = egraph.nodes
     if is_var(term):
-        return {n["eclass"] for n in nodes.values() if n["op"] == "Input" and n["params"].get("name") == term[1:]}
+        return {n.eclass for n in nodes if n.op == "Input" and n.p.get("name") == term[1:]}
     spec, params, ins = split_args(term)
     env = {v: np.zeros(s) for v, s in shapes.items()}
     want = spec.normalize({n: eval_param(v, env) for (n, _), v in zip(spec.params, params, strict=True)})
     kids = [classes_of(egraph, x, shapes) for x in ins]
     out = set()
-    for n in nodes.values():
-        if n["op"] != spec.name or len(n["children"]) != len(kids):
+    for n in nodes:
+        if n.op != spec.name or len(n.children) != len(kids):
             continue
-        if any(_norm(n["params"][k]) != _norm(want[k]) for k in n["params"] if k in want):
+        p = n.p
+        if any(_norm(p[k]) != _norm(want[k]) for k in p if k in want):
             continue
-        if all(nodes[c]["eclass"] in k for c, k in zip(n["children"], kids, strict=True)):
-            out.add(n["eclass"])
+        if all(c in k for c, k in zip(n.children, kids, strict=True)):
+            out.add(n.eclass)
     return out
 
 
@@ -167,7 +169,7 @@ def derives(source: str, target: str, shapes: dict[str, tuple[int, ...]], rules:
     """Whether saturating the source alone builds the target in the source's e-class."""
     res = saturate(terms_graph([source], shapes), list(rules),
                    Limits(iter_limit=iters, node_limit=20_000, time_limit=60), in_process=True)
-    root = res.egraph["root_eclasses"][0]
+    root = res.egraph.roots[0]
     return root in classes_of(res.egraph, parse(target), shapes)
 
 
@@ -221,7 +223,7 @@ def test_independent_relus_merge_when_enabled() -> None:
     shapes = {"?a": (1, 2, 3, 3), "?b": (1, 3, 3, 3)}
     res = saturate(terms_graph(["(relu ?a)", "(relu ?b)"], shapes), list(default_rules()) + multi,
                    Limits(iter_limit=2, node_limit=20_000, time_limit=60, multi_iters=1), in_process=True)
-    root = res.egraph["root_eclasses"][0]
+    root = res.egraph.roots[0]
     assert root in classes_of(res.egraph, parse("(split 1 0 2 (relu (concat 1 ?a ?b)))"), shapes)
 
 

@@ -51,7 +51,7 @@ def test_registry_shape_rules_agree_with_python_shapes() -> None:
     by_name = E.tensor_names_by_class(res)
     assert len(by_name) >= len(g.nodes)
     for cls, tensor in by_name.items():
-        assert tuple(res.egraph["class_data"][cls]["shape"]) == g.shapes[tensor], tensor
+        assert res.egraph.shape(cls) == g.shapes[tensor], tensor
 
 
 def _two_matmuls() -> Graph:
@@ -64,13 +64,11 @@ def _two_matmuls() -> Graph:
 
 def test_two_matmuls_sharing_an_input_get_a_fused_form() -> None:
     res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(iter_limit=3), in_process=True)
-    nodes = res.egraph["nodes"]
-    fused = [n for n in nodes.values() if n["op"] == "matmul"
-             and res.egraph["class_data"][n["eclass"]]["shape"] == [8, 48]]
+    nodes = res.egraph.nodes
+    fused = [n for n in nodes if n.op == "matmul" and res.egraph.shape(n.eclass) == (8, 48)]
     assert fused, "matmul over concatenated weights is missing"
-    splits = [n for n in nodes.values()
-              if n["op"] == "split" and nodes[n["children"][0]]["eclass"] == fused[0]["eclass"]]
-    assert {(s["params"]["start"], s["params"]["size"]) for s in splits} >= {(0, 32), (32, 16)}
+    splits = [n for n in nodes if n.op == "split" and n.children[0] == fused[0].eclass]
+    assert {(s.p["start"], s.p["size"]) for s in splits} >= {(0, 32), (32, 16)}
     assert res.rules_fired.get("fuse-matmul-shared-lhs", 0) >= 1
 
 
@@ -80,11 +78,11 @@ def test_ill_shaped_right_hand_side_is_not_merged() -> None:
     g = Graph((TensorInfo("x", (3, 4)),), {"w": _w(rng, 3, 4)}, (make_node("ewadd", {}, ["x", "w"], "y"),),
               ("y",)).validate()
     res = E.saturate(g, [bad], E.Limits(iter_limit=2), in_process=True)
-    root = res.egraph["root_eclasses"][0]
-    ops_in_root = {n["op"] for n in res.egraph["nodes"].values() if n["eclass"] == root}
+    root = res.egraph.roots[0]
+    ops_in_root = {n.op for n in res.egraph.members(root)}
     assert ops_in_root == {"ewadd"}
     # the ill-shaped matmul exists in egglog but has no shape, so serialization dropped it
-    assert all(n["op"] != "matmul" for n in res.egraph["nodes"].values())
+    assert all(n.op != "matmul" for n in res.egraph.nodes)
 
 
 def test_limits_stop_saturation() -> None:
@@ -102,7 +100,8 @@ def test_child_process_matches_in_process() -> None:
     a = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=3), in_process=True)
     b = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=3))
     assert [it.enodes for it in a.iterations] == [it.enodes for it in b.iterations]
-    assert len(a.egraph["nodes"]) == len(b.egraph["nodes"])
+    assert a.egraph.num_nodes == b.egraph.num_nodes
+    assert a.egraph == b.egraph  # the e-graph crosses the process boundary intact
 
 
 def test_memory_limit_keeps_the_last_complete_iteration() -> None:
@@ -118,7 +117,7 @@ def test_memory_limit_keeps_the_last_complete_iteration() -> None:
                                                 memory_limit_mb=600))
     assert 1 <= len(res.iterations) - 1 < 30
     assert res.stop_reason == "memory limit"  # the real reason (it used to say "iteration limit" after a rerun)
-    assert res.egraph["root_eclasses"] and len(res.egraph["nodes"]) > len(g.nodes)
+    assert res.egraph.roots and res.egraph.num_nodes > len(g.nodes)
 
 
 def test_duplicate_rule_names_are_rejected() -> None:
@@ -133,9 +132,10 @@ def test_selection_round_trip_preserves_semantics() -> None:
 
     g = _zoo_of_ops()
     res = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=2), in_process=True)
-    for n in res.egraph["nodes"].values():
-        n["cost"] = 1.0
-    sel = extract_greedy(load_egraph(res.egraph)).selection
+    costed = res.egraph.with_costs({n.id: 1.0 for n in res.egraph.nodes})
+    assert all(n.cost == 0.0 for n in res.egraph.nodes)  # a new object: the engine's is unchanged
+    assert load_egraph(costed).cost_of(res.egraph.nodes[0].id) == 1.0
+    sel = extract_greedy(costed.to_serialized()).selection
     g2 = E.selection_to_graph(res.egraph, sel, g, E.tensor_names_by_class(res)).validate()
     x = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype(np.float32)
     np.testing.assert_allclose(g2.evaluate({"x": x})[0], g.evaluate({"x": x})[0], rtol=1e-4, atol=1e-4)
@@ -145,7 +145,7 @@ def test_selection_round_trip_preserves_semantics() -> None:
 def test_cost_keys_mark_weight_operands() -> None:
     res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(iter_limit=3), in_process=True)
     keys = E.node_cost_keys(res.egraph)
-    matmuls = [k for nid, n in res.egraph["nodes"].items() if n["op"] == "matmul" for k in keys[nid]]
+    matmuls = [k for n in res.egraph.nodes if n.op == "matmul" for k in keys[n.id]]
     # x @ w and x @ concat(w1, w2): the right operand is a weight (the concat of weights is precomputed)
     assert matmuls and all(k.weights == (1,) for k in matmuls)
 
@@ -160,6 +160,6 @@ def test_broadcast_shape_rule_gives_no_shape_to_dims_that_do_not_broadcast() -> 
               (make_node("relu", {}, ["a"], "ra"), make_node("relu", {}, ["b"], "rb")), ("ra", "rb"))
     wrong = Rule("wrong", ("(relu ?a)", "(relu ?b)"), ("(relu (ewadd ?a ?b))", "(relu ?b)"))
     res = E.saturate(g, [wrong], E.Limits(iter_limit=2), in_process=True)
-    nodes = res.egraph["nodes"]
-    assert not [n for n in nodes.values() if n["op"] == "ewadd" and len(set(n["children"])) == 2]
-    assert [n for n in nodes.values() if n["op"] == "ewadd"]  # a + a, b + b: the rule did fire
+    nodes = res.egraph.nodes
+    assert not [n for n in nodes if n.op == "ewadd" and len(set(n.children)) == 2]
+    assert [n for n in nodes if n.op == "ewadd"]  # a + a, b + b: the rule did fire

@@ -86,7 +86,7 @@ def test_saturation_stops_at_its_time_limit() -> None:
     wall = time.perf_counter() - t0
     assert res.stop_reason == E.StopReason.TIME_LIMIT
     assert wall <= 1.1 * limit, wall
-    assert len(res.iterations) >= 3 and res.egraph["root_eclasses"]
+    assert len(res.iterations) >= 3 and res.egraph.roots
 
 
 def test_engine_killed_past_the_deadline_keeps_iteration_zero(monkeypatch: pytest.MonkeyPatch,
@@ -112,7 +112,7 @@ def test_engine_killed_past_the_deadline_keeps_iteration_zero(monkeypatch: pytes
         res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(time_limit=limit))
     wall = time.perf_counter() - t0
     assert res.stop_reason == "time limit" and len(res.iterations) == 1
-    assert {n["op"] for n in res.egraph["nodes"].values()} == {"Input", "Weight", "matmul", "relu"}
+    assert {n.op for n in res.egraph.nodes} == {"Input", "Weight", "matmul", "relu"}
     assert wall <= limit + 0.5 + 0.2 * limit + 1.0, wall  # the kill margin, plus the kill and the join
     assert "iteration 0" in caplog.text
     assert capsys.readouterr().out == ""
@@ -133,7 +133,7 @@ def test_engine_that_dies_keeps_iteration_zero_and_says_memory_limit(monkeypatch
     monkeypatch.setattr(E, "_saturate_in_process", dies)
     res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(time_limit=30))
     assert res.stop_reason == "memory limit" and len(res.iterations) == 1
-    assert res.egraph["root_eclasses"]
+    assert res.egraph.roots
 
 
 # ------------------------------------------------------------------------------------------ the node limit
@@ -144,7 +144,7 @@ def test_node_limit_holds_against_a_two_output_rule_with_quadratic_matches() -> 
     res = E.saturate(_chain_graph(200), [*STARTER_RULES, FUSE_SHARED_RHS],
                      E.Limits(iter_limit=10, node_limit=5_000, time_limit=60), in_process=True)
     assert all(it.enodes <= 5_000 for it in res.iterations)
-    assert len(res.egraph["nodes"]) <= 5_000
+    assert res.egraph.num_nodes <= 5_000
     assert res.stop_reason == "node limit"
     assert "fuse-matmul-shared-rhs" not in res.rules_fired
 
@@ -155,7 +155,7 @@ def test_node_limit_holds_during_an_exploding_iteration() -> None:
     e-graph handed on, stay within it."""
     res = E.saturate(_ewadd_chain(), STARTER_RULES, E.Limits(iter_limit=20, node_limit=50_000, time_limit=60))
     assert max(it.enodes for it in res.iterations) <= 50_000
-    assert len(res.egraph["nodes"]) <= 50_000
+    assert res.egraph.num_nodes <= 50_000
     assert res.stop_reason == "node limit"
     # the limit is used, not just respected (a rule applies all its matches or none, so not to the last e-node)
     assert res.iterations[-1].enodes > 20_000

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
 
 import pytest
 
 from eqsat.egraph import Limits, saturate
+from eqsat.engine_graph import EGraph, ENode
 from eqsat.rules import corpus
 from eqsat.rules import generator as gen
 from eqsat.rules.rule import Rule, terms_graph
@@ -81,37 +81,36 @@ def test_default_rules_come_from_the_corpus() -> None:
 # classic substitutions in an e-graph
 
 
-def _saturate(outputs: list[str], shapes: dict[str, tuple[int, ...]], iters: int = 4) -> dict[str, Any]:
+def _saturate(outputs: list[str], shapes: dict[str, tuple[int, ...]], iters: int = 4) -> EGraph:
     rules = corpus.load_corpus_rules()
     res = saturate(terms_graph(outputs, shapes), rules, Limits(iter_limit=iters, node_limit=30_000, time_limit=60,
                                                           multi_iters=iters), in_process=True)
     return res.egraph
 
 
-def _nodes(eg: dict[str, Any], op: str, cls: str | None = None) -> list[dict[str, Any]]:
-    return [n for n in eg["nodes"].values() if n["op"] == op and (cls is None or n["eclass"] == cls)]
+def _nodes(eg: EGraph, op: str, cls: str | None = None) -> list[ENode]:
+    return [n for n in eg.nodes if n.op == op and (cls is None or n.eclass == cls)]
 
 
-def _cls_of_input(eg: dict[str, Any], name: str) -> str:
-    return next(n["eclass"] for n in eg["nodes"].values() if n["op"] == "Input" and n["params"]["name"] == name)
+def _cls_of_input(eg: EGraph, name: str) -> str:
+    return next(n.eclass for n in eg.nodes if n.op == "Input" and n.p["name"] == name)
 
 
-def _child_ops(eg: dict[str, Any], node: dict[str, Any], k: int) -> set[str]:
-    cls = eg["nodes"][node["children"][k]]["eclass"]
-    return {n["op"] for n in eg["nodes"].values() if n["eclass"] == cls}
+def _child_ops(eg: EGraph, node: ENode, k: int) -> set[str]:
+    return {n.op for n in eg.members(node.children[k])}
 
 
 def test_matmul_associativity() -> None:
     eg = _saturate(["(matmul (matmul ?x ?w1) ?w2)"], {"?x": (2, 3), "?w1": (3, 4), "?w2": (4, 5)})
-    root = eg["root_eclasses"][0]
+    root = eg.roots[0]
     x = _cls_of_input(eg, "x")
-    assert any(eg["nodes"][n["children"][0]]["eclass"] == x and "matmul" in _child_ops(eg, n, 1)
+    assert any(n.children[0] == x and "matmul" in _child_ops(eg, n, 1)
                for n in _nodes(eg, "matmul", root))
 
 
 def test_fuse_matmuls_sharing_an_input() -> None:
     eg = _saturate(["(matmul ?x ?w1)", "(matmul ?x ?w2)"], {"?x": (2, 3), "?w1": (3, 4), "?w2": (3, 5)})
-    for root in eg["root_eclasses"]:
+    for root in eg.roots:
         splits = _nodes(eg, "split", root)
         assert any("matmul" in _child_ops(eg, s, 0) for s in splits)
     assert any("concat" in _child_ops(eg, m, 1) for m in _nodes(eg, "matmul"))
@@ -120,14 +119,14 @@ def test_fuse_matmuls_sharing_an_input() -> None:
 def test_conv_relu_fusion() -> None:
     eg = _saturate(["(relu (conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?x ?w ?b))"],
                    {"?x": (1, 3, 5, 5), "?w": (4, 3, 3, 3), "?b": (4,)})
-    assert any(n["params"]["act"] == 1 for n in _nodes(eg, "conv2d", eg["root_eclasses"][0]))
+    assert any(n.p["act"] == 1 for n in _nodes(eg, "conv2d", eg.roots[0]))
 
 
 def test_merge_convs_sharing_an_input() -> None:
     conv = "(conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?x {w} {b})"
     eg = _saturate([conv.format(w="?w1", b="?b1"), conv.format(w="?w2", b="?b2")],
                    {"?x": (1, 3, 5, 5), "?w1": (4, 3, 3, 3), "?b1": (4,), "?w2": (2, 3, 3, 3), "?b2": (2,)})
-    for root in eg["root_eclasses"]:
+    for root in eg.roots:
         assert any("conv2d" in _child_ops(eg, s, 0) for s in _nodes(eg, "split", root))
     assert any("concat" in _child_ops(eg, c, 1) for c in _nodes(eg, "conv2d"))
 
@@ -138,22 +137,22 @@ def test_enlarge_to_merge_1x1_with_3x3() -> None:
     assert _nodes(eg, "enlarge")
     merged = [c for c in _nodes(eg, "conv2d") if "concat" in _child_ops(eg, c, 1)]
     assert merged
-    one_by_one = eg["root_eclasses"][1]
+    one_by_one = eg.roots[1]
     assert any("conv2d" in _child_ops(eg, s, 0) for s in _nodes(eg, "split", one_by_one))
 
 
 def test_two_avgpools_and_add_become_one_depthwise_conv() -> None:
     pool = "(avgpool [3 3] [1 1] [1 1 1 1] 1 {x})"
     eg = _saturate([f"(ewadd {pool.format(x='?a')} {pool.format(x='?b')})"], {"?a": (1, 3, 4, 4), "?b": (1, 3, 4, 4)})
-    root = eg["root_eclasses"][0]
+    root = eg.roots[0]
     convs = _nodes(eg, "conv2d", root)
     assert any("const_pool" in _child_ops(eg, c, 1) and "ewadd" in _child_ops(eg, c, 0) for c in convs)
-    assert all(n["params"]["groups"] == 3 for n in convs)
+    assert all(n.p["groups"] == 3 for n in convs)
 
 
 def test_transpose_of_matmul() -> None:
     eg = _saturate(["(transpose [1 0] (matmul ?a ?b))"], {"?a": (2, 3), "?b": (3, 4)})
-    root = eg["root_eclasses"][0]
+    root = eg.roots[0]
     assert any(_child_ops(eg, n, 0) >= {"transpose"} and _child_ops(eg, n, 1) >= {"transpose"}
                for n in _nodes(eg, "matmul", root))
 

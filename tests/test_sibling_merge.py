@@ -74,6 +74,6 @@ def test_the_merge_is_an_alternative_not_a_replacement() -> None:
     g = onnx_io.load_model(_model(3))
     sat = E.saturate(g, [], E.Limits(iter_limit=0))
     classes: dict[str, set[str]] = {}
-    for node in sat.egraph["nodes"].values():
-        classes.setdefault(node["eclass"], set()).add(node["op"])
+    for node in sat.egraph.nodes:
+        classes.setdefault(node.eclass, set()).add(node.op)
     assert sum(1 for ops in classes.values() if {"matmul", "split"} <= ops) == 3
