@@ -64,9 +64,9 @@ WARM_TARGET_S = 15.0
 CI_LEVEL = 0.95
 BOOTSTRAP = 10_000
 CSV_FIELDS = ["model", "threads", "status", "error", "original_ms", "optimized_ms", "speedup", "ci_low", "ci_high",
-              "rounds", "kept_original", "kept_original_warm", "same_result", "timed", "optimize_cold_s",
-              "optimize_warm_s", "cold_measured", "warm_measured", "predicted_before_ms", "predicted_after_ms",
-              "nodes_before", "nodes_after", "checked"]
+              "rounds", "identical", "noise_ratio", "kept_original", "kept_original_warm", "same_result", "timed",
+              "optimize_cold_s", "optimize_warm_s", "cold_measured", "warm_measured", "predicted_before_ms",
+              "predicted_after_ms", "nodes_before", "nodes_after", "checked"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -181,6 +181,8 @@ def result_text(row: dict) -> str:
     if row.get("kept_original") is None:
         return row.get("error") or row.get("status", "-")
     text = "original kept" if row["kept_original"] else "optimized"
+    if row.get("identical"):
+        text += f" (identical: 1x; timed {row['noise_ratio']:.3f}x, noise)"
     if row.get("kept_original_warm") is not None and row.get("same_result") is False:
         text += " (warm run: " + ("original kept" if row["kept_original_warm"] else "a different graph") + ")"
     if row.get("error"):
@@ -229,7 +231,8 @@ def render_markdown(meta: dict, rows: list[dict], targets: list[dict]) -> str:
         f"alternating), batches >= {meta['batch_ms']:g} ms. Speedup: median of the per-round ratios original / "
         f"optimized; interval: {meta['ci']}. Optimization: `eqsat.optimize` with measured CPU costs at the row's "
         f"thread count, time limit {meta['time_limit']:g} s (killed after {meta['timeout']:g} s); cold = empty cost "
-        "cache, warm = the same cache again; seconds of the optimize() call.\n",
+        "cache, warm = the same cache again; seconds of the optimize() call. A result byte-identical to the "
+        "original is 1x by identity; its timed ratio (this machine's noise) is shown beside it.\n",
         render_table(rows), "", "## Targets (issue 11)\n", render_targets(targets, threads), ""])
 
 
@@ -447,6 +450,11 @@ def measure_model(spec: str, threads: Sequence[int], args: argparse.Namespace) -
                     a, b = time_pair(original, optimized, feeds, t, args.rounds, batch_ms=args.batch_ms)
                     row.update(paired_speedup(a, b))
                     row["original_round_ms"], row["optimized_round_ms"] = a, b
+                    if optimized.SerializeToString() == original.SerializeToString():
+                        # the same model: 1x by identity; the timed ratio is this machine's noise, kept apart
+                        row["identical"] = True
+                        row["noise_ratio"] = row["speedup"]
+                        row.update({"speedup": 1.0, "ci_low": 1.0, "ci_high": 1.0})
                     say(f"{t} thread(s): {row['original_ms']:.3f} ms -> {row['optimized_ms']:.3f} ms, "
                         f"{row['speedup']:.3f}x [{row['ci_low']:.3f}, {row['ci_high']:.3f}]")
                 except Exception as e:  # a row, not the end of the benchmark

@@ -143,8 +143,10 @@ def test_the_time_budget_holds(method: str) -> None:
     res = fn(g, rules(), cost_model(), seconds=1.0, **kw)
     wall = time.perf_counter() - t
     assert res.stop_reason == "time budget"  # the search did not finish: the budget ended it
-    assert 0.9 <= res.seconds <= 1.1
-    assert wall <= 2.0  # setup and the final clean-up are small too
+    # within one expansion of the budget (generous: a loaded 2-core machine stretches an expansion), and
+    # setup and clean-up small; a search that ignored the budget would run for minutes on this graph
+    assert 0.9 <= res.seconds <= 1.5
+    assert wall <= 3.0
     assert res.cost <= res.original_cost
 
 
