@@ -51,12 +51,12 @@ CONV0 = "(conv2d :pads ?pd {x} {w} {b})"
 CONVA = "(conv2d :pads ?pd :act ?act {x} {w} {b})"
 POOL = ":kernel [3 3] :strides [1 1] :pads [1 1 1 1]"
 AVGPOOL = f"avgpool {POOL} :count_include_pad 1"
-PERMS2 = ((1, 0),)
-PERMS3 = ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
+PERMS2 = tuple(p for p in ops.LAYOUT_PERMS if len(p) == 2)
+PERMS3 = tuple(p for p in ops.LAYOUT_PERMS if len(p) == 3)
 #: A transpose of any permutation: quantified in Z3, validated on every non-identity permutation of rank 2 and 3.
-ANY_PERM = {"?p": PERMS2 + PERMS3}
+ANY_PERM = {"?p": ops.LAYOUT_PERMS}
 #: A reshape to any shape: quantified in Z3, validated on these targets (of inputs with four elements).
-ANY_SHAPE = {"?r": ((4,), (2, 2), (1, 4), (2, 1, 2), (1, 2, 2))}
+ANY_SHAPE = {"?r": ops.LAYOUT_TARGETS}
 
 
 def _c(t: str, x: str, w: str, b: str) -> str:

@@ -5,6 +5,7 @@ differently (onnxruntime fuses the add into a 3-D layer norm only)."""
 from __future__ import annotations
 
 import numpy as np
+from onnx import numpy_helper
 
 from eqsat import ops, zoo
 from eqsat.gpu import AnalyticCostModel
@@ -33,7 +34,7 @@ def test_the_context_model_computes_the_input_with_the_producer() -> None:
     feeds = random_feeds(m)
     out = run_onnxruntime(m, feeds)[0]
     x = feeds["in0"] + feeds["in0_b"]
-    w = {i.name: np.asarray(i.float_data or np.frombuffer(i.raw_data, np.float32)) for i in m.graph.initializer}
+    w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
     scale, bias = (w[n] for n in m.graph.node[1].input[1:])
     ref = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) * scale + bias
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

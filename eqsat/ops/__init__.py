@@ -20,6 +20,8 @@ from eqsat.ops.conv import _patches  # noqa: E402  (the verifier reads pooling w
 from eqsat.ops.core import (
     ACT_NONE,
     ACT_RELU,
+    LAYOUT_PERMS,
+    LAYOUT_TARGETS,
     MAX_RANK,
     ONNX_IMPORTERS,
     PRIME,
@@ -41,7 +43,8 @@ from eqsat.ops.core import (
 
 __all__ = [
     "ACT_NONE", "ACT_RELU", "MAX_RANK", "ONNX_IMPORTERS", "PRIME", "REGISTRY", "CostKey", "ExportContext",
-    "ImportContext", "IRNode", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Shape", "Uninterpreted",
+    "ImportContext", "IRNode",
+    "LAYOUT_PERMS", "LAYOUT_TARGETS", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Shape", "Uninterpreted",
     "get", "require", "ops_for_generator", "conv", "consts", "elementwise", "layout", "matmul", "norm", "opaque",
     "pool", "reduce", "softmax", "_patches",
 ]

@@ -13,6 +13,7 @@ import numpy as np
 
 from eqsat.ops import shapes as S
 from eqsat.ops.core import (
+    LAYOUT_PERMS,
     ExportContext,
     ImportContext,
     IRNode,
@@ -68,7 +69,7 @@ def _perm(p: tuple[int, ...]) -> str:
 _AXIOMS = tuple(
     (f"softmax-transpose-{''.join(map(str, perm))}-{ax}", f"(transpose :perm {_perm(perm)} (softmax :axis {ax} ?a))",
      f"(softmax :axis {perm.index(ax)} (transpose :perm {_perm(perm)} ?a))")
-    for perm in ((1, 0), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)) for ax in range(len(perm))
+    for perm in LAYOUT_PERMS for ax in range(len(perm))
 ) + tuple(
     (f"softmax-concat-{ax}-{cx}", f"(softmax :axis {ax} (concat :axis {cx} ?a ?b))",
      f"(concat :axis {cx} (softmax :axis {ax} ?a) (softmax :axis {ax} ?b))")
