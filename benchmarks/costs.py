@@ -57,7 +57,7 @@ def part1(models: list[str], repeats: int) -> tuple[list[dict], float]:
     from eqsat.gpu import get_cost_model
     from eqsat.pipeline import graph_cost
 
-    cm = get_cost_model("measured")
+    cm = get_cost_model("measured", threads=1)
     rows = []
     for name in models:
         model = zoo.load_zoo_model(name)
@@ -79,7 +79,7 @@ def part2(models: list[str], repeats: int, time_limit: float) -> list[dict]:
     rows = []
     for name in models:
         model = builtin_model(name)
-        res = optimize(model, cost_model=get_cost_model("measured"), time_limit=time_limit)
+        res = optimize(model, cost_model=get_cost_model("measured", threads=1), time_limit=time_limit)
         before, after = latencies([model, res.model], repeats)
         rows.append({"model": name, "predicted_before_ms": res.cost_before, "predicted_after_ms": res.cost_after,
                      "original_ms": before, "optimized_ms": after, "speedup": before / after,
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         commit = "unknown"
     from eqsat.gpu import OnnxRuntimeCostModel
 
-    ident = OnnxRuntimeCostModel().device_identity()
+    ident = OnnxRuntimeCostModel(threads=1).device_identity()
     md = [f"# Measured costs vs end-to-end latency\n\ncommit {commit}, {datetime.date.today()}, "
           f"{ident['cpu']}, onnxruntime {ident['onnxruntime']}, 1 thread\n",
           f"Command: `python benchmarks/costs.py --repeats {args.repeats}`\n",

@@ -44,7 +44,7 @@ def run(variant: str, layers: int, rounds: int, time_limit: float) -> dict[str, 
     graph = onnx_io.load_model(model)
     opaque = onnx_io.opaque_reasons(graph)
     t0 = time.perf_counter()
-    res = optimize(model, cost_model=get_cost_model("measured"), time_limit=time_limit, verify_latency=False)
+    res = optimize(model, cost_model=get_cost_model("measured", threads=1), time_limit=time_limit, verify_latency=False)
     seconds = time.perf_counter() - t0
     feeds = onnx_io.random_feeds(model, seed=0)
     before, after = end_to_end_latency([model, res.model], [feeds, feeds], rounds=rounds)
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [run(v, args.layers, args.rounds, args.time_limit) for v in args.variants]
     from eqsat.gpu import OnnxRuntimeCostModel
 
-    ident = OnnxRuntimeCostModel().device_identity()
+    ident = OnnxRuntimeCostModel(threads=1).device_identity()
     md = ["# BERT-base as transformers exports it, optimized with measured CPU costs\n",
           f"commit {git_commit(mark_uncommitted=True)}, {datetime.date.today()}, {ident['cpu']}, "
           f"onnxruntime {ident['onnxruntime']}, 1 thread, all onnxruntime graph optimizations on both models\n",

@@ -106,11 +106,17 @@ def _setup_logging(quiet: bool) -> None:
     log.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
-def _cost_model(name: str) -> Any:
+def _cost_model(name: str, threads: int | None = None) -> Any:
+    """The cost model named by ``--costs``; ``threads`` (``--threads``) only for the measured CPU model, whose
+    default is onnxruntime's own thread count."""
     from eqsat.gpu import get_cost_model
 
+    if threads is not None and name not in ("measured", "cpu"):
+        raise UsageError(f"--threads {threads}: applies to measured CPU costs only; add --costs measured")
+    if threads is not None and threads < 0:
+        raise UsageError(f"--threads {threads}: give a positive count, or 0 for onnxruntime's default")
     try:
-        return get_cost_model(name)
+        return get_cost_model(name, threads=threads) if threads is not None else get_cost_model(name)
     except ValueError as e:  # unknown name
         raise UsageError(f"--costs {name}: {e}") from None
     except RuntimeError as e:  # e.g. CuPy or CUDA missing for --costs gpu
@@ -169,9 +175,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise UsageError("--provenance records which rule built each e-node for the e-graph dump; give "
                          "--dump-egraph PATH too")
     shapes = _input_shapes(args.input_shape)
-    cost_model = _cost_model(args.costs)
+    if args.candidates < 1:
+        raise UsageError(f"--candidates {args.candidates}: give at least 1")
+    cost_model = _cost_model(args.costs, args.threads)
     say = _progress(args.quiet)
-    res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules),
+    res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules), candidates=args.candidates,
                    time_limit=args.time_limit, node_limit=args.node_limit, iter_limit=args.iter_limit,
                    solver=args.solver, input_shapes=shapes, check=not args.no_check,
                    dump_egraph=dump is not None, provenance=args.provenance,
@@ -278,8 +286,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         model, name = args.model, args.model
     else:
         model, name = _named_model(args.model, "MODEL"), args.model
-    res = compare(model, methods, budget=args.budget, cost_model=_cost_model(args.costs), alpha=args.alpha,
-                  seed=args.seed, check=not args.no_check, progress=_progress(args.quiet), name=name)
+    res = compare(model, methods, budget=args.budget, cost_model=_cost_model(args.costs, args.threads),
+                  alpha=args.alpha, seed=args.seed, check=not args.no_check, progress=_progress(args.quiet), name=name)
     print(res.table())
     if out is not None:
         _write_file(out, lambda p: p.write_text(json.dumps(res.as_dict(), indent=1) + "\n"))
@@ -295,7 +303,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     out = _check_output(args.output, "-o", f"{args.model}.opt.onnx") if args.output else None
     model = _named_model(args.model, "--model")
-    cost_model = _cost_model(args.costs)
+    cost_model = _cost_model(args.costs, args.threads)
     say = _progress(args.quiet)
     say(f"demo: optimizing the built-in model {args.model!r}")
     res = optimize(model, cost_model=cost_model, time_limit=args.time_limit, progress=say)
@@ -328,6 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224",
                    help="fix a dynamic input shape (repeatable)")
     o.add_argument("--costs", default="analytic", help="cost model: analytic (default), measured/cpu, gpu")
+    o.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
+                        "one per physical core; 0 = that default)")
+    o.add_argument("--candidates", type=int, default=1, metavar="K",
+                   help="with measured costs: extract up to K distinct near-optimal graphs, time each end to end "
+                        "and keep the fastest (default 1)")
     o.add_argument("--solver", default="cpsat", choices=["cpsat", "greedy"])
     o.add_argument("--rules", default="default", choices=["default", "starter"])
     o.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric check")
@@ -346,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "taso_resnext50, taso_nasnet_a, taso_inception_v3, taso_squeezenet, taso_vgg19, ...) or an "
                         "onnx zoo name (resnet50, squeezenet, ...)")
     d.add_argument("--costs", default="analytic")
+    d.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
+                        "one per physical core; 0 = that default)")
     d.add_argument("--time-limit", type=float, default=60.0)
     d.add_argument("-o", "--output")
     d.add_argument("-q", "--quiet", action="store_true")
@@ -358,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--alpha", type=float, default=1.05, help="backtracking's relaxation factor (default 1.05)")
     c.add_argument("--seed", type=int, default=0, help="the sampling search's seed (default 0)")
     c.add_argument("--costs", default="analytic", help="cost model: analytic (default), measured/cpu, gpu")
+    c.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
+                        "one per physical core; 0 = that default)")
     c.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     c.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric checks")
     c.add_argument("-q", "--quiet", action="store_true")

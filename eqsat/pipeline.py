@@ -27,6 +27,16 @@ class NumericMismatch(EqsatError, RuntimeError):
     """The optimized model does not compute what the original computes. Nothing was written."""
 
 
+@dataclass(frozen=True)
+class CandidateTiming:
+    """One extracted candidate graph, its estimated cost and its measured end-to-end latency (ms)."""
+
+    rank: int  # 0 = the cost model's first choice
+    cost: float
+    latency_ms: float
+    chosen: bool = False
+
+
 @dataclass
 class OptimizeResult:
     """The optimized model and a report of what happened.
@@ -55,6 +65,7 @@ class OptimizeResult:
     onnx_nodes: tuple[int, int] = (0, 0)  # nodes of the original ONNX model and of the written one
     cost_notes: list[str] = field(default_factory=list)  # why the final cost differs from the extraction's
     egraph_dump: EGraphDump | None = None  # the e-graph with costs and choice, when optimize(dump_egraph=...)
+    candidates: list[CandidateTiming] = field(default_factory=list)  # with candidates > 1: each one timed
 
     @property
     def speedup(self) -> float:
@@ -82,6 +93,10 @@ class OptimizeResult:
              f"{self.latency_ms[0]:.4f} ms -> {self.latency_ms[1]:.4f} ms (onnxruntime CPU, median)"),
             ("numeric check", "not run (check=False)" if self.numeric is None else self.numeric.summary()),
         ]
+        if self.candidates:
+            rows.append(("candidates timed", ", ".join(
+                f"#{c.rank} {c.cost:.4g} ms est. / {c.latency_ms:.4f} ms" + (" (chosen)" if c.chosen else "")
+                for c in self.candidates)))
         from eqsat.onnx_io import opaque_reasons
 
         rows += [("opaque" if k == 0 else "", f"{op} x{n}: {why}")
@@ -162,7 +177,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
              input_shapes: Mapping[str, tuple[int, ...]] | None = None, check: bool = True,
              dump_egraph: str | Path | bool | None = None, memory_limit_mb: int = 8192, layouts: bool = True,
              verify_latency: bool | None = None, latency_margin: float = 0.02, provenance: bool = False,
-             progress: Callable[[str], None] | None = None) -> OptimizeResult:
+             candidates: int = 1, progress: Callable[[str], None] | None = None) -> OptimizeResult:
     """Optimize an ONNX model by equality saturation and exact DAG extraction.
 
     ``time_limit`` (seconds) bounds the whole run: 40 % for saturation and 50 % for extraction.
@@ -170,17 +185,19 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     ``layouts``, the data-layout rules (transposed-operand matmuls, NHWC convolutions). The result is never
     costlier than the input under ``cost_model`` (the analytic roofline model by default), and its outputs
     are checked against the original with onnxruntime (rtol 1e-4) unless ``check`` is False; a mismatch
-    raises :class:`NumericMismatch` naming the rewrites that fired. With ``verify_latency`` (default: when the
-    cost model measures onnxruntime) both models are also timed end to end and the original is kept unless
-    the optimized one is faster by more than ``latency_margin`` (a fraction; gains inside timing noise do not
-    count). With ``dump_egraph`` (a path, or True for the object only) the result carries the saturated
-    e-graph with costs, input terms, tensor names and the extraction's choice (``result.egraph_dump``, an
-    :class:`eqsat.egraph_dump.EGraphDump`), written to the path (missing folders created) once the run has
-    succeeded. With ``provenance`` as well, the engine records which rule built each e-node in which iteration
-    and the dump has it (``first_iteration`` and ``rules`` per e-node); it costs saturation time and memory
-    (the README gives measurements), and without ``dump_egraph`` nothing is recorded.
+    raises :class:`NumericMismatch` naming the rewrites that fired. With ``verify_latency`` (default: when the cost
+    model measures onnxruntime) both models are also timed end to end and the original is kept unless the optimized
+    one is faster by more than ``latency_margin`` (a fraction; gains inside timing noise do not count). With
+    ``candidates`` > 1 and that latency check, CP-SAT extracts up to that many distinct near-optimal graphs
+    (:func:`eqsat.extract.extract_top_k`), all are timed with the original, and the fastest is the one compared
+    with the original (``result.candidates`` lists them). With ``dump_egraph`` (a path, or True for the object
+    only) the result carries the saturated e-graph with costs, input terms, tensor names and the extraction's
+    choice (``result.egraph_dump``, an :class:`eqsat.egraph_dump.EGraphDump`), written to the path (missing folders
+    created) once the run has succeeded. With ``provenance`` as well, the engine records which rule built each
+    e-node in which iteration and the dump has it (``first_iteration`` and ``rules`` per e-node); it costs
+    saturation time and memory (the README gives measurements), and without ``dump_egraph`` nothing is recorded.
     """
-    from eqsat.extract import extract
+    from eqsat.extract import extract, extract_top_k
     from eqsat.gpu import get_cost_model
 
     say = progress or (lambda msg: None)
@@ -188,6 +205,8 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     stages: dict[str, float] = {}
     # limits are checked before the model is read, so a bad one fails at once
     engine.check_seconds("time_limit", time_limit)
+    if candidates < 1:
+        raise ValueError(f"candidates must be at least 1, got {candidates}")
     limits = engine.Limits(iter_limit=iter_limit, node_limit=node_limit, time_limit=0.4 * time_limit,
                            multi_iters=multi_iters, memory_limit_mb=memory_limit_mb)
     start = t = time.perf_counter()
@@ -220,8 +239,16 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     # what follows (export, numeric check) keeps at least 10 %; about 0.5 ms a node on 2 cores for large graphs
     after = max(0.1 * time_limit, 0.5e-3 * len(graph.nodes))
     extract_time = max(0.05, min(0.5 * time_limit, start + time_limit - after - time.perf_counter()))
-    kw: dict[str, Any] = {"time_limit": extract_time} if solver == "cpsat" else {}
-    ext = extract(eg, solver=solver, **kw)
+    if verify_latency is None:
+        verify_latency = "onnxruntime" in getattr(cost_model, "name", "")
+    if candidates > 1 and verify_latency and solver == "cpsat":
+        exts = extract_top_k(eg, candidates, time_limit=extract_time)
+        ext = exts[0]
+        say(f"extracted {len(exts)} candidates: costs " + ", ".join(f"{e.cost:.6g}" for e in exts))
+    else:
+        kw: dict[str, Any] = {"time_limit": extract_time} if solver == "cpsat" else {}
+        ext = extract(eg, solver=solver, **kw)
+        exts = [ext]
     stages["extract"] = time.perf_counter() - t
     say(f"extracted: cost {ext.cost:.6g} ({ext.status})")
 
@@ -241,17 +268,26 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     stages["export"] = time.perf_counter() - t
 
     latency = None
-    if verify_latency is None:
-        verify_latency = "onnxruntime" in getattr(cost_model, "name", "")
+    timings: list[CandidateTiming] = []
+    chosen_ext = ext  # the extraction written out (the solver's status and bound stay the first one's)
     if verify_latency and not kept:
-        from eqsat.gpu.cpu_measure import end_to_end_latency
-
         t = time.perf_counter()
-        feeds = onnx_io.random_feeds(graph, seed=0)
-        # with the threads the costs were measured with (what the user will run)
-        threads = getattr(getattr(cost_model, "inner", cost_model), "threads", 1)
-        latency = tuple(end_to_end_latency([original_proto, model], [feeds, feeds], threads=threads))
+        others = _other_candidates(exts[1:], sat, graph, new_graph, cost_before, cost_model)
+        models = [original_proto, model] + [m for _, _, _, m in others]
+        times = _latencies(models, graph, cost_model)
         stages["latency"] = time.perf_counter() - t
+        best = min(range(1, len(times)), key=times.__getitem__)
+        ranks = [0] + [rank for rank, _, _, _ in others]
+        costs = [cost_after] + [cost for _, _, cost, _ in others]
+        timings = [CandidateTiming(r, c, ms, k + 1 == best) for k, (r, c, ms) in enumerate(
+            zip(ranks, costs, times[1:], strict=True))] if others else []
+        if best > 1:  # a later candidate ran fastest: it is the optimized model
+            _, chosen, cost_after, model = others[best - 2]
+            chosen_ext = exts[ranks[best - 1]]
+            new_graph = chosen
+            notes.append(f"candidate #{ranks[best - 1]} of {len(times) - 1} timed fastest "
+                         f"({times[best]:.4f} ms, first choice {times[1]:.4f} ms)")
+        latency = (times[0], times[best])
         say(f"end to end: original {latency[0]:.4f} ms, optimized {latency[1]:.4f} ms")
         if latency[1] > latency[0] * (1 - latency_margin):  # the estimate did not hold here: keep the original
             new_graph, cost_after, kept = graph, cost_before, True
@@ -279,14 +315,44 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
         t = time.perf_counter()
         dump = build_dump(sat, graph, node_costs, source=label,
                           cost_model=getattr(cost_model, "name", type(cost_model).__name__),
-                          rules=len(rules), limits=limits, extraction=ext, kept_original=kept)
+                          rules=len(rules), limits=limits, extraction=chosen_ext, kept_original=kept)
         if dump_egraph is not True:
             dump.write(dump_egraph)
         stages["dump"] = time.perf_counter() - t
     return OptimizeResult(model, new_graph, graph, cost_before, cost_after, sat.iterations, sat.stop_reason,
-                          sat.rules_fired, ext.status, ext.bound, ext.gap, ext.cost, stages, numeric,
+                          sat.rules_fired, ext.status, ext.bound, ext.gap, chosen_ext.cost, stages, numeric,
                           getattr(cost_model, "name", type(cost_model).__name__), kept, latency,
-                          (len(original_proto.graph.node), len(model.graph.node)), notes, dump)
+                          (len(original_proto.graph.node), len(model.graph.node)), notes, dump, timings)
+
+
+def _latencies(models: list[onnx.ModelProto], graph: Graph, cost_model: Any) -> list[float]:
+    """End-to-end median latencies (ms) of ``models``, interleaved, with the cost model's threads (what the
+    user will run)."""
+    from eqsat.gpu.cpu_measure import end_to_end_latency
+
+    feeds = onnx_io.random_feeds(graph, seed=0)
+    threads = getattr(getattr(cost_model, "inner", cost_model), "threads", 0)
+    return end_to_end_latency(models, [feeds] * len(models), threads=threads)
+
+
+def _other_candidates(exts: Sequence[Any], sat: Any, original: Graph, first: Graph, cost_before: float,
+                      cost_model: Any) -> list[tuple[int, Graph, float, onnx.ModelProto]]:
+    """The extractions after the first as (rank, written graph, cost, model): distinct graphs no costlier than
+    the original."""
+    from eqsat.rewrite import graph_hash
+
+    names = engine.tensor_names_by_class(sat)
+    seen = {graph_hash(first)}
+    out = []
+    for rank, e in enumerate(exts, start=1):
+        _, g = graph_from_selection(sat.egraph, e.selection, original, names)
+        h = graph_hash(g)
+        cost = graph_cost(g, cost_model)
+        if h in seen or cost > cost_before:
+            continue
+        seen.add(h)
+        out.append((rank, g, cost, onnx_io.to_onnx(g)))
+    return out
 
 
 def _reference(src: str | Path | bytes | onnx.ModelProto) -> str:

@@ -5,6 +5,7 @@ Public API::
     eg = load_egraph("egraph.json")            # or an already-parsed dict
     ext = extract(eg)                          # CP-SAT (default) or extract(eg, solver="greedy")
     ext.selection, ext.cost, ext.status        # class -> node, DAG cost, "optimal"/"feasible"/"greedy"
+    extract_top_k(eg, 4)                       # up to 4 distinct near-optimal extractions, cheapest first
     validate_selection(eg, ext.selection)      # independent check; returns the DAG cost
 """
 
@@ -18,6 +19,7 @@ from .cpsat import extract_cpsat
 from .egraph_json import SerializedEGraph, load_egraph
 from .greedy import extract_greedy
 from .result import Extraction, NoFiniteChoice
+from .topk import extract_top_k
 from .validate import InvalidExtraction, validate_selection
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "extract",
     "extract_cpsat",
     "extract_greedy",
+    "extract_top_k",
     "load_egraph",
     "validate_selection",
 ]

@@ -26,7 +26,7 @@ from .greedy import greedy_choices, strongly_connected_components
 from .result import Extraction
 from .validate import InvalidExtraction, validate_selection
 
-__all__ = ["extract_cpsat", "prune", "build_model", "solve_model", "decode", "add_hint"]
+__all__ = ["ExtractionModel", "extract_cpsat", "prune", "build_model", "solve_model", "decode", "add_hint"]
 
 MAX_SCALE = 1e6
 # keep |sum of scaled costs| well inside int64 and exactly representable in a double

@@ -20,7 +20,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from eqsat.gpu import get_cost_model
     from eqsat.pipeline import default_rules
 
-    model = get_cost_model("gpu" if args.device == "gpu" else "measured")
+    if args.threads is not None and (args.device == "gpu" or args.threads < 0):
+        print("--threads: a count >= 0 (0 = onnxruntime's default), for --device cpu only", file=sys.stderr)
+        return 2
+    model = get_cost_model("gpu") if args.device == "gpu" else get_cost_model("measured", threads=args.threads or 0)
     graph = onnx_io.load_model(args.model, input_shapes=dict(args.input_shape or []))
     sat = egraph.saturate(graph, default_rules(), egraph.Limits(iter_limit=args.iter_limit,
                                                                      time_limit=args.time_limit))
@@ -57,6 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     m.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224")
     m.add_argument("--iter-limit", type=int, default=10)
+    m.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="onnxruntime intra-op threads (default: onnxruntime's own; 0 = that default)")
     m.add_argument("--time-limit", type=float, default=30.0)
     m.set_defaults(func=cmd_measure)
     s = sub.add_parser("show", help="list cached costs")

@@ -87,10 +87,10 @@ def _cpu_name() -> str:
 
 
 class OnnxRuntimeCostModel(CostModel):
-    """Median wall time of ``session.run`` for a one-node model (CPU provider, fixed thread counts), less the
-    fixed per-call overhead measured on a one-element Identity model. Activations rotate through copies whose
-    total exceeds ``working_set_mb`` (0: always the same inputs), so they come from memory rather than from a
-    cache kept hot by the benchmark loop.
+    """Median wall time of ``session.run`` for a one-node model (CPU provider, ``threads`` intra-op threads, 0 =
+    onnxruntime's default, one inter-op thread), less the fixed per-call overhead measured on a one-element
+    Identity model. Activations rotate through copies whose total exceeds ``working_set_mb`` (0: always the
+    same inputs), so they come from memory rather than from a cache kept hot by the benchmark loop.
 
     Weight operands (``CostKey.weights``) are initializers, as in the whole model, so onnxruntime pre-packs
     them, and the node is replicated with distinct weights (:meth:`replicas`) so they are read from memory,
@@ -105,8 +105,10 @@ class OnnxRuntimeCostModel(CostModel):
 
     name = "onnxruntime-cpu"
 
-    def __init__(self, threads: int = 1, warmup: int = 3, repeats: int = 7, working_set_mb: int = 64) -> None:
-        self.threads = threads
+    def __init__(self, threads: int = 0, warmup: int = 3, repeats: int = 7, working_set_mb: int = 64) -> None:
+        if threads < 0:
+            raise ValueError(f"threads must be >= 0 (0: onnxruntime's default), got {threads}")
+        self.threads = threads  # intra-op threads; 0 = onnxruntime's default (one per physical core)
         self.working_set_mb = working_set_mb
         self.warmup = warmup
         self.repeats = repeats
@@ -202,15 +204,16 @@ class OnnxRuntimeCostModel(CostModel):
         import onnxruntime as ort
 
         return {"model": self.name, "cpu": _cpu_name(), "cores": str(os.cpu_count()),
-                "onnxruntime": ort.__version__, "threads": str(self.threads),
+                "onnxruntime": ort.__version__,
+                "threads": str(self.threads) if self.threads else "onnxruntime-default",
                 "method": f"batched-net-of-run-overhead-ws{self.working_set_mb}-weights-replicated"}
 
 
-def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, threads: int = 1, rounds: int = 15,
+def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, threads: int = 0, rounds: int = 15,
                        warmup: int = 5) -> list[float]:
-    """Median per-run wall time (ms) of whole models in onnxruntime (CPU, ``threads`` threads, full graph
-    optimizations). Runs are batched (>= 5 ms per batch) and interleaved across models so that machine noise
-    and drift hit every model alike."""
+    """Median per-run wall time (ms) of whole models in onnxruntime (CPU, ``threads`` intra-op threads, 0 for
+    onnxruntime's default; full graph optimizations). Runs are batched (>= 5 ms per batch) and interleaved across
+    models so that machine noise and drift hit every model alike."""
     import onnxruntime as ort
 
     sessions = []

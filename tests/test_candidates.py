@@ -1,0 +1,102 @@
+"""optimize(candidates=K): several extracted graphs timed end to end, the fastest kept; --threads and
+--candidates on the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from eqsat import pipeline, zoo
+from eqsat.cli import main
+from eqsat.gpu import get_cost_model
+from eqsat.gpu.cpu_measure import OnnxRuntimeCostModel
+from eqsat.onnx_io import load_model, to_onnx
+from eqsat.rewrite import graph_hash
+
+
+def _fake_latencies(order: str, timed: list):
+    """A stand-in for the end-to-end timer: the original slowest, then candidates faster in rank order
+    ("first") or the last candidate fastest ("last"). The models it was given are appended to ``timed``."""
+    def latencies(models, graph, cost_model):
+        timed.extend(models)
+        n = len(models) - 1
+        times = [float(n + 1)] + [float(k + 1) for k in range(n)]
+        return times if order == "first" else [times[0]] + times[1:][::-1]
+    return latencies
+
+
+@pytest.mark.parametrize("order", ["first", "last"])
+def test_the_fastest_candidate_is_written(monkeypatch: pytest.MonkeyPatch, order: str) -> None:
+    timed: list = []
+    monkeypatch.setattr(pipeline, "_latencies", _fake_latencies(order, timed))
+    model = zoo.builtin_models()["nasrnn_cell"]()
+    res = pipeline.optimize(model, verify_latency=True, candidates=4, latency_margin=0.0, time_limit=60)
+    assert len(res.candidates) >= 2, "NasRNN has several near-optimal extractions"
+    ranks = [c.rank for c in res.candidates]
+    assert ranks == sorted(set(ranks)) and ranks[0] == 0
+    costs = [c.cost for c in res.candidates]
+    assert all(c <= res.cost_before + 1e-9 for c in costs)
+    chosen = [c for c in res.candidates if c.chosen]
+    assert len(chosen) == 1 and chosen[0].latency_ms == min(c.latency_ms for c in res.candidates)
+    assert chosen[0].rank == (0 if order == "first" else ranks[-1])
+    assert not res.kept_original and res.latency_ms[1] == chosen[0].latency_ms
+    assert res.cost_after == pytest.approx(chosen[0].cost)
+    # the model written is the chosen candidate's graph, and it passed the numeric check
+    assert to_onnx(res.graph).SerializeToString() == res.model.SerializeToString()
+    assert res.model is timed[1 + res.candidates.index(chosen[0])]
+    assert res.numeric is not None and res.numeric.ok
+    if order == "last":
+        assert any("timed fastest" in n for n in res.cost_notes)
+    assert "candidates timed" in res.summary()
+
+
+def test_distinct_candidates_are_distinct_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+
+    def latencies(models, graph, cost_model):
+        seen.extend(models[1:])
+        return [1.0] * len(models)
+    monkeypatch.setattr(pipeline, "_latencies", latencies)
+    model = zoo.builtin_models()["nasrnn_cell"]()
+    res = pipeline.optimize(model, verify_latency=True, candidates=4, time_limit=60)
+    hashes = {graph_hash(load_model(m)) for m in seen}
+    assert len(hashes) == len(seen) >= 2
+    assert res.kept_original  # no candidate beat the original by the margin: the model as given comes back
+    assert res.model is model
+
+
+def test_one_candidate_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def latencies(models, graph, cost_model):
+        calls.append(len(models))
+        return [2.0, 1.0]
+    monkeypatch.setattr(pipeline, "_latencies", latencies)
+    res = pipeline.optimize(zoo.builtin_models()["nasrnn_cell"](), verify_latency=True, time_limit=60)
+    assert calls == [2] and res.candidates == []
+
+
+def test_bad_candidate_counts_are_refused() -> None:
+    with pytest.raises(ValueError, match="candidates"):
+        pipeline.optimize(zoo.builtin_models()["nasrnn_cell"](), candidates=0)
+
+
+def test_threads_default_to_onnxruntimes_own() -> None:
+    assert OnnxRuntimeCostModel().threads == 0
+    assert OnnxRuntimeCostModel().device_identity()["threads"] == "onnxruntime-default"
+    assert OnnxRuntimeCostModel(threads=2).device_identity()["threads"] == "2"
+    assert get_cost_model("measured", threads=3).inner.threads == 3
+    with pytest.raises(ValueError, match="threads"):
+        OnnxRuntimeCostModel(threads=-1)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--threads", "2"], "measured CPU costs only"),
+    (["--costs", "measured", "--threads", "-1"], "positive count"),
+    (["--candidates", "0"], "at least 1"),
+])
+def test_cli_refuses_bad_thread_and_candidate_options(tmp_path, capsys, argv: list[str], message: str) -> None:
+    src = tmp_path / "m.onnx"
+    src.write_bytes(zoo.builtin_models()["two_matmul_shared_input"]().SerializeToString())
+    rc = main(["optimize", str(src), "-o", str(tmp_path / "o.onnx"), *argv])
+    assert rc == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "o.onnx").exists()
