@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 
 def git_commit(mark_uncommitted: bool = False) -> str:
@@ -19,3 +22,28 @@ def git_commit(mark_uncommitted: bool = False) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
+
+
+def ranks(values: Sequence[float]) -> np.ndarray:
+    """Ranks from 0, ties sharing their average rank."""
+    x = np.asarray(values, dtype=float)
+    order = np.argsort(x, kind="stable")
+    r = np.empty(len(x))
+    r[order] = np.arange(len(x), dtype=float)
+    for v in np.unique(x):
+        tied = x == v
+        if tied.sum() > 1:
+            r[tied] = r[tied].mean()
+    return r
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman rank correlation (ties get average ranks); nan for fewer than two pairs or a constant side."""
+    if len(a) != len(b):
+        raise ValueError("spearman needs two sequences of the same length")
+    if len(a) < 2:
+        return float("nan")
+    ra, rb = ranks(a), ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])

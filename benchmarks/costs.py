@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from _common import spearman  # the script's folder is on sys.path
 
 ZOO = ["squeezenet", "resnet50", "inception_v1", "densenet121", "shufflenet", "alexnet"]
 #: Built-in models, optionally with shape arguments (``name:key=value,...``). The small BERT block shows a
@@ -43,12 +43,6 @@ def latencies(models: list, rounds: int) -> list[float]:
     from eqsat.gpu.cpu_measure import end_to_end_latency
 
     return end_to_end_latency(models, [onnx_io.random_feeds(m, seed=0) for m in models], rounds=rounds)
-
-
-def spearman(a: list[float], b: list[float]) -> float:
-    """Spearman rank correlation (no ties expected)."""
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1]) if len(a) > 1 else float("nan")
 
 
 def part1(models: list[str], repeats: int) -> tuple[list[dict], float]:

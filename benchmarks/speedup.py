@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -61,12 +62,15 @@ BERT_TARGET = 1.2
 FLOOR = 0.99
 COLD_TARGET_S = 120.0
 WARM_TARGET_S = 15.0
+SPEARMAN_TARGET = 0.95
+ERROR_TARGET = 0.10
 CI_LEVEL = 0.95
 BOOTSTRAP = 10_000
 CSV_FIELDS = ["model", "threads", "status", "error", "original_ms", "optimized_ms", "speedup", "ci_low", "ci_high",
               "rounds", "identical", "noise_ratio", "kept_original", "kept_original_warm", "same_result", "timed",
               "optimize_cold_s", "optimize_warm_s", "cold_measured", "warm_measured", "predicted_before_ms",
-              "predicted_after_ms", "nodes_before", "nodes_after", "checked"]
+              "predicted_after_ms", "nodes_before", "nodes_after", "checked", "candidates_timed",
+              "first_choice_fastest"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -138,6 +142,54 @@ def _check(label: str, threads: Sequence[int], rows: list[dict], models: Sequenc
     return {"target": label, "per_threads": per}
 
 
+def prediction_pairs(rows: list[dict], threads: int) -> list[tuple[float, float]]:
+    """(predicted, measured) whole-model latency (ms) of every graph timed at ``threads``: each original, and
+    each optimized model that is not the original (predicted = the sum of the cost model's operator costs)."""
+    pairs = []
+    for r in rows:
+        if r["threads"] != threads or not _ok(r) or r.get("predicted_before_ms") is None:
+            continue
+        pairs.append((r["predicted_before_ms"], r["original_ms"]))
+        if not r.get("identical") and not r.get("kept_original"):
+            pairs.append((r["predicted_after_ms"], r["optimized_ms"]))
+    return pairs
+
+
+def prediction_quality(rows: list[dict], threads: int) -> dict[str, Any]:
+    """How well summed operator costs predict whole-model latency: Spearman rank correlation and the mean of
+    |predicted - measured| / measured over :func:`prediction_pairs`."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _common import spearman
+
+    pairs = prediction_pairs(rows, threads)
+    if not pairs:
+        return {"pairs": 0, "spearman": None, "mean_error": None}
+    rho = spearman([p for p, _ in pairs], [m for _, m in pairs])
+    err = float(np.mean([abs(p - m) / m for p, m in pairs]))
+    return {"pairs": len(pairs), "spearman": None if math.isnan(rho) else rho, "mean_error": err}
+
+
+def first_choice_stats(rows: list[dict], threads: int) -> tuple[int, int]:
+    """(models whose cost model's first choice was not the fastest candidate timed, models with >= 2 timed)."""
+    mine = [r for r in rows if r["threads"] == threads and r.get("first_choice_fastest") is not None]
+    return sum(1 for r in mine if not r["first_choice_fastest"]), len(mine)
+
+
+def _quality_target(label: str, threads: Sequence[int], rows: list[dict], key: str, threshold: float,
+                    higher: bool, fmt: str) -> dict[str, Any]:
+    per: dict[str, dict[str, Any]] = {}
+    for t in threads:
+        q = prediction_quality(rows, t)
+        v = q[key]
+        if v is None:
+            per[str(t)] = {"value": None, "met": None if not q["pairs"] else False,
+                           "text": "not run" if not q["pairs"] else "undefined"}
+        else:
+            per[str(t)] = {"value": v, "met": v >= threshold if higher else v <= threshold,
+                           "text": fmt.format(v) + f" over {q['pairs']} graphs"}
+    return {"target": label, "per_threads": per}
+
+
 def evaluate_targets(rows: list[dict], threads: Sequence[int]) -> list[dict[str, Any]]:
     """Issue 11's targets on these rows, per thread count: ``{"target", "per_threads": {"1": {"value",
     "met" (True, False, or None when no model it names ran), "text"}}}``."""
@@ -165,6 +217,10 @@ def evaluate_targets(rows: list[dict], threads: Sequence[int]) -> list[dict[str,
                       rows, RESNET50_SIZED, "optimize_cold_s", COLD_TARGET_S, False, "{:.1f} s"))
     out.append(_check(f"ResNet-50-sized, warm cache < {WARM_TARGET_S:g} s", threads, rows, RESNET50_SIZED,
                       "optimize_warm_s", WARM_TARGET_S, False, "{:.1f} s"))
+    out.append(_quality_target(f"predicted vs measured latency: Spearman >= {SPEARMAN_TARGET:.2f}", threads, rows,
+                               "spearman", SPEARMAN_TARGET, True, "{:.3f}"))
+    out.append(_quality_target(f"predicted vs measured latency: mean error <= {ERROR_TARGET:.0%}", threads, rows,
+                               "mean_error", ERROR_TARGET, False, "{:.1%}"))
     return out
 
 
@@ -230,10 +286,24 @@ def render_markdown(meta: dict, rows: list[dict], targets: list[dict]) -> str:
         f"provider, intra-op threads = the row's thread count, {meta['rounds']} interleaved rounds (order "
         f"alternating), batches >= {meta['batch_ms']:g} ms. Speedup: median of the per-round ratios original / "
         f"optimized; interval: {meta['ci']}. Optimization: `eqsat.optimize` with measured CPU costs at the row's "
-        f"thread count, time limit {meta['time_limit']:g} s (killed after {meta['timeout']:g} s); cold = empty cost "
+        f"thread count, {meta.get('candidates', 1)} candidate(s) extracted and timed, time limit "
+        f"{meta['time_limit']:g} s (killed after {meta['timeout']:g} s); cold = empty cost "
         "cache, warm = the same cache again; seconds of the optimize() call. A result byte-identical to the "
         "original is 1x by identity; its timed ratio (this machine's noise) is shown beside it.\n",
-        render_table(rows), "", "## Targets (issue 11)\n", render_targets(targets, threads), ""])
+        render_table(rows), "", "## Targets (issue 11)\n", render_targets(targets, threads), "",
+        "## Choosing by measuring\n", render_candidates(rows, threads), ""])
+
+
+def render_candidates(rows: list[dict], threads: Sequence[int]) -> str:
+    """How often the cost model's first choice was not the fastest of the candidates optimize() timed."""
+    lines = []
+    for t in threads:
+        wrong, n = first_choice_stats(rows, t)
+        names = [r["model"] for r in rows if r["threads"] == t and r.get("first_choice_fastest") is False]
+        lines.append(f"- {t} thread{'s' if t != 1 else ''}: the first choice was not the fastest candidate in "
+                     f"{wrong} of {n} models with two or more candidates timed"
+                     + (f" ({', '.join(names)})" if names else ""))
+    return "\n".join(lines)
 
 
 def plot(rows: list[dict], threads: Sequence[int], path: Path, title: str) -> bool:
@@ -327,14 +397,16 @@ def worker(spec: dict) -> dict:
     say = (lambda msg: print(f"    {msg}", file=sys.stderr, flush=True)) if spec.get("verbose") else None
     t0 = time.perf_counter()
     cm = get_cost_model("measured", threads=spec["threads"], cache_dir=spec["cache_dir"])
-    res = optimize(spec["model_path"], cost_model=cm, time_limit=spec["time_limit"], progress=say)
+    res = optimize(spec["model_path"], cost_model=cm, time_limit=spec["time_limit"],
+                   candidates=spec.get("candidates", 1), progress=say)
     seconds = time.perf_counter() - t0
     onnx.save(res.model, spec["out_model"])
     return {"seconds": seconds, "kept_original": res.kept_original, "predicted_before_ms": res.cost_before,
             "predicted_after_ms": res.cost_after, "nodes_before": res.onnx_nodes[0], "nodes_after": res.onnx_nodes[1],
             "checked": bool(res.numeric and res.numeric.ok), "latency_ms": res.latency_ms,
             "stage_seconds": res.stage_seconds, "measured": getattr(cm, "misses", None),
-            "cached": getattr(cm, "hits", None), "stop_reason": res.stop_reason, "solver_status": res.solver_status}
+            "cached": getattr(cm, "hits", None), "stop_reason": res.stop_reason, "solver_status": res.solver_status,
+            "candidates": [dataclasses.asdict(c) for c in res.candidates]}
 
 
 def run_worker(spec: dict, timeout: float) -> dict:
@@ -419,7 +491,7 @@ def measure_model(spec: str, threads: Sequence[int], args: argparse.Namespace) -
                 say(f"optimizing, {t} thread(s), {phase} cost cache")
                 runs[phase] = run_worker({"model_path": str(tmpd / "model.onnx"), "out_model": str(out_model),
                                           "threads": t, "cache_dir": str(cache), "time_limit": args.time_limit,
-                                          "verbose": args.verbose}, args.timeout)
+                                          "candidates": args.candidates, "verbose": args.verbose}, args.timeout)
                 r = runs[phase]
                 row[f"optimize_{phase}_s"] = r.get("seconds")
                 row[f"{phase}_measured"] = r.get("measured")
@@ -442,8 +514,11 @@ def measure_model(spec: str, threads: Sequence[int], args: argparse.Namespace) -
                 r = runs[use]
                 row.update({k: r[k] for k in ("kept_original", "predicted_before_ms", "predicted_after_ms",
                                               "nodes_before", "nodes_after", "checked")})
+                cands = r.get("candidates") or []
                 row.update({"timed": use, "stage_seconds_cold": cold.get("stage_seconds"),
-                            "verify_latency_ms": r.get("latency_ms")})
+                            "verify_latency_ms": r.get("latency_ms"), "candidates": cands,
+                            "candidates_timed": len(cands),
+                            "first_choice_fastest": cands[0]["chosen"] if len(cands) >= 2 else None})
                 try:
                     optimized = onnx.load(paths[use])
                     feeds = onnx_io.random_feeds(original, seed=0)
@@ -483,7 +558,7 @@ def metadata(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             "graph_optimization_level": str(ort.SessionOptions().graph_optimization_level).split(".")[-1],
             "command": "python benchmarks/speedup.py " + " ".join(shlex.quote(a) for a in argv),
             "threads": list(args.threads), "rounds": args.rounds, "batch_ms": args.batch_ms,
-            "time_limit": args.time_limit, "timeout": args.timeout,
+            "time_limit": args.time_limit, "timeout": args.timeout, "candidates": args.candidates,
             "ci": f"{CI_LEVEL:.0%} percentile bootstrap of the median per-round ratio over rounds "
                   f"({BOOTSTRAP} resamples, seed 0)"}
 
@@ -499,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-ms", type=float, default=10.0, help="least time of one batch of runs (default 10)")
     ap.add_argument("--time-limit", type=float, default=120.0, help="optimize()'s time limit in seconds")
     ap.add_argument("--timeout", type=float, default=900.0, help="kill one optimization after this many seconds")
+    ap.add_argument("--candidates", type=int, default=4,
+                    help="optimize(candidates=K): graphs extracted and timed per model (default 4)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     ap.add_argument("--verbose", action="store_true", help="optimize()'s progress lines")
     ap.add_argument("--render", metavar="JSON", help="only re-render the files of a saved speedup.json")
@@ -517,8 +594,8 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads(Path(args.render).read_text())
         print(write_results(Path(args.out), saved["meta"], saved["rows"]))
         return 0
-    if any(t < 1 for t in args.threads) or args.rounds < 1:
-        ap.error("--threads and --rounds must be positive")
+    if any(t < 1 for t in args.threads) or args.rounds < 1 or args.candidates < 1:
+        ap.error("--threads, --rounds and --candidates must be positive")
     models = args.models or (list(QUICK) if args.quick else all_models())
     from eqsat import zoo
 

@@ -66,6 +66,11 @@ def test_paired_speedup_uses_per_round_ratios() -> None:
         sp.paired_speedup([1.0], [1.0, 2.0])
 
 
+def _resnet_targets(targets: list[dict]) -> list[dict]:
+    """The cold- and warm-cache optimize-time targets."""
+    return [t for t in targets if t["target"].startswith("ResNet-50-sized")]
+
+
 def test_targets_met() -> None:
     rows = [row("taso_nasrnn", 1, 1.6), row("nasrnn_cell", 1, 1.55), row("taso_bert", 1, 1.25),
             row("squeezenet", 1, 1.0), row("resnet50", 1, 1.0, cold=100.0, warm=10.0)]
@@ -75,7 +80,7 @@ def test_targets_met() -> None:
     assert targets["NasRNN"] == {"value": 1.55, "met": True, "text": "1.550x (nasrnn_cell)"}
     assert targets["TASO"]["met"] is True and targets["TASO"]["value"] == 1.25
     assert targets["no"]["met"] is True and targets["no"]["value"] == 1.0
-    cold, warm = [t["per_threads"]["1"] for t in sp.evaluate_targets(rows, [1])[-2:]]
+    cold, warm = [t["per_threads"]["1"] for t in _resnet_targets(sp.evaluate_targets(rows, [1]))]
     assert cold["met"] is True and cold["value"] == 100.0
     assert warm["met"] is True and warm["value"] == 10.0
 
@@ -91,7 +96,7 @@ def test_targets_not_met_and_not_run() -> None:
     assert by["TASO"]["1"] == {"value": None, "met": None, "text": "not run"}
     assert by["no"]["1"]["met"] is False and by["no"]["1"]["value"] == 0.98
     assert by["no"]["2"]["met"] is False and "failed: squeezenet" in by["no"]["2"]["text"]  # a failure counts
-    cold, warm = tg[-2]["per_threads"], tg[-1]["per_threads"]
+    cold, warm = [t["per_threads"] for t in _resnet_targets(tg)]
     assert cold["1"]["met"] is None and cold["2"]["met"] is False and warm["2"]["met"] is False
 
 
@@ -118,3 +123,38 @@ def test_rendering() -> None:
     md = sp.render_markdown(meta, rows, targets)
     assert "abc1234" in md and "ORT_ENABLE_ALL" in md and "## Targets (issue 11)" in md and table in md
     json.dumps({"meta": meta, "rows": rows, "targets": targets})  # what speedup.json holds
+
+
+def test_prediction_quality_pairs_originals_and_optimized_models() -> None:
+    rows = [row("a", 1, 2.0, predicted_before_ms=4.0, predicted_after_ms=2.0),  # 2.0 -> 1.0 ms measured
+            row("b", 1, 1.0, predicted_before_ms=6.0, predicted_after_ms=6.0, identical=True, original_ms=3.0),
+            row("c", 1, None), row("d", 2, 1.5, predicted_before_ms=1.0, predicted_after_ms=1.5)]
+    assert sp.prediction_pairs(rows, 1) == [(4.0, 2.0), (2.0, 1.0), (6.0, 3.0)]
+    q = sp.prediction_quality(rows, 1)
+    assert q["pairs"] == 3 and q["spearman"] == pytest.approx(1.0)
+    assert q["mean_error"] == pytest.approx(1.0)
+    assert sp.prediction_quality([], 1) == {"pairs": 0, "spearman": None, "mean_error": None}
+    by = {t["target"]: t["per_threads"] for t in sp.evaluate_targets(rows, [1, 2])}
+    rho = next(v for k, v in by.items() if "Spearman" in k)
+    err = next(v for k, v in by.items() if "mean error" in k)
+    assert rho["1"]["met"] is True and err["1"]["met"] is False and "over 3 graphs" in err["1"]["text"]
+    assert rho["2"]["met"] is False and rho["2"]["value"] == pytest.approx(-1.0)  # predicted slower, ran faster
+
+
+def test_spearman_handles_ties_and_reversals() -> None:
+    import sys
+    sys.path.insert(0, str(PATH.parent))
+    from _common import ranks, spearman
+
+    assert list(ranks([3.0, 1.0, 3.0, 2.0])) == [2.5, 0.0, 2.5, 1.0]
+    assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(spearman([1.0], [2.0])) and math.isnan(spearman([1, 1], [1, 2]))
+
+
+def test_first_choice_statistics_and_rendering() -> None:
+    rows = [row("a", 1, 1.1, first_choice_fastest=True), row("b", 1, 1.0, first_choice_fastest=False),
+            row("c", 1, 1.0, first_choice_fastest=None)]
+    assert sp.first_choice_stats(rows, 1) == (1, 2)
+    text = sp.render_candidates(rows, [1])
+    assert "1 of 2 models" in text and "(b)" in text
