@@ -224,6 +224,30 @@ def flatten_concats(graph: Graph) -> Graph:
     return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
 
 
+def fuse_activations(graph: Graph) -> Graph:
+    """Fold a ``relu`` into the operator that computes its input when that operator has a fused-activation
+    parameter (``act``) set to none and the relu is the only reader of its output (as onnxruntime fuses Conv +
+    Relu). The graph computes the same, and is priced as the runtime runs it."""
+    consumers = graph.consumers
+    outputs = set(graph.outputs)
+    by_out = graph.producers
+    fused: dict[str, Node] = {}  # producer output -> the fused node that replaces it
+    dropped: set[str] = set()
+    for n in graph.nodes:
+        if n.op != "relu":
+            continue
+        src = by_out.get(n.inputs[0])
+        if (src is None or "act" not in src.spec.param_names() or src.p["act"] != ops.ACT_NONE
+                or len(consumers.get(src.output, [])) != 1 or src.output in outputs):
+            continue
+        fused[src.output] = Node(src.op, src.spec.param_tuple({**src.p, "act": ops.ACT_RELU}), src.inputs, n.output)
+        dropped.add(n.output)
+    if not fused:
+        return graph
+    new_nodes = tuple(fused.get(n.output, n) for n in graph.nodes if n.output not in dropped or n.op != "relu")
+    return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
+
+
 #: dtype of registry operators without inputs (the constants of :mod:`eqsat.ops`, exported as float32)
 CONSTANT_DTYPE = "float32"
 

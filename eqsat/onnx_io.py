@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper, shape_inference
 
 from eqsat import ops
 from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError, UnsupportedModelError
-from eqsat.graph import Graph, Node, TensorInfo, make_node
+from eqsat.graph import Graph, Node, TensorInfo, fuse_activations, make_node
 from eqsat.onnx_patterns import collapse_patterns
 from eqsat.ops import OpError, Shape
 
@@ -249,7 +249,7 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
             "opaque_reasons": {k: dict(v) for k, v in imp.opaque_reasons.items()}}
     graph = Graph(tuple(inputs), imp.weights, tuple(imp.ir), outputs, g.name or "graph", meta)
     try:
-        return graph.live().validate()
+        return fuse_activations(graph.live()).validate()  # Conv + Relu as one node, as onnxruntime runs it
     except ValueError as e:
         raise ModelLoadError(f"{label}: import produced an invalid graph ({e}); this is an eqsat bug, please "
                              "report it with the model") from None

@@ -29,7 +29,11 @@ class AnalyticCostModel(CostModel):
         self.launch_overhead_ms = launch_overhead_ms
 
     def cost(self, key: CostKey) -> float:
-        """Roofline estimate for one configuration."""
+        """Roofline estimate for one configuration; a fused form (conv with relu) is priced as the operators
+        export writes it as, since nothing here models a runtime fusing them."""
+        parts = ops.runs_as_keys(key)
+        if parts != (key,):
+            return sum(self.cost(k) for k in parts)
         if key.op in ("reshape", "split"):
             return 0.0  # views: a runtime can alias them (TASO's model does the same)
         size = _BYTES.get(key.dtype, 4)

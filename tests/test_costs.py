@@ -33,8 +33,10 @@ def test_analytic_prefers_fused_kernels() -> None:
     two = 2 * m.cost(_mm((64, 256), (256, 256)))
     fused = m.cost(_mm((64, 256), (256, 512)))
     assert fused < two
+    # a conv with fused relu is written back as Conv + Relu: the analytic model, which models no runtime
+    # fusion, prices it as the pair (measured models time the pair as the runtime runs it)
     relu = ops.get("relu").cost_key({}, [(1, 16, 32, 32)], (1, 16, 32, 32))
-    assert m.cost(_conv(1)) < m.cost(_conv(0)) + m.cost(relu)
+    assert m.cost(_conv(1)) == pytest.approx(m.cost(_conv(0)) + m.cost(relu))
 
 
 def test_onnxruntime_model_measures_positive_times() -> None:

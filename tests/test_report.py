@@ -77,6 +77,8 @@ def test_fusion_that_export_splits_back_is_not_a_gain() -> None:
 
 def test_every_fused_activation_is_priced_as_what_export_writes() -> None:
     from eqsat import ops
+    from eqsat.gpu import AnalyticCostModel
+    from eqsat.gpu.cpu_measure import one_node_model
 
     fused = [spec for spec in ops.REGISTRY.values() if "act" in spec.param_names()]
     assert fused
@@ -85,7 +87,15 @@ def test_every_fused_activation_is_priced_as_what_export_writes() -> None:
         x = (1, 8, 8, 4) if spec.name.endswith("nhwc") else (1, 4, 8, 8)
         shapes = [x, (8, 4, 3, 3), (8,)]
         out = spec.shape(p, shapes)
-        assert [k.op for k in spec.cost_keys(p, shapes, out)] == [spec.name, "relu"], spec.name
+        (key,) = spec.cost_keys(p, shapes, out)
+        parts = ops.runs_as_keys(key)
+        assert [k.op for k in parts] == [spec.name, "relu"], spec.name
+        assert dict(parts[0].params)["act"] == ops.ACT_NONE and parts[1].input_shapes == (out,)
+        analytic = AnalyticCostModel()  # it sees no fusion: the pair's cost, so the fused form is no fake gain
+        assert analytic.cost(key) == pytest.approx(analytic.cost(parts[0]) + analytic.cost(parts[1]))
+        # a measured model times what export writes (Conv and Relu), which onnxruntime fuses
+        written = [n.op_type for n in one_node_model(key).graph.node]
+        assert "Conv" in written and "Relu" in written, written
 
 
 def test_exported_models_carry_no_unused_initializers() -> None:

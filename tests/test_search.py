@@ -219,7 +219,7 @@ def test_incremental_bookkeeping_equals_recomputing(build) -> None:
         assert c == pytest.approx(coster(fresh), rel=1e-9)
         assert hash_of() == rw.structure_hash(fresh)
         seen += 1
-    assert seen >= 10
+    assert seen >= 5  # enough neighbours to compare (small_cnn has 8 since Conv + Relu import fused)
 
 
 @pytest.mark.parametrize("name,build", [

@@ -39,14 +39,15 @@ from eqsat.ops.core import (
     Uninterpreted,
     get,
     require,
+    runs_as_keys,
 )
 
 __all__ = [
     "ACT_NONE", "ACT_RELU", "MAX_RANK", "ONNX_IMPORTERS", "PRIME", "REGISTRY", "CostKey", "ExportContext",
     "ImportContext", "IRNode",
     "LAYOUT_PERMS", "LAYOUT_TARGETS", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Shape", "Uninterpreted",
-    "get", "require", "ops_for_generator", "conv", "consts", "elementwise", "layout", "matmul", "norm", "opaque",
-    "pool", "reduce", "softmax", "_patches",
+    "get", "require", "runs_as_keys", "ops_for_generator", "conv", "consts", "elementwise", "layout", "matmul",
+    "norm", "opaque", "pool", "reduce", "softmax", "_patches",
 ]
 
 

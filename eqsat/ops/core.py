@@ -139,8 +139,9 @@ class OpSpec:
     elementwise: bool = False
     doc: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)
-    #: The operators this one runs as once exported, applied in a chain (``None``: itself). A fused form
-    #: that export writes back as several ONNX nodes is priced as those nodes, so it never shows as a gain.
+    #: The operators this one runs as once exported, applied in a chain (``None``: itself): export writes a
+    #: fused form back as those ONNX nodes. A cost model that does not see the runtime fuse them prices it as
+    #: those nodes (:func:`runs_as_keys`), so it never shows as a gain; a measured one times what export writes.
     runs_as: Callable[[Params], list[tuple[str, Params]] | None] | None = None
     #: How applications that share their first input merge into one (TASO's matmul/conv merges, n-way at
     #: once): given the parameters and input shapes, ``(concat axis of each other input, split axis of the
@@ -234,19 +235,30 @@ class OpSpec:
 
     def cost_keys(self, params: Params, in_shapes: Sequence[Shape], out_shape: Shape,
                   weights: Sequence[int] = ()) -> tuple[CostKey, ...]:
-        """The keys of what this configuration runs as after export (see ``runs_as``); the first of a chain
-        takes the inputs, each later one the previous output."""
+        """The keys a cost model prices this configuration by: one, its own (a fused form is one key; a cost
+        model that does not fuse splits it with :func:`runs_as_keys`)."""
         if self.name == "opaque":  # priced by identity: the node it stands for, and which of its outputs
             return (CostKey("opaque", (("key", params["key"]), ("index", params["index"])), (), tuple(out_shape)),)
-        chain = self.runs_as(params) if self.runs_as else None
-        if not chain:
-            return (self.cost_key(params, in_shapes, out_shape, weights=weights),)
-        keys = []
-        for k, (op, p) in enumerate(chain):
-            spec = get(op)
-            keys.append(spec.cost_key(spec.normalize(p), in_shapes if k == 0 else [out_shape], out_shape,
-                                      weights=weights if k == 0 else ()))
-        return tuple(keys)
+        return (self.cost_key(params, in_shapes, out_shape, weights=weights),)
+
+
+def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
+    """The keys of the operators a configuration runs as once exported, when nothing fuses them (see
+    ``OpSpec.runs_as``: a conv with fused relu is a conv and a relu); ``(key,)`` when it runs as itself. The
+    first of a chain takes the inputs, each later one the previous output."""
+    if key.op == "opaque":
+        return (key,)
+    spec = get(key.op)
+    params = dict(key.params)
+    chain = spec.runs_as(params) if spec.runs_as else None
+    if not chain:
+        return (key,)
+    keys = []
+    for k, (op, p) in enumerate(chain):
+        part = get(op)
+        keys.append(part.cost_key(part.normalize(p), key.input_shapes if k == 0 else [key.output_shape],
+                                  key.output_shape, key.dtype, key.layout, key.weights if k == 0 else ()))
+    return tuple(keys)
 
 
 REGISTRY: dict[str, OpSpec] = {}
