@@ -226,6 +226,9 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     stages["saturate"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
+    if hasattr(cost_model, "in_context"):
+        cost_model = cost_model.in_context(sum(int(w.nbytes) for w in graph.weights.values()))
     keys = engine.node_cost_keys(sat.egraph)
     unique = {k for ks in keys.values() for k in ks}
     say(f"costing {len(unique)} operator configurations with {getattr(cost_model, 'name', cost_model)}")

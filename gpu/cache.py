@@ -99,6 +99,7 @@ class CachedCostModel(CostModel):
         self._device = identity_hash(self._identity)
         self.hits = 0
         self.misses = 0
+        self._counted_by: tuple[CachedCostModel, ...] = ()  # models in_context was called on: they count too
 
     def cost(self, key: CostKey) -> float:
         """Cached cost, measuring on a miss."""
@@ -110,8 +111,9 @@ class CachedCostModel(CostModel):
         strs = {k: k.as_str() for k in keys}
         found = self.cache.get_many(self._device, strs.values())
         missing = [k for k in keys if strs[k] not in found]
-        self.hits += len(keys) - len(missing)
-        self.misses += len(missing)
+        for m in (self, *self._counted_by):
+            m.hits += len(keys) - len(missing)
+            m.misses += len(missing)
         measured = self.inner.costs(missing, progress) if missing else {}
         if measured:
             self.cache.put_many(self._device, self._identity, {strs[k]: v for k, v in measured.items()})
@@ -120,3 +122,12 @@ class CachedCostModel(CostModel):
     def device_identity(self) -> dict[str, str]:
         """The wrapped model's identity."""
         return self._identity
+
+    def in_context(self, weight_bytes: int) -> CostModel:
+        """The wrapped model in that context, on the same cache (its identity, hence its entries, may differ)."""
+        inner = self.inner.in_context(weight_bytes)
+        if inner is self.inner:
+            return self
+        other = CachedCostModel(inner, self.cache)
+        other._counted_by = (self, *self._counted_by)
+        return other

@@ -128,7 +128,7 @@ def test_weight_operands_are_part_of_the_key_and_measured_as_initializers() -> N
     assert [i.name for i in m.graph.input] == ["in0"]  # the weight is no graph input
     assert len(m.graph.initializer) == 3 and len(m.graph.output) == 3  # one weight of its own per copy
     cm = OnnxRuntimeCostModel(warmup=1, repeats=3, working_set_mb=1)
-    assert cm.replicas(plain) == 1 and 1 < cm.replicas(weighted) <= 32
+    assert cm.replicas(plain) == 1 and 1 < cm.replicas(weighted) <= 512
     assert cm.cost(weighted) > 0
 
 
@@ -140,3 +140,25 @@ def test_cost_keys_mark_weight_inputs() -> None:
     g = load_model(zoo.two_matmul_shared_input())
     keys = [k for ks in graph_cost_keys(g) for k in ks if k.op == "matmul"]
     assert keys and all(k.weights == (1,) for k in keys)
+
+
+def test_working_set_follows_the_model_being_optimized(tmp_path) -> None:
+    from eqsat.gpu import get_cost_model
+
+    auto = OnnxRuntimeCostModel()
+    assert auto.working_set_mb == 64 and auto.in_context(3 * 2**20).working_set_mb == 4  # rounded up
+    assert auto.in_context(100 * 2**20).working_set_mb == 128 and auto.in_context(10).working_set_mb == 1
+    assert auto.in_context(64 * 2**20) is auto  # already that size
+    fixed = OnnxRuntimeCostModel(working_set_mb=8)
+    assert fixed.in_context(100 * 2**20) is fixed  # an explicit working set stays
+    small = auto.in_context(4 * 2**20)
+    weighted = ops.get("matmul").cost_key({}, [(1, 256), (256, 256)], (1, 256), weights=[1])
+    assert small.replicas(weighted) == 16 and auto.in_context(2**30).replicas(weighted) == 512
+    assert small.device_identity()["method"] != auto.device_identity()["method"]  # its own cache entries
+    cached = get_cost_model("measured", cache_dir=tmp_path)
+    inner_ctx = cached.in_context(4 * 2**20)
+    assert inner_ctx is not cached and inner_ctx.inner.working_set_mb == 4 and inner_ctx.cache is cached.cache
+    relu = ops.get("relu").cost_key({}, [(4, 4)], (4, 4))
+    inner_ctx.costs([relu])
+    assert inner_ctx.misses == cached.misses == 1  # the caller's model counts what its copy measured
+    assert AnalyticCostModel().in_context(10**9).name == "analytic"
