@@ -162,3 +162,23 @@ def test_working_set_follows_the_model_being_optimized(tmp_path) -> None:
     inner_ctx.costs([relu])
     assert inner_ctx.misses == cached.misses == 1  # the caller's model counts what its copy measured
     assert AnalyticCostModel().in_context(10**9).name == "analytic"
+
+
+def test_a_split_piece_costs_its_share_of_one_split(monkeypatch) -> None:
+    # export writes the pieces that tile a tensor as one Split node: n pieces cost one Split, shared by size
+    timed = []
+
+    def fake_run(self, model, feeds):
+        timed.append(model)
+        return 1.0 if model.graph.node[0].op_type == "Split" else 0.2  # the Split model, the overhead model
+    monkeypatch.setattr(OnnxRuntimeCostModel, "_median_run_ms", fake_run)
+    cm = OnnxRuntimeCostModel(threads=1)
+    sp = ops.get("split")
+    pieces = [(0, 256), (256, 512), (768, 1280)]
+    costs = [cm.cost(sp.cost_key(sp.normalize({"axis": 1, "start": a, "size": n}), [(2, 2048)], (2, n)))
+             for a, n in pieces]
+    assert costs == pytest.approx([0.8 * n / 2048 for _, n in pieces])
+    assert sum(costs) == pytest.approx(0.8)  # the three tile the tensor: one Split's time, net of overhead
+    splits = [m for m in timed if m.graph.node[0].op_type == "Split"]
+    assert [len(m.graph.node) for m in splits] == [1, 1, 1]
+    assert [len(m.graph.node[0].output) for m in splits] == [2, 3, 2]  # cut at each piece's bounds
