@@ -100,3 +100,16 @@ def test_cli_refuses_bad_thread_and_candidate_options(tmp_path, capsys, argv: li
     rc = main(["optimize", str(src), "-o", str(tmp_path / "o.onnx"), *argv])
     assert rc == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_costs_measure_prefills_what_optimize_reads(tmp_path, monkeypatch, capsys) -> None:
+    # the prefill prices in the model's context (its working set), so optimize finds every cost cached
+    monkeypatch.setenv("EQSAT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(OnnxRuntimeCostModel, "_median_run_ms", lambda self, model, feeds: 1.0)
+    src = tmp_path / "m.onnx"
+    src.write_bytes(zoo.builtin_models()["two_matmul_shared_input"]().SerializeToString())
+    assert main(["costs", "measure", str(src), "--threads", "1"]) == 0
+    assert "configurations priced" in capsys.readouterr().out
+    cm = get_cost_model("measured", threads=1)
+    pipeline.optimize(str(src), cost_model=cm, verify_latency=False, time_limit=30)
+    assert cm.hits > 0 and cm.misses == 0
