@@ -175,7 +175,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise UsageError("--provenance records which rule built each e-node for the e-graph dump; give "
                          "--dump-egraph PATH too")
     shapes = _input_shapes(args.input_shape)
-    if args.candidates < 1:
+    if args.candidates is not None and args.candidates < 1:
         raise UsageError(f"--candidates {args.candidates}: give at least 1")
     cost_model = _cost_model(args.costs, args.threads)
     say = _progress(args.quiet)
@@ -339,9 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--threads", type=int, default=None, metavar="N",
                    help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
                         "one per physical core; 0 = that default)")
-    o.add_argument("--candidates", type=int, default=1, metavar="K",
+    o.add_argument("--candidates", type=int, default=None, metavar="K",
                    help="with measured costs: extract up to K distinct near-optimal graphs, time each end to end "
-                        "and keep the fastest (default 1)")
+                        "and keep the fastest (default 4; 1 = the cost model's choice only)")
     o.add_argument("--solver", default="cpsat", choices=["cpsat", "greedy"])
     o.add_argument("--rules", default="default", choices=["default", "starter"])
     o.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric check")

@@ -27,6 +27,10 @@ class NumericMismatch(EqsatError, RuntimeError):
     """The optimized model does not compute what the original computes. Nothing was written."""
 
 
+#: Graphs extracted and timed end to end when the latency check runs and ``candidates`` is not given.
+DEFAULT_CANDIDATES = 4
+
+
 @dataclass(frozen=True)
 class CandidateTiming:
     """One extracted candidate graph, its estimated cost and its measured end-to-end latency (ms)."""
@@ -177,7 +181,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
              input_shapes: Mapping[str, tuple[int, ...]] | None = None, check: bool = True,
              dump_egraph: str | Path | bool | None = None, memory_limit_mb: int = 8192, layouts: bool = True,
              verify_latency: bool | None = None, latency_margin: float = 0.02, provenance: bool = False,
-             candidates: int = 1, progress: Callable[[str], None] | None = None) -> OptimizeResult:
+             candidates: int | None = None, progress: Callable[[str], None] | None = None) -> OptimizeResult:
     """Optimize an ONNX model by equality saturation and exact DAG extraction.
 
     ``time_limit`` (seconds) bounds the whole run: 40 % for saturation and 50 % for extraction.
@@ -190,7 +194,8 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     one is faster by more than ``latency_margin`` (a fraction; gains inside timing noise do not count). With
     ``candidates`` > 1 and that latency check, CP-SAT extracts up to that many distinct near-optimal graphs
     (:func:`eqsat.extract.extract_top_k`), all are timed with the original, and the fastest is the one compared
-    with the original (``result.candidates`` lists them). With ``dump_egraph`` (a path, or True for the object
+    with the original (``result.candidates`` lists them); by default 4 with the latency check, else 1. With
+    ``dump_egraph`` (a path, or True for the object
     only) the result carries the saturated e-graph with costs, input terms, tensor names and the extraction's
     choice (``result.egraph_dump``, an :class:`eqsat.egraph_dump.EGraphDump`), written to the path (missing folders
     created) once the run has succeeded. With ``provenance`` as well, the engine records which rule built each
@@ -205,7 +210,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     stages: dict[str, float] = {}
     # limits are checked before the model is read, so a bad one fails at once
     engine.check_seconds("time_limit", time_limit)
-    if candidates < 1:
+    if candidates is not None and candidates < 1:
         raise ValueError(f"candidates must be at least 1, got {candidates}")
     limits = engine.Limits(iter_limit=iter_limit, node_limit=node_limit, time_limit=0.4 * time_limit,
                            multi_iters=multi_iters, memory_limit_mb=memory_limit_mb)
@@ -244,6 +249,8 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     extract_time = max(0.05, min(0.5 * time_limit, start + time_limit - after - time.perf_counter()))
     if verify_latency is None:
         verify_latency = "onnxruntime" in getattr(cost_model, "name", "")
+    if candidates is None:
+        candidates = DEFAULT_CANDIDATES if verify_latency else 1
     if candidates > 1 and verify_latency and solver == "cpsat":
         exts = extract_top_k(eg, candidates, time_limit=extract_time)
         ext = exts[0]

@@ -64,15 +64,20 @@ def test_distinct_candidates_are_distinct_graphs(monkeypatch: pytest.MonkeyPatch
     assert res.model is model
 
 
-def test_one_candidate_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_candidate_counts_by_default_and_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
     def latencies(models, graph, cost_model):
         calls.append(len(models))
-        return [2.0, 1.0]
+        return [2.0] + [1.0] * (len(models) - 1)
     monkeypatch.setattr(pipeline, "_latencies", latencies)
-    res = pipeline.optimize(zoo.builtin_models()["nasrnn_cell"](), verify_latency=True, time_limit=60)
-    assert calls == [2] and res.candidates == []
+    model = zoo.builtin_models()["nasrnn_cell"]()
+    res = pipeline.optimize(model, verify_latency=True, candidates=1, time_limit=60)
+    assert calls == [2] and res.candidates == []  # the original and the cost model's choice
+    res = pipeline.optimize(model, verify_latency=True, time_limit=60)  # with the latency check: 4 by default
+    assert 3 <= calls[-1] <= 1 + pipeline.DEFAULT_CANDIDATES and len(res.candidates) == calls[-1] - 1
+    res = pipeline.optimize(model, time_limit=60)  # analytic costs, no latency check: nothing timed
+    assert len(calls) == 2 and res.latency_ms is None
 
 
 def test_bad_candidate_counts_are_refused() -> None:
