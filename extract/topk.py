@@ -29,11 +29,11 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
                   num_workers: int = 8, random_seed: int | None = None) -> list[Extraction]:
     """Up to ``k`` distinct acyclic extractions, cheapest first; :func:`extract_cpsat`'s answer is one of them.
 
-    ``within`` bounds the others: cost at most ``(1 + within)`` times the first's (for costs >= 0). The
-    first solve gets half of ``time_limit`` when ``k > 1``, and the others share the rest evenly; fewer than
-    ``k`` come back when no other selection is within the bound or time runs out. Every selection is checked
-    by the independent validator, which also recomputes its cost. Only the first carries a bound and gap (a
-    bound of a model with cuts is not a bound on the e-graph).
+    ``within`` bounds the others: cost at most ``(1 + within)`` times the first's (for costs >= 0). The first
+    solve gets 60 % of ``time_limit`` when ``k > 1``; the others share the rest, each at most a quarter of the
+    first solve's time (at least 1 s), and fewer than ``k`` come back when no other selection is within the bound
+    or time runs out. Every selection is checked by the independent validator, which also recomputes its cost.
+    Only the first carries a bound and gap (a bound of a model with cuts is not a bound on the e-graph).
 
     Raises:
         ValueError: ``k < 1`` or ``within < 0``; NoFiniteChoice: no extraction exists.
@@ -43,8 +43,11 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
     if within < 0:
         raise ValueError(f"within must be >= 0, got {within}")
     start = time.perf_counter()
-    first = extract_cpsat(eg, time_limit=time_limit if k == 1 else 0.5 * time_limit, num_workers=num_workers,
+    first = extract_cpsat(eg, time_limit=time_limit if k == 1 else 0.6 * time_limit, num_workers=num_workers,
                           random_seed=random_seed)
+    # an alternative gets at most a quarter of the first solve's time (at least 1 s): a big e-graph whose
+    # first solve used its whole budget does not spend k times that on the others
+    per_alternative = max(1.0, 0.25 * first.seconds)
     found = [first]
     if k == 1:
         return found
@@ -59,7 +62,8 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
         left = time_limit - (time.perf_counter() - start)
         if left <= 0.01:
             break
-        solver, status = solve_model(em, time_limit=left / (k - len(found)), num_workers=num_workers,
+        solver, status = solve_model(em, time_limit=min(per_alternative, left / (k - len(found))),
+                                     num_workers=num_workers,
                                      random_seed=random_seed, log_progress=False)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             break  # none left within the bound, or none found in time
