@@ -89,6 +89,7 @@ def _cpu_name() -> str:
 
 DEFAULT_WORKING_SET_MB = 64
 MAX_REPLICAS = 512  # copies of a node with weights, to reach the working set with small weights
+MAX_RUN_MS = 10.0  # ... as long as the copies take at most this long per run (analytic estimate)
 
 
 class OnnxRuntimeCostModel(CostModel):
@@ -241,11 +242,15 @@ class OnnxRuntimeCostModel(CostModel):
 
     def replicas(self, key: CostKey) -> int:
         """How many copies of a node with weights one measurement runs: enough that their weights exceed
-        ``working_set_mb``, as a whole model's do (at most ``MAX_REPLICAS``; 1 without weights or working set)."""
+        ``working_set_mb``, as a whole model's do (at most ``MAX_REPLICAS``; 1 without weights or working set),
+        but no more than fit in ``MAX_RUN_MS`` by the analytic estimate: an operator with that much work per
+        weight byte (a convolution over a large image) reuses each weight many times, so where the weights
+        come from hardly matters, while hundreds of copies would make measuring a large model take minutes."""
         nbytes = sum(int(np.prod(key.input_shapes[k])) * np.dtype(key.dtype).itemsize for k in key.weights)
         if not nbytes or not self.working_set_mb:
             return 1
-        return max(1, min(MAX_REPLICAS, int(self.working_set_mb * 2**20 // nbytes)))
+        by_time = int(MAX_RUN_MS / max(self._fallback.cost(key), 1e-6))
+        return max(1, min(MAX_REPLICAS, by_time, int(self.working_set_mb * 2**20 // nbytes)))
 
     def device_identity(self) -> dict[str, str]:
         """CPU model, core count, onnxruntime version and thread count."""
@@ -255,7 +260,7 @@ class OnnxRuntimeCostModel(CostModel):
                 "onnxruntime": ort.__version__,
                 "threads": str(self.threads) if self.threads else "onnxruntime-default",
                 "method": f"batched-net-of-run-overhead-ws{self.working_set_mb}-weights-replicated"
-                          f"-max{MAX_REPLICAS}-split-share"}
+                          f"-max{MAX_REPLICAS}-{MAX_RUN_MS:g}ms-split-share"}
 
 
 def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, threads: int = 0, rounds: int = 15,
