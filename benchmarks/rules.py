@@ -1,10 +1,12 @@
 """Rule generation and verification benchmark: counts per stage (TASO's Table 3), times, and the optimized
 cost of the built-in BERT attention block and NasRNN cell with the corpus versus the starter rules.
 
-Run: ``.venv/bin/python benchmarks/rules.py [--max-ops 3] [--workers 2] [--probe-max-ops 4]``; writes
+Run: ``.venv/bin/python benchmarks/rules.py [--max-ops 3] [--workers 2] [--scale-max-ops 4]``; writes
 ``benchmarks/results/rules.md`` and ``rules.json``. Verification runs on the corpus selected from each
 generation (not on the committed corpus file, which is left untouched); the model costs use the committed
-corpus and the deterministic analytic cost model.
+corpus and the deterministic analytic cost model. ``--scale-only`` times a sample of the size-4 enumeration
+units on 1 and 2 local workers (pool and Ray) and projects the whole enumeration, on those workers and on a
+64-core cluster, from the measured per-unit times; it rewrites only that section.
 """
 
 from __future__ import annotations
@@ -97,18 +99,118 @@ def families_only(workers: int, before: str | None = None) -> None:
     print("\n".join(lines))
 
 
-def probe(max_ops: int, units: int) -> dict[str, Any]:
-    """Whether a larger enumeration is feasible: its unit count and the time of its first few units."""
-    t = time.perf_counter()
-    all_units = generator.work_units(max_ops)
-    out: dict[str, Any] = {"max_ops": max_ops, "units": len(all_units), "plan_seconds": time.perf_counter() - t,
-                           "sample": []}
-    for u in all_units[1:1 + units]:  # unit 0 holds just the bare variables
+def _worker_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def scale(max_ops: int, sample: int, workers: int, backends: list[str], cores: int = 64) -> dict[str, Any]:
+    """Time a sample of the enumeration units of size ``max_ops`` on 1 and on ``workers`` local workers, and
+    project the whole enumeration from the measured per-unit times.
+
+    The sample is ``sample`` units evenly spaced over the unit list (the bare-variable units left out). Each
+    unit runs as :func:`eqsat.rules.generator.enumerate_unit` (enumeration, sharding by fingerprint and
+    compression, as in ``eqsat rules generate``): one after another in this process (1 worker), then all
+    of them on each backend with ``workers`` workers (Ray started before the clock). Projections: serial = per
+    domain, the mean sampled unit time x the domain's units; ``workers`` workers = serial / measured speedup;
+    ``cores`` cores = max(longest sampled unit, serial / cores). Pairing, pruning and confirmation are not
+    included.
+    """
+    import resource
+    import statistics
+
+    from eqsat.rules.distributed import Executor
+
+    units = generator.work_units(max_ops)
+    shards = generator.SHARDS.get(max_ops, generator.SHARDS[4])
+    real = [i for i, u in enumerate(units) if u.first >= 0]
+    picks = sorted({real[round(j * (len(real) - 1) / max(1, sample - 1))] for j in range(sample)})
+    for d in {units[i].domain for i in real} - {units[i].domain for i in picks}:  # every domain in the sample
+        picks.append(next(i for i in real if units[i].domain == d))
+    per_unit = []
+    t0 = time.perf_counter()
+    for i in picks:
         t = time.perf_counter()
-        graphs, states = generator.run_unit(u)
-        out["sample"].append({"domain": u.domain, "first": u.first, "graphs": len(graphs), "states": states,
-                              "seconds": time.perf_counter() - t})
-    return out
+        (states, graphs, _), parts = generator.enumerate_unit((units[i], shards))
+        per_unit.append({"unit": i, "domain": units[i].domain, "first": units[i].first, "states": states,
+                         "graphs": graphs, "stored_mb": sum(map(len, parts)) / 1e6,
+                         "seconds": time.perf_counter() - t})
+        del parts
+    t_serial = time.perf_counter() - t0
+    rss_serial = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    parallel: dict[str, dict[str, float]] = {}
+    for backend in backends:
+        ex = Executor(workers=workers, backend=backend)
+        if ex.resolved == "ray":
+            list(ex.imap(generator.run_unit, 1, lambda _: units[0]))  # start Ray and its workers first
+        t = time.perf_counter()
+        for _ in ex.imap(generator.enumerate_unit, len(picks), lambda j: (units[picks[j]], shards)):
+            pass
+        wall = time.perf_counter() - t
+        parallel[ex.resolved] = {"seconds": wall, "speedup": t_serial / wall}
+        if ex.resolved == "ray":
+            import ray
+
+            ray.shutdown()
+    secs = [u["seconds"] for u in per_unit]
+    total = 0.0  # per domain: mean sampled unit time x the domain's units (all domains are in the sample)
+    for d in {u.domain for u in units}:
+        ds = [u["seconds"] for u in per_unit if u["domain"] == d] or secs
+        total += statistics.mean(ds) * sum(u.domain == d and u.first >= 0 for u in units)
+    best = max(parallel.values(), key=lambda r: r["speedup"]) if parallel else {"speedup": 1.0}
+    return {"max_ops": max_ops, "units": len(units), "sample": per_unit, "workers": workers,
+            "serial_seconds": t_serial, "parallel": parallel, "peak_rss_mb_serial": rss_serial,
+            "peak_rss_mb_worker": _worker_rss_mb(),
+            "unit_seconds": {"min": min(secs), "median": statistics.median(secs), "mean": statistics.mean(secs),
+                             "max": max(secs)},
+            "projected_seconds": {"1 worker": total, f"{workers} workers": total / best["speedup"],
+                                  f"{cores} cores": max(max(secs), total / cores)},
+            "cores": cores}
+
+
+def scale_lines(sc: dict[str, Any]) -> list[str]:
+    """The scaling section of the report in markdown."""
+    n, w = sc["max_ops"], sc["workers"]
+    us = sc["unit_seconds"]
+    lines = [f"## N = {n} enumeration: workers and projection", "",
+             f"{sc['units']} work units. A sample of {len(sc['sample'])} units evenly spaced over them, each run as "
+             "in `eqsat rules generate` (enumeration, sharding by fingerprint, compression): "
+             f"{sc['serial_seconds']:.1f} s on 1 worker (peak RSS {sc['peak_rss_mb_serial']:.0f} MB, the "
+             f"largest unit), and on {w} local workers:", "",
+             "| executor | seconds | speedup |", "|---|---|---|", f"| 1 worker | {sc['serial_seconds']:.1f} | 1.00 |"]
+    lines += [f"| {b}, {w} workers | {r['seconds']:.1f} | {r['speedup']:.2f} |" for b, r in sc["parallel"].items()]
+    lines += ["", f"Per unit: min {us['min']:.1f} s, median {us['median']:.1f} s, mean {us['mean']:.1f} s, "
+              f"max {us['max']:.1f} s.", "",
+              "| unit | domain | first op | states | graphs | stored MB | seconds |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {u['unit']} | {u['domain']} | {u['first']} | {u['states']} | {u['graphs']} | "
+              f"{u['stored_mb']:.1f} | {u['seconds']:.1f} |" for u in sc["sample"]]
+    proj = sc["projected_seconds"]
+    lines += ["", "Projected enumeration time of all units from the sample (per domain, mean unit time x units; with "
+              f"{w} workers divided by the measured speedup; on {sc['cores']} cores the larger of the longest "
+              "sampled unit and the total over the cores; pairing, pruning and confirmation not included):", ""]
+    lines += [f"- {k}: {v / 3600:.2f} h ({v:.0f} s)" for k, v in proj.items()]
+    return lines + [""]
+
+
+def scale_only(max_ops: int, sample: int, workers: int, backends: list[str]) -> None:
+    """Measure the scaling only and rewrite that section of the report and the ``scale`` entry of the json."""
+    sc = scale(max_ops, sample, workers, backends)
+    lines = scale_lines(sc)
+    text = OUT.read_text() if OUT.exists() else ""
+    start = text.find(f"## N = {max_ops} ")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + "\n".join(lines) + ("\n" + text[end + 1:] if end >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
+    OUT.write_text(text)
+    js = OUT.with_suffix(".json")
+    data = json.loads(js.read_text()) if js.exists() else {}
+    data.pop("probe", None)
+    data["scale"] = sc
+    js.write_text(json.dumps(data, indent=1) + "\n")
+    print("\n".join(lines))
 
 
 def model_costs() -> dict[str, dict[str, float]]:
@@ -157,14 +259,24 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=30.0, help="wall-clock safety net per rule")
     ap.add_argument("--rlimit", type=int, default=verifier.RULE_RLIMIT)
-    ap.add_argument("--probe-max-ops", type=int, default=4, help="size whose feasibility is probed (0: none)")
-    ap.add_argument("--probe-units", type=int, default=2)
+    ap.add_argument("--scale-max-ops", type=int, default=4,
+                    help="size whose enumeration is timed on a sample of units with 1 and --workers workers (0: none)")
+    ap.add_argument("--scale-sample", type=int, default=6, help="units in that sample")
+    ap.add_argument("--scale-executors", nargs="+", default=["pool", "ray"],
+                    help="executors timed with --workers workers (ray is skipped where it is not installed)")
+    ap.add_argument("--scale-only", action="store_true", help="only measure the scaling and rewrite its section")
     ap.add_argument("--families-only", action="store_true",
                     help="only regenerate the candidates and rewrite the families table of the report")
     ap.add_argument("--before", help="an older corpus file whose family counts the table shows too")
     args = ap.parse_args()
     if args.families_only:
         families_only(args.workers, args.before)
+        return
+    from eqsat.rules.distributed import ray_available
+
+    backends = [b for b in args.scale_executors if b != "ray" or ray_available()]
+    if args.scale_only:
+        scale_only(args.scale_max_ops, args.scale_sample, args.workers, backends)
         return
     t = time.perf_counter()
     checks = verifier.validate_axioms(list(axioms.AXIOMS), workers=args.workers)
@@ -176,7 +288,7 @@ def main() -> None:
     results = [run(n, args.workers, args.timeout, args.rlimit, args.before) for n in args.max_ops]
     costs = model_costs()
     merges = independent_merges()
-    probed = probe(args.probe_max_ops, args.probe_units) if args.probe_max_ops else None
+    scaled = scale(args.scale_max_ops, args.scale_sample, args.workers, backends) if args.scale_max_ops else None
     lines = ["# Rule generation and verification", "",
              f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
              f"{args.workers} workers; Z3 budget {args.rlimit} resource units per rule "
@@ -214,12 +326,8 @@ def main() -> None:
               + "".join(f"; {c.name}: {c.status}" for c in checks if c.status != "valid") + ".",
               f"Redundancy check ({t_red:.1f} s): {', '.join(redundant) or 'no axiom entailed by the others'}.",
               f"Planted wrong axiom `{axioms.PLANTED_WRONG.name}`: {planted.status} ({planted.reason}).", ""]
-    if probed:
-        lines += [f"## N = {probed['max_ops']} feasibility", "",
-                  f"{probed['units']} work units (planned in {probed['plan_seconds']:.1f} s). First units:", ""]
-        lines += [f"- {s['domain']} unit {s['first']}: {s['graphs']} graphs, {s['states']} states, "
-                  f"{s['seconds']:.1f} s" for s in probed["sample"]]
-        lines.append("")
+    if scaled:
+        lines += scale_lines(scaled)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text("\n".join(lines))
     data = {"workers": args.workers, "rlimit": args.rlimit, "timeout": args.timeout, "runs": results,
@@ -227,7 +335,7 @@ def main() -> None:
             "axioms": {"count": len(checks), "validate_seconds": t_ax,
                        "redundant": redundant, "redundancy_seconds": t_red,
                        "planted": planted.status},
-            "probe": probed}
+            "scale": scaled}
     OUT.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
     print("\n".join(lines))
 

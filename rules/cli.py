@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -19,20 +20,31 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from eqsat.rules import corpus, generator
 
     t0 = time.perf_counter()
-    cands, rep = generator.generate(args.max_ops, workers=args.workers, progress=_say)
+    cands, rep = generator.generate(args.max_ops, workers=args.workers, progress=_say, **_dist_kwargs(args))
     entries = corpus.select(cands)
     meta = {"max_ops": args.max_ops, "stages": dict(rep.table()), "selected": len(entries)}
     corpus.save_corpus(entries, args.out, meta)
     for stage, n in rep.table():
         print(f"{stage:<45} {n}")
     print(f"{'selected for the corpus':<45} {len(entries)}")
+    print("units: " + ", ".join(f"{name} {st.units} ({st.computed} run, {st.reused} reused)"
+                                for name, st in rep.stages.items()))
     print(f"wrote {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0
 
 
-def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int) -> None:
+def _dist_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The executor and results-folder options of ``generate`` / ``verify_many`` from the command line."""
+    from eqsat.rules.distributed import default_results_dir
+
+    return {"executor": args.executor, "address": args.address,
+            "results_dir": args.results_dir or default_results_dir(), "fresh": args.fresh}
+
+
+def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int, **dist: Any) -> None:
     """Set the status of each entry: numerically re-checked, then Z3 entailment from the axioms (within the
-    deterministic resource budget ``rlimit`` and the wall-clock safety net ``timeout``)."""
+    deterministic resource budget ``rlimit`` and the wall-clock safety net ``timeout``); ``dist``: the executor
+    options of :func:`eqsat.rules.verifier.verify_many`."""
     from eqsat.rules import generator, verifier
 
     todo = []
@@ -44,7 +56,7 @@ def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int
         else:
             todo.append(e)
     verdicts = verifier.verify_many([(e.lhs, e.rhs, e.conditions) for e in todo], timeout=timeout, workers=workers,
-                                    rlimit=rlimit)
+                                    rlimit=rlimit, **dist)
     for e, v in zip(todo, verdicts, strict=True):
         e.status, e.reason = v.status, v.reason
 
@@ -64,7 +76,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not entries:
         print(f"no corpus at {args.corpus}; run `eqsat rules generate` first")
         return 2
-    verify_entries(entries, args.timeout, args.workers, args.rlimit)
+    verify_entries(entries, args.timeout, args.workers, args.rlimit, progress=_say, **_dist_kwargs(args))
     meta["axioms"] = {"count": len(checks), "invalid": [c.name for c in bad], "redundant": redundant}
     counts: dict[str, int] = {}
     for e in entries:
@@ -142,6 +154,22 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 2
 
 
+def _add_dist_options(p: argparse.ArgumentParser) -> None:
+    from eqsat.rules.distributed import BACKENDS
+
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="parallel workers on this machine (default: one per core)")
+    p.add_argument("--executor", choices=BACKENDS, default="auto",
+                   help="auto (default): Ray if installed (pip install 'eqsat[dist]'), else a process pool; "
+                        "serial runs in this process")
+    p.add_argument("--address", default=None,
+                   help="an existing Ray cluster (e.g. ray://head:10001; default: $RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--results-dir", type=Path, default=None,
+                   help="folder of per-unit results, by content hash, so that an interrupted run resumes "
+                        "(default: eqsat/rules-units in the user cache directory)")
+    p.add_argument("--fresh", action="store_true", help="forget stored unit results and recompute everything")
+
+
 def register(subparsers: Any) -> None:
     """Add ``eqsat rules {generate,verify,list,show}``."""
     from eqsat.rules import verifier
@@ -151,8 +179,8 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="rules_command", required=True)
     g = sub.add_parser("generate", help="enumerate graphs and write the candidate corpus")
     g.add_argument("--max-ops", type=int, default=3)
-    g.add_argument("--workers", type=int, default=2)
     g.add_argument("--out", type=Path, default=CORPUS_PATH)
+    _add_dist_options(g)
     g.set_defaults(func=cmd_generate)
     v = sub.add_parser("verify", help="validate the axioms and verify every corpus rule with Z3")
     v.add_argument("--rlimit", type=int, default=verifier.RULE_RLIMIT,
@@ -162,8 +190,8 @@ def register(subparsers: Any) -> None:
     v.add_argument("--axiom-rlimit", type=int, default=verifier.AXIOM_RLIMIT)
     v.add_argument("--axiom-timeout", type=float, default=15.0)
     v.add_argument("--skip-redundancy", action="store_true")
-    v.add_argument("--workers", type=int, default=2)
     v.add_argument("--corpus", type=Path, default=CORPUS_PATH)
+    _add_dist_options(v)
     v.set_defaults(func=cmd_verify)
     ls = sub.add_parser("list", help="list corpus rules")
     ls.add_argument("--all", action="store_true", help="include unknown and refuted rules")

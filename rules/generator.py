@@ -25,16 +25,23 @@ A conv kernel variable ``?k1`` always travels with its bias variable ``?bk1``: o
 are applied to their biases too (concat along output channels concatenates biases, a sum of kernels sums
 them, a constant kernel has a zero bias), and these bias operators are not counted.
 
-The work is cut into independent units (one per domain and first operator) that :func:`generate` runs in a
-multiprocessing pool; a unit is a pure function of its description, so units can be sharded across machines.
+The work is cut into independent units (one per domain and first operator) that :func:`generate` runs on
+an executor of :mod:`eqsat.rules.distributed` (a process pool, or Ray tasks on this machine or a cluster); a
+unit is a pure function of its description, and its result is stored by content hash, so an interrupted run
+resumes. Each unit's graphs are split into shards by fingerprint; pairing and pruning then run shard by
+shard (memory bounded by a shard, not by all graphs) and their outputs merge into the order a single
+in-memory pass gives, so the candidates do not depend on the workers, their order or the shard counts.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import hashlib
+import pickle
 import time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -663,15 +670,20 @@ def merge_unit_results(results: Iterable[tuple[list[GraphRecord], int]]
     states = 0
     for recs, visited in results:
         states += visited
-        for g in recs:
-            order = sorted(range(len(g.outputs)), key=lambda i: g.outputs[i])
-            g = GraphRecord(tuple(g.outputs[i] for i in order), tuple(g.hashes[i] for i in order), g.op_keys,
-                            g.n_ops, g.domain)
-            key = (g.domain, g.outputs)
-            old = graphs.get(key)
-            if old is None or _record_order(g) < _record_order(old):
-                graphs[key] = g
+        _least_records(recs, graphs)
     return graphs, states
+
+
+def _least_records(records: Iterable[GraphRecord], graphs: dict[tuple[str, tuple[str, ...]], GraphRecord]) -> None:
+    """Fold records into ``graphs``: outputs in sorted order, the least record kept per (domain, outputs)."""
+    for g in records:
+        order = sorted(range(len(g.outputs)), key=lambda i: g.outputs[i])
+        g = GraphRecord(tuple(g.outputs[i] for i in order), tuple(g.hashes[i] for i in order), g.op_keys,
+                        g.n_ops, g.domain)
+        key = (g.domain, g.outputs)
+        old = graphs.get(key)
+        if old is None or _record_order(g) < _record_order(old):
+            graphs[key] = g
 
 
 def work_units(max_ops: int, domains: Sequence[str] = tuple(DOMAINS), seed: int = 0) -> list[WorkUnit]:
@@ -883,10 +895,18 @@ def _op_keys_of(rec: GraphRecord) -> tuple[str, ...]:
 
 def candidates_from(graphs: Iterable[GraphRecord]) -> tuple[list[Candidate], int]:
     """Pair every graph with the smallest graph of its fingerprint bucket. Returns (candidates, #buckets)."""
-    buckets: dict[tuple[int, ...], list[GraphRecord]] = {}
+    keyed, n_buckets = keyed_candidates(graphs)
+    return [c for _, c in keyed], n_buckets
+
+
+def keyed_candidates(graphs: Iterable[GraphRecord]) -> tuple[list[tuple[Any, Candidate]], int]:
+    """:func:`candidates_from` with each candidate's place in the global order: ``(domain, fingerprint,
+    position in its bucket)``. Candidates from disjoint sets of buckets (fingerprint shards) merge into the
+    order of one in-memory pass by sorting on these keys."""
+    buckets: dict[tuple[Any, ...], list[GraphRecord]] = {}
     for g in graphs:
         buckets.setdefault((g.domain,) + g.fingerprint, []).append(g)
-    out: list[Candidate] = []
+    out: list[tuple[Any, Candidate]] = []
     n_buckets = 0
     for key in sorted(buckets, key=lambda k: (k[0], k[1:])):
         gs = buckets[key]
@@ -895,12 +915,13 @@ def candidates_from(graphs: Iterable[GraphRecord]) -> tuple[list[Candidate], int
         n_buckets += 1
         gs.sort(key=lambda g: (g.n_ops, sum(len(o) for o in g.outputs), g.outputs))
         rep = gs[0]
-        for g in gs[1:]:
+        for j, g in enumerate(gs[1:]):
             order = [rep.hashes.index(h) for h in g.hashes]
             if sorted(order) != list(range(len(order))):
                 continue
-            out.append(Candidate(g.outputs, tuple(rep.outputs[i] for i in order), g.n_ops, rep.n_ops, g.domain,
-                                 _op_keys_of(g), _op_keys_of(rep)))
+            out.append(((key[0], key[1:], j),
+                        Candidate(g.outputs, tuple(rep.outputs[i] for i in order), g.n_ops, rep.n_ops, g.domain,
+                                  _op_keys_of(g), _op_keys_of(rep))))
     return out, n_buckets
 
 
@@ -1013,6 +1034,10 @@ class GenerationReport:
     after_generalisation: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     dropped: list[tuple[str, str]] = field(default_factory=list)
+    #: Per stage (enumerate, pair, prune, confirm): units in all, computed in this run, reused from the folder.
+    stages: dict[str, Any] = field(default_factory=dict)
+    #: Each enumeration unit with the seconds it took (when it was computed, possibly in an earlier run).
+    unit_seconds: list[tuple[WorkUnit, float]] = field(default_factory=list)
 
     def table(self) -> list[tuple[str, int]]:
         """The stage counts as (stage, count) rows."""
@@ -1052,44 +1077,171 @@ def confirm(c: Candidate) -> tuple[str | None, str | None, tuple[str, ...]]:
     return "general", r, ()
 
 
+#: Shards by fingerprint (pairing) and by canonical rule text (deduplication) per enumeration size: each
+#: pairing unit holds one fingerprint shard's graphs, never all of them. Results do not depend on these.
+SHARDS = {1: 2, 2: 4, 3: 16, 4: 256}
+
+
+def _shard(text: str, k: int) -> int:
+    """A shard index from a text, the same in every process (unlike ``hash`` of a str)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") % k
+
+
+def _pack(obj: Any) -> bytes:
+    return zlib.compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def _unpack(blob: bytes) -> Any:
+    return pickle.loads(zlib.decompress(blob))
+
+
+def enumerate_unit(args: tuple[WorkUnit, int]) -> tuple[tuple[int, int, float], list[bytes]]:
+    """A distributed enumeration unit: run ``unit`` and split its graphs into ``shards`` parts by fingerprint.
+
+    Returns ``((states, graphs, seconds), parts)``; a graph with the same outputs as another has the same
+    fingerprint, so deduplication across units happens within a shard.
+    """
+    unit, shards = args
+    t = time.perf_counter()
+    recs, states = run_unit(unit)
+    graphs: dict[tuple[str, tuple[str, ...]], GraphRecord] = {}
+    _least_records(recs, graphs)
+    del recs
+    parts: list[list[tuple[Any, ...]]] = [[] for _ in range(shards)]
+    for g in graphs.values():
+        parts[_shard(repr((g.domain, g.fingerprint)), shards)].append((g.outputs, g.hashes, g.op_keys, g.n_ops))
+    n = len(graphs)
+    del graphs
+    blobs = [_pack((unit.domain, p)) for p in parts]
+    return (states, n, time.perf_counter() - t), blobs
+
+
+def pair_shard(args: tuple[list[bytes], int]) -> tuple[tuple[int, int, int], list[bytes]]:
+    """A pairing unit: the graphs of one fingerprint shard (one part per enumeration unit) are merged, paired
+    into candidates, renamed canonically and deduplicated (the first of each text kept). The candidates, with
+    their global order keys, are split into ``text_shards`` parts by canonical text.
+
+    Returns ``((graphs, buckets, candidates), parts)``.
+    """
+    blobs, text_shards = args
+    graphs: dict[tuple[str, tuple[str, ...]], GraphRecord] = {}
+    for blob in blobs:
+        domain, rows = _unpack(blob)
+        _least_records((GraphRecord(o, h, k, n, domain) for o, h, k, n in rows), graphs)
+    n_graphs = len(graphs)
+    keyed, n_buckets = keyed_candidates([graphs[k] for k in sorted(graphs)])
+    del graphs
+    parts: list[list[tuple[Any, Candidate]]] = [[] for _ in range(text_shards)]
+    seen: set[str] = set()
+    for key, c in keyed:
+        cc = canonical(c)
+        text = cc.text()
+        if text not in seen:
+            seen.add(text)
+            parts[_shard(text, text_shards)].append((key, cc))
+    return (n_graphs, n_buckets, len(keyed)), [_pack(p) for p in parts]
+
+
+def prune_shard(blobs: list[bytes]) -> tuple[int, int, int, list[tuple[Any, Candidate]]]:
+    """A pruning unit: the candidates of one text shard, in global order, keep the first of each canonical
+    text (input renaming), then lose the common subgraph and supergraph candidates.
+
+    Returns ``(after renaming, after common subgraph, after common supergraph, survivors with order keys)``.
+    """
+    rows: list[tuple[Any, Candidate]] = []
+    for blob in blobs:
+        rows += _unpack(blob)
+    rows.sort(key=lambda r: r[0])
+    first: dict[str, tuple[Any, Candidate]] = {}
+    for key, c in rows:
+        first.setdefault(c.text(), (key, c))
+    kept = list(first.values())
+    n_renamed = len(kept)
+    kept = [r for r in kept if not common_subgraph(r[1])]
+    n_sub = len(kept)
+    kept = [r for r in kept if not common_supergraph(r[1])]
+    return n_renamed, n_sub, len(kept), kept
+
+
+def confirm_chunk(cands: Sequence[Candidate]) -> list[tuple[str | None, str | None, tuple[str, ...]]]:
+    """A confirmation unit: :func:`confirm` over a chunk of candidates."""
+    return [confirm(c) for c in cands]
+
+
+def generator_salt() -> str:
+    """The version of the code that generation results depend on (generator, patterns, operator registry)."""
+    from eqsat.rules import distributed
+
+    here = Path(__file__).parent
+    return distributed.source_salt(here / "generator.py", here / "rule.py", Path(ops.__file__).parent)
+
+
 def generate(max_ops: int = 3, workers: int = 2, domains: Sequence[str] = tuple(DOMAINS), seed: int = 0,
-             progress: Callable[[str], None] | None = None) -> tuple[list[Candidate], GenerationReport]:
-    """Enumerate, fingerprint, pair, prune and confirm; returns the surviving candidates and the report."""
+             progress: Callable[[str], None] | None = None, executor: str = "auto", address: str | None = None,
+             results_dir: str | Path | None = None, fresh: bool = False,
+             shards: tuple[int, int] | None = None) -> tuple[list[Candidate], GenerationReport]:
+    """Enumerate, fingerprint, pair, prune and confirm; returns the surviving candidates and the report.
+
+    Units run on :class:`eqsat.rules.distributed.Executor` (``executor``: auto, ray, pool or serial;
+    ``address``: a Ray cluster). Every unit's result is stored in ``results_dir`` (a temporary folder when
+    None) under a hash of its description and of the code, so a rerun with the same folder redoes only the
+    units that did not finish (``fresh``: forget stored results first). Pairing runs per fingerprint shard
+    and deduplication per canonical-text shard (``shards``: their counts, default :data:`SHARDS`), so no
+    process holds every graph. The result does not depend on the workers, the backend or the shards.
+    """
+    from eqsat.rules.distributed import Executor, ResultStore, run_stage
+
     say = progress or (lambda m: None)
     rep = GenerationReport(max_ops)
-    t0 = time.perf_counter()
-    units = work_units(max_ops, domains, seed)
-    rep.units = len(units)
-    with _pool(workers) as pool:
-        mapper = pool.imap_unordered if pool is not None else map
-        graphs, rep.states = merge_unit_results(mapper(run_unit, units))
-    rep.graphs = len(graphs)
-    rep.seconds["enumerate"] = time.perf_counter() - t0
-    say(f"enumerated {rep.graphs} graphs ({rep.states} states, {len(units)} units)")
+    ex = Executor(workers=workers, backend=executor, address=address)
+    store = ResultStore(results_dir)
+    if fresh:
+        store.clear()
+    salt = generator_salt()
+    k_fp, k_text = shards or (SHARDS.get(max_ops, SHARDS[4]),) * 2
+    try:
+        t0 = time.perf_counter()
+        units = work_units(max_ops, domains, seed)
+        rep.units = len(units)
+        keys = [store.key("enumerate", salt, (u, k_fp)) for u in units]
+        summaries, rep.stages["enumerate"] = run_stage(ex, store, enumerate_unit, keys, lambda i: (units[i], k_fp),
+                                                       save=lambda r: r, label="enumerate", say=progress)
+        rep.states = sum(s[0] for s in summaries)
+        rep.unit_seconds = [(u, s[2]) for u, s in zip(units, summaries, strict=True)]
+        rep.seconds["enumerate"] = time.perf_counter() - t0
+        say(f"enumerated {sum(s[1] for s in summaries)} graphs in units ({rep.states} states, {len(units)} units)")
 
-    t = time.perf_counter()
-    ordered = [graphs[k] for k in sorted(graphs)]
-    cands, rep.buckets = candidates_from(ordered)
-    rep.candidates = len(cands)
-    seen: dict[str, Candidate] = {}
-    for c in cands:
-        cc = canonical(c)
-        seen.setdefault(cc.text(), cc)
-    cands = list(seen.values())
-    rep.after_renaming = len(cands)
-    cands = [c for c in cands if not common_subgraph(c)]
-    rep.after_common_subgraph = len(cands)
-    cands = [c for c in cands if not common_supergraph(c)]
-    rep.after_common_supergraph = len(cands)
-    cands = [m for m in (orient_multi(c) if c.multi else c for c in cands) if m is not None]
-    cands = prune_instances(cands)
-    rep.after_instances = len(cands)
-    rep.seconds["pair+prune"] = time.perf_counter() - t
-    say(f"{rep.candidates} candidates, {rep.after_common_supergraph} after pruning")
+        t = time.perf_counter()
+        pkeys = [store.key("pair", salt, (keys, s, k_text)) for s in range(k_fp)]
+        psum, rep.stages["pair"] = run_stage(ex, store, pair_shard, pkeys,
+                                             lambda s: ([store.part(k, s) for k in keys], k_text),
+                                             save=lambda r: r, label="pair", say=progress)
+        rep.graphs = sum(s[0] for s in psum)
+        rep.buckets = sum(s[1] for s in psum)
+        rep.candidates = sum(s[2] for s in psum)
+        qkeys = [store.key("prune", salt, (pkeys, q)) for q in range(k_text)]
+        qsum, rep.stages["prune"] = run_stage(ex, store, prune_shard, qkeys,
+                                              lambda q: [store.part(k, q) for k in pkeys], label="prune",
+                                              say=progress)
+        rep.after_renaming = sum(s[0] for s in qsum)
+        rep.after_common_subgraph = sum(s[1] for s in qsum)
+        rep.after_common_supergraph = sum(s[2] for s in qsum)
+        cands = [c for _, c in sorted((r for s in qsum for r in s[3]), key=lambda r: r[0])]
+        del qsum
+        cands = [m for m in (orient_multi(c) if c.multi else c for c in cands) if m is not None]
+        cands = prune_instances(cands)
+        rep.after_instances = len(cands)
+        rep.seconds["pair+prune"] = time.perf_counter() - t
+        say(f"{rep.graphs} graphs, {rep.candidates} candidates, {rep.after_common_supergraph} after pruning")
 
-    t = time.perf_counter()
-    with _pool(workers) as pool:
-        results = list(pool.map(confirm, cands, chunksize=16) if pool is not None else map(confirm, cands))
+        t = time.perf_counter()
+        chunks = [cands[i:i + CONFIRM_CHUNK] for i in range(0, len(cands), CONFIRM_CHUNK)]
+        ckeys = [store.key("confirm", salt, [(c.lhs, c.rhs) for c in ch]) for ch in chunks]
+        cres, rep.stages["confirm"] = run_stage(ex, store, confirm_chunk, ckeys, chunks.__getitem__,
+                                                label="confirm", say=progress)
+    finally:
+        store.close()
+    results = [r for ch in cres for r in ch]
     kept: list[Candidate] = []
     n_float = 0
     for c, (stage, reason, conds) in zip(cands, results, strict=True):
@@ -1108,15 +1260,5 @@ def generate(max_ops: int = 3, workers: int = 2, domains: Sequence[str] = tuple(
     return kept, rep
 
 
-class _NoPool:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _pool(workers: int) -> Any:
-    if workers <= 1:
-        return _NoPool()
-    return mp.get_context("fork").Pool(workers)
+#: Candidates per confirmation unit.
+CONFIRM_CHUNK = 32

@@ -263,15 +263,51 @@ def _verify_unit(args: tuple[tuple[str, ...], tuple[str, ...], float, int | None
     return verify_equation(*args)
 
 
+def _verify_chunk(jobs: Sequence[tuple[tuple[str, ...], tuple[str, ...], float, int | None, tuple[str, ...]]]
+                  ) -> list[Verdict]:
+    return [verify_equation(*j) for j in jobs]
+
+
+def verifier_salt() -> str:
+    """The version of the code that verdicts depend on (verifier, axioms, patterns, operator registry)."""
+    from pathlib import Path
+
+    from eqsat.rules import distributed
+
+    here = Path(__file__).parent
+    return distributed.source_salt(here / "verifier.py", here / "axioms.py", here / "rule.py",
+                                   Path(ops.__file__).parent, extra=z3.get_full_version())
+
+
+#: Equations per verification unit.
+VERIFY_CHUNK = 4
+
+
 def verify_many(equations: Sequence[tuple[Sequence[str], ...]], timeout: float = 10.0, workers: int = 2,
-                progress: Callable[[str], None] | None = None, rlimit: int | None = RULE_RLIMIT) -> list[Verdict]:
+                progress: Callable[[str], None] | None = None, rlimit: int | None = RULE_RLIMIT,
+                executor: str = "auto", address: str | None = None, results_dir: Any = None,
+                fresh: bool = False) -> list[Verdict]:
     """Verify many equations ``(lhs, rhs)`` or ``(lhs, rhs, conditions)`` (independent units, each in its own
-    Z3 context) in a process pool."""
+    Z3 context) on an executor of :mod:`eqsat.rules.distributed` (``executor``: auto, ray, pool or serial;
+    ``address``: a Ray cluster). Verdicts are stored in ``results_dir`` (a temporary folder when None) by a
+    hash of the equations, budget and code, so a rerun redoes only what did not finish (``fresh``: forget
+    them first). Verdicts come back in the order of ``equations``."""
+    from eqsat.rules.distributed import Executor, ResultStore, run_stage
+
     jobs = [(tuple(eq[0]), tuple(eq[1]), timeout, rlimit, tuple(eq[2]) if len(eq) > 2 else ()) for eq in equations]
-    if workers <= 1:
-        return [_verify_unit(j) for j in jobs]
-    with mp.get_context("fork").Pool(workers, maxtasksperchild=50) as pool:
-        return list(pool.imap(_verify_unit, jobs, chunksize=4))
+    chunks = [jobs[i:i + VERIFY_CHUNK] for i in range(0, len(jobs), VERIFY_CHUNK)]
+    # a fresh pool of processes every ~50 equations per worker, as Z3 keeps memory it does not give back
+    ex = Executor(workers=workers, backend=executor, address=address, recycle_after=50 // VERIFY_CHUNK)
+    store = ResultStore(results_dir)
+    if fresh:
+        store.clear()
+    salt = verifier_salt()
+    try:
+        keys = [store.key("verify", salt, ch) for ch in chunks]
+        out, _ = run_stage(ex, store, _verify_chunk, keys, chunks.__getitem__, label="verify", say=progress)
+    finally:
+        store.close()
+    return [v for ch in out for v in ch]
 
 
 # ---------------------------------------------------------------------------------------------------------
