@@ -29,6 +29,9 @@ class NumericMismatch(EqsatError, RuntimeError):
 
 #: Graphs extracted and timed end to end when the latency check runs and ``candidates`` is not given.
 DEFAULT_CANDIDATES = 4
+#: About how long the end-to-end timing of the original and the candidates takes (fewer rounds for large
+#: models, never fewer than 7)
+LATENCY_BUDGET_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -342,7 +345,7 @@ def _latencies(models: list[onnx.ModelProto], graph: Graph, cost_model: Any) -> 
 
     feeds = onnx_io.random_feeds(graph, seed=0)
     threads = getattr(getattr(cost_model, "inner", cost_model), "threads", 0)
-    return end_to_end_latency(models, [feeds] * len(models), threads=threads)
+    return end_to_end_latency(models, [feeds] * len(models), threads=threads, budget_s=LATENCY_BUDGET_S)
 
 
 def _other_candidates(exts: Sequence[Any], sat: Any, original: Graph, first: Graph, cost_before: float,

@@ -264,10 +264,11 @@ class OnnxRuntimeCostModel(CostModel):
 
 
 def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, threads: int = 0, rounds: int = 15,
-                       warmup: int = 5) -> list[float]:
+                       warmup: int = 5, budget_s: float | None = None, min_rounds: int = 7) -> list[float]:
     """Median per-run wall time (ms) of whole models in onnxruntime (CPU, ``threads`` intra-op threads, 0 for
     onnxruntime's default; full graph optimizations). Runs are batched (>= 5 ms per batch) and interleaved across
-    models so that machine noise and drift hit every model alike."""
+    models so that machine noise and drift hit every model alike. With ``budget_s``, large models get fewer
+    rounds (at least ``min_rounds``) and warm-up runs (at least 2) so the timing takes about that long."""
     import onnxruntime as ort
 
     sessions = []
@@ -277,13 +278,20 @@ def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, thre
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
         sessions.append(ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]))
-    batches = []
+    once = []
+    for s, f in zip(sessions, feeds, strict=True):
+        s.run(None, f)  # the first run allocates: not timed
+        t = time.perf_counter()
+        s.run(None, f)
+        once.append(max(time.perf_counter() - t, 1e-6))
+    batches = [max(1, min(1000, int(0.005 / o))) for o in once]
+    per_round = sum(b * o for b, o in zip(batches, once, strict=True))
+    if budget_s is not None:
+        rounds = max(min(rounds, min_rounds), min(rounds, int(budget_s / per_round)))
+        warmup = max(min(warmup, 2), min(warmup, int(0.25 * budget_s / per_round)))
     for s, f in zip(sessions, feeds, strict=True):
         for _ in range(warmup):
             s.run(None, f)
-        t = time.perf_counter()
-        s.run(None, f)
-        batches.append(max(1, min(1000, int(0.005 / max(time.perf_counter() - t, 1e-6)))))
     times: list[list[float]] = [[] for _ in models]
     for _ in range(rounds):
         for k, (s, f) in enumerate(zip(sessions, feeds, strict=True)):

@@ -189,3 +189,27 @@ def test_a_split_piece_costs_its_share_of_one_split(monkeypatch) -> None:
     splits = [m for m in timed if m.graph.node[0].op_type == "Split"]
     assert [len(m.graph.node) for m in splits] == [1, 1, 1]
     assert [len(m.graph.node[0].output) for m in splits] == [2, 3, 2]  # cut at each piece's bounds
+
+
+def test_end_to_end_timing_fits_its_budget_with_a_floor_of_rounds(monkeypatch) -> None:
+    from eqsat import zoo
+    from eqsat.gpu.cpu_measure import end_to_end_latency
+    from eqsat.onnx_io import random_feeds
+
+    model = zoo.builtin_models()["two_matmul_shared_input"]()
+    feeds = random_feeds(model, seed=0)
+    calls = {"n": 0}
+    import onnxruntime as ort
+
+    real_run = ort.InferenceSession.run
+
+    def counting_run(self, *a, **k):
+        calls["n"] += 1
+        return real_run(self, *a, **k)
+    monkeypatch.setattr(ort.InferenceSession, "run", counting_run)
+    times = end_to_end_latency([model, model], [feeds, feeds], rounds=15, budget_s=1e-9)
+    assert len(times) == 2 and all(t > 0 for t in times)
+    few = calls["n"]
+    calls["n"] = 0
+    end_to_end_latency([model, model], [feeds, feeds], rounds=15)
+    assert calls["n"] > few  # a tiny budget: 7 rounds and 2 warm-up runs instead of 15 and 5
