@@ -31,7 +31,7 @@ class NumericMismatch(EqsatError, RuntimeError):
 DEFAULT_CANDIDATES = 4
 #: About how long the end-to-end timing of the original and the candidates takes (fewer rounds for large
 #: models, never fewer than 7)
-LATENCY_BUDGET_S = 3.0
+LATENCY_BUDGET_S = 2.0
 
 
 @dataclass(frozen=True)

@@ -287,8 +287,8 @@ def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, thre
     batches = [max(1, min(1000, int(0.005 / o))) for o in once]
     per_round = sum(b * o for b, o in zip(batches, once, strict=True))
     if budget_s is not None:
-        rounds = max(min(rounds, min_rounds), min(rounds, int(budget_s / per_round)))
-        warmup = max(min(warmup, 2), min(warmup, int(0.25 * budget_s / per_round)))
+        rounds = max(min(rounds, min_rounds), min(rounds, int(0.8 * budget_s / per_round)))
+        warmup = max(min(warmup, 2), min(warmup, int(0.2 * budget_s / per_round)))
     for s, f in zip(sessions, feeds, strict=True):
         for _ in range(warmup):
             s.run(None, f)
