@@ -198,12 +198,12 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     ``candidates`` > 1 and that latency check, CP-SAT extracts up to that many distinct near-optimal graphs
     (:func:`eqsat.extract.extract_top_k`), all are timed with the original, and the fastest is the one compared
     with the original (``result.candidates`` lists them); by default 4 with the latency check, else 1. With
-    ``dump_egraph`` (a path, or True for the object
-    only) the result carries the saturated e-graph with costs, input terms, tensor names and the extraction's
-    choice (``result.egraph_dump``, an :class:`eqsat.egraph_dump.EGraphDump`), written to the path (missing folders
-    created) once the run has succeeded. With ``provenance`` as well, the engine records which rule built each
-    e-node in which iteration and the dump has it (``first_iteration`` and ``rules`` per e-node); it costs
-    saturation time and memory (the README gives measurements), and without ``dump_egraph`` nothing is recorded.
+    ``dump_egraph`` (a path, or True for the object only) the result carries the saturated e-graph with costs,
+    input terms, tensor names and the extraction's choice (``result.egraph_dump``, an
+    :class:`eqsat.egraph_dump.EGraphDump`), written to the path (missing folders created) once the run has
+    succeeded. With ``provenance`` as well, the engine records which rule built each e-node in which iteration and
+    the dump has it (``first_iteration`` and ``rules`` per e-node); it costs saturation time and memory (the README
+    gives measurements), and without ``dump_egraph`` nothing is recorded.
     """
     from eqsat.extract import extract, extract_top_k
     from eqsat.gpu import get_cost_model
