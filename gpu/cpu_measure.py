@@ -265,10 +265,18 @@ class OnnxRuntimeCostModel(CostModel):
 
 def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, threads: int = 0, rounds: int = 15,
                        warmup: int = 5, budget_s: float | None = None, min_rounds: int = 7) -> list[float]:
-    """Median per-run wall time (ms) of whole models in onnxruntime (CPU, ``threads`` intra-op threads, 0 for
-    onnxruntime's default; full graph optimizations). Runs are batched (>= 5 ms per batch) and interleaved across
-    models so that machine noise and drift hit every model alike. With ``budget_s``, large models get fewer
-    rounds (at least ``min_rounds``) and warm-up runs (at least 2) so the timing takes about that long."""
+    """Median per-run wall time (ms) of whole models in onnxruntime: the medians of :func:`end_to_end_rounds`."""
+    return [float(statistics.median(t)) for t in end_to_end_rounds(
+        models, feeds, threads=threads, rounds=rounds, warmup=warmup, budget_s=budget_s, min_rounds=min_rounds)]
+
+
+def end_to_end_rounds(models: list, feeds: list[dict[str, np.ndarray]], *, threads: int = 0, rounds: int = 15,
+                      warmup: int = 5, budget_s: float | None = None, min_rounds: int = 7) -> list[list[float]]:
+    """Per-round wall time per run (ms) of whole models in onnxruntime (CPU, ``threads`` intra-op threads, 0 for
+    onnxruntime's default; full graph optimizations), one list per model. Runs are batched (>= 5 ms per batch)
+    and interleaved across models, so that machine noise and drift hit every model of a round alike (compare
+    models by their per-round ratios). With ``budget_s``, large models get fewer rounds (at least
+    ``min_rounds``) and warm-up runs (at least 2) so the timing takes about that long."""
     import onnxruntime as ort
 
     sessions = []
@@ -299,4 +307,4 @@ def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, thre
             for _ in range(batches[k]):
                 s.run(None, f)
             times[k].append((time.perf_counter() - t) * 1e3 / batches[k])
-    return [float(statistics.median(t)) for t in times]
+    return times

@@ -20,7 +20,8 @@ def _fake_latencies(order: str, timed: list):
         timed.extend(models)
         n = len(models) - 1
         times = [float(n + 1)] + [float(k + 1) for k in range(n)]
-        return times if order == "first" else [times[0]] + times[1:][::-1]
+        times = times if order == "first" else [times[0]] + times[1:][::-1]
+        return [[t, t * 1.01, t] for t in times]  # three rounds per model
     return latencies
 
 
@@ -54,7 +55,7 @@ def test_distinct_candidates_are_distinct_graphs(monkeypatch: pytest.MonkeyPatch
 
     def latencies(models, graph, cost_model):
         seen.extend(models[1:])
-        return [1.0] * len(models)
+        return [[1.0, 1.0]] * len(models)
     monkeypatch.setattr(pipeline, "_latencies", latencies)
     model = zoo.builtin_models()["nasrnn_cell"]()
     res = pipeline.optimize(model, verify_latency=True, candidates=4, time_limit=60)
@@ -69,7 +70,7 @@ def test_candidate_counts_by_default_and_when_given(monkeypatch: pytest.MonkeyPa
 
     def latencies(models, graph, cost_model):
         calls.append(len(models))
-        return [2.0] + [1.0] * (len(models) - 1)
+        return [[2.0]] + [[1.0]] * (len(models) - 1)
     monkeypatch.setattr(pipeline, "_latencies", latencies)
     model = zoo.builtin_models()["nasrnn_cell"]()
     res = pipeline.optimize(model, verify_latency=True, candidates=1, time_limit=60)
@@ -118,3 +119,15 @@ def test_costs_measure_prefills_what_optimize_reads(tmp_path, monkeypatch, capsy
     cm = get_cost_model("measured", threads=1)
     pipeline.optimize(str(src), cost_model=cm, verify_latency=False, time_limit=30)
     assert cm.hits > 0 and cm.misses == 0
+
+
+def test_the_keep_decision_compares_round_by_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the machine is slow in some rounds: the medians (3.0 vs 1.05 ms) would say the candidate is far faster,
+    # but round by round it is 5 % slower than the original in all rounds but one
+    def latencies(models, graph, cost_model):
+        original = [1.0, 1.0, 1.0, 3.0, 3.0, 3.0, 3.0]
+        candidate = [1.05, 1.05, 1.05, 1.05, 3.15, 3.15, 3.15]
+        return [original] + [candidate] * (len(models) - 1)
+    monkeypatch.setattr(pipeline, "_latencies", latencies)
+    res = pipeline.optimize(zoo.builtin_models()["nasrnn_cell"](), verify_latency=True, candidates=1, time_limit=60)
+    assert res.kept_original and any("not faster" in n for n in res.cost_notes)
