@@ -112,6 +112,11 @@ class Graph:
                 out.setdefault(i, []).append(n)
         return out
 
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of all weights: what one run of the model reads besides its activations."""
+        return sum(int(w.nbytes) for w in self.weights.values())
+
     @cached_property
     def shapes(self) -> dict[str, Shape]:
         """Static shape of every tensor (inputs, weights, node outputs)."""

@@ -238,7 +238,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     t = time.perf_counter()
     # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
     if hasattr(cost_model, "in_context"):
-        cost_model = cost_model.in_context(sum(int(w.nbytes) for w in graph.weights.values()))
+        cost_model = cost_model.in_context(graph.weight_bytes)
     keys = engine.node_cost_keys(sat.egraph)
     unique = {k for ks in keys.values() for k in ks}
     say(f"costing {len(unique)} operator configurations with {getattr(cost_model, 'name', cost_model)}")

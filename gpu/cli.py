@@ -25,7 +25,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         return 2
     model = get_cost_model("gpu") if args.device == "gpu" else get_cost_model("measured", threads=args.threads or 0)
     graph = onnx_io.load_model(args.model, input_shapes=dict(args.input_shape or []))
-    model = model.in_context(sum(int(w.nbytes) for w in graph.weights.values()))  # as optimize will price it
+    model = model.in_context(graph.weight_bytes)  # as optimize will price it
     sat = egraph.saturate(graph, default_rules(), egraph.Limits(iter_limit=args.iter_limit,
                                                                      time_limit=args.time_limit))
     keys = {k for ks in egraph.node_cost_keys(sat.egraph).values() for k in ks}
