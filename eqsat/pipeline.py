@@ -268,7 +268,8 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     say(f"extracted: cost {ext.cost:.6g} ({ext.status})")
 
     t = time.perf_counter()
-    extracted, new_graph = graph_from_selection(sat.egraph, ext.selection, graph, engine.tensor_names_by_class(sat))
+    names = engine.tensor_names_by_class(sat)
+    extracted, new_graph = graph_from_selection(sat.egraph, ext.selection, graph, names)
     cost_before = graph_cost(graph, cost_model)
     cost_after = graph_cost(new_graph, cost_model)
     notes = _cost_notes(ext.cost, graph_cost(extracted, cost_model), cost_after, extracted, new_graph)
@@ -287,7 +288,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     chosen_ext = ext  # the extraction written out (the solver's status and bound stay the first one's)
     if verify_latency and not kept:
         t = time.perf_counter()
-        others = _other_candidates(exts[1:], sat, graph, new_graph, cost_before, cost_model)
+        others = _other_candidates(exts[1:], sat.egraph, names, graph, new_graph, cost_before, cost_model)
         models = [original_proto, model] + [m for _, _, _, m in others]
         rounds = _latencies(models, graph, cost_model)
         stages["latency"] = time.perf_counter() - t
@@ -353,17 +354,16 @@ def _latencies(models: list[onnx.ModelProto], graph: Graph, cost_model: Any) -> 
     return end_to_end_rounds(models, [feeds] * len(models), threads=threads, budget_s=LATENCY_BUDGET_S)
 
 
-def _other_candidates(exts: Sequence[Any], sat: Any, original: Graph, first: Graph, cost_before: float,
-                      cost_model: Any) -> list[tuple[int, Graph, float, onnx.ModelProto]]:
+def _other_candidates(exts: Sequence[Any], egraph: EGraph, names: Mapping[str, str], original: Graph, first: Graph,
+                      cost_before: float, cost_model: Any) -> list[tuple[int, Graph, float, onnx.ModelProto]]:
     """The extractions after the first as (rank, written graph, cost, model): distinct graphs no costlier than
     the original."""
     from eqsat.rewrite import graph_hash
 
-    names = engine.tensor_names_by_class(sat)
     seen = {graph_hash(first)}
     out = []
     for rank, e in enumerate(exts, start=1):
-        _, g = graph_from_selection(sat.egraph, e.selection, original, names)
+        _, g = graph_from_selection(egraph, e.selection, original, names)
         h = graph_hash(g)
         cost = graph_cost(g, cost_model)
         if h in seen or cost > cost_before:
