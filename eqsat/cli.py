@@ -126,7 +126,10 @@ def _cost_model(name: str, threads: int | None = None) -> Any:
 def _rules(name: str):
     """The rule set named on the command line; ``None`` (optimize's own default) for "default"."""
     from eqsat import rules
+    from eqsat.pipeline import default_rules
 
+    if name == "size4":
+        return default_rules(max_ops=4)
     return rules.starter_rules() if name == "starter" else None
 
 
@@ -343,7 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with measured costs: extract up to K distinct near-optimal graphs, time each end to end "
                         "and keep the fastest (default 4; 1 = the cost model's choice only)")
     o.add_argument("--solver", default="cpsat", choices=["cpsat", "greedy"])
-    o.add_argument("--rules", default="default", choices=["default", "starter"])
+    o.add_argument("--rules", default="default", choices=["default", "size4", "starter"],
+                   help="default: the verified corpus (rules of up to three operators), the extra and layout "
+                        "rules; size4: also the rules of four operators it cannot derive; starter: hand-written")
     o.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric check")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the report is still printed)")
     o.set_defaults(func=cmd_optimize)

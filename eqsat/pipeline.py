@@ -170,13 +170,15 @@ def graph_from_selection(egraph: EGraph, selection: Mapping[str, str], original:
     return extracted, engine.flatten_concats(extracted).live().validate()
 
 
-def default_rules(layouts: bool = True) -> list[Rule]:
+def default_rules(layouts: bool = True, max_ops: int = 3) -> list[Rule]:
     """The rules :func:`optimize` (and the CLI) use by default: the verified corpus and the hand-written
-    extra rules, plus the data-layout rules unless ``layouts`` is False."""
+    extra rules, plus the data-layout rules unless ``layouts`` is False. ``max_ops=4`` adds the proved rules of
+    four operators the corpus cannot derive (``optimize(model, rules=default_rules(max_ops=4))``, or
+    ``eqsat optimize --rules size4``)."""
     from eqsat.rules import corpus_or_starter
     from eqsat.rules.layout import LAYOUT_RULES
 
-    return corpus_or_starter() + (list(LAYOUT_RULES) if layouts else [])
+    return corpus_or_starter(max_ops) + (list(LAYOUT_RULES) if layouts else [])
 
 
 def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model: Any = None,

@@ -12,18 +12,23 @@ def starter_rules() -> list[Rule]:
     return list(STARTER_RULES)
 
 
-def corpus_or_starter() -> list[Rule]:
+def corpus_or_starter(max_ops: int = 3) -> list[Rule]:
     """The rules ``optimize`` uses by default: the verified corpus (else the starter set) plus the hand-written
-    rules over operators the generator does not cover (batch-norm folding)."""
+    rules over operators the generator does not cover (batch-norm folding). With ``max_ops=4`` the proved rules
+    of four operators that the corpus cannot derive (``rules/corpus/rules4.json``) are added."""
     from eqsat.rules.starter import EXTRA_RULES
 
+    if max_ops not in (3, 4):
+        raise ValueError(f"rule corpora exist for 3 and 4 operators, not {max_ops}")
     try:
-        from eqsat.rules.corpus import load_corpus_rules
+        from eqsat.rules.corpus import CORPUS4_PATH, load_corpus_rules
     except ImportError:
         return starter_rules()
     rules = load_corpus_rules()
     if not rules:
         return starter_rules()
+    if max_ops == 4:
+        rules += load_corpus_rules(path=CORPUS4_PATH)
     names = {r.name for r in rules}
     return [r for r in rules if engine_worthy(r)] + [r for r in EXTRA_RULES if r.name not in names]
 

@@ -41,6 +41,12 @@ def _dist_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             "results_dir": args.results_dir or default_results_dir(), "fresh": args.fresh}
 
 
+#: Random shape assignments the numeric re-check before Z3 tries per rule, beside the generator's shape sets: a
+#: rule true only where a broadcast happens to fit the generator's shapes (a one-channel kernel added to an
+#: input) fails on some of them.
+NUMERIC_RANDOM_SHAPES = 40
+
+
 def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int, **dist: Any) -> None:
     """Set the status of each entry: numerically re-checked, then Z3 entailment from the axioms (within the
     deterministic resource budget ``rlimit`` and the wall-clock safety net ``timeout``); ``dist``: the executor
@@ -49,7 +55,7 @@ def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int
 
     todo = []
     for e in entries:
-        bad = generator.check_numeric(e.lhs, e.rhs, shape_sets=(0, 1, 2), random_shapes=10, seed=7,
+        bad = generator.check_numeric(e.lhs, e.rhs, shape_sets=(0, 1, 2), random_shapes=NUMERIC_RANDOM_SHAPES, seed=7,
                                       conditions=e.conditions)
         if bad is not None:
             e.status, e.reason = "refuted", f"numeric counterexample: {bad}"
@@ -59,6 +65,32 @@ def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int
                                     rlimit=rlimit, **dist)
     for e, v in zip(todo, verdicts, strict=True):
         e.status, e.reason = v.status, v.reason
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    """Keep the candidates the base corpus (with the extra and layout rules) cannot derive; write them."""
+    from eqsat.rules import corpus, derivable
+    from eqsat.rules.layout import LAYOUT_RULES
+    from eqsat.rules.starter import EXTRA_RULES
+
+    t0 = time.perf_counter()
+    entries, meta = corpus.read_corpus(args.candidates)
+    if not entries:
+        print(f"eqsat: error: no candidates in {args.candidates}; run `eqsat rules generate --out` first",
+              file=sys.stderr)
+        return 2
+    base, _ = corpus.read_corpus(args.base)
+    rules = corpus.load_corpus_rules(path=args.base) + list(EXTRA_RULES) + list(LAYOUT_RULES)
+    kept, counts = derivable.select_novel(entries, base, rules, iters=args.iters, workers=args.workers,
+                                          progress=_say, **_dist_kwargs(args))
+    corpus.assign_ids(kept)
+    meta = {**meta, "selected": len(kept), "novelty": {"base": str(args.base.name), "iterations": args.iters,
+                                                      **counts}}
+    corpus.save_corpus(kept, args.out, meta)
+    for step, n in counts.items():
+        print(f"{step:<45} {n}")
+    print(f"wrote {args.out} in {time.perf_counter() - t0:.1f} s")
+    return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -77,13 +109,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"no corpus at {args.corpus}; run `eqsat rules generate` first")
         return 2
     verify_entries(entries, args.timeout, args.workers, args.rlimit, progress=_say, **_dist_kwargs(args))
-    meta["axioms"] = {"count": len(checks), "invalid": [c.name for c in bad], "redundant": redundant}
+    meta["axioms"] = {"count": len(checks), "invalid": [c.name for c in bad],
+                      "redundant": "not checked" if args.skip_redundancy else redundant}
     counts: dict[str, int] = {}
     for e in entries:
         counts[e.status] = counts.get(e.status, 0) + 1
     meta["verification"] = dict(sorted(counts.items()))
     corpus.save_corpus(entries, args.corpus, meta)
-    print(f"axioms: {len(checks)} validated, {len(bad)} not valid, redundant: {', '.join(redundant) or 'none'}")
+    print(f"axioms: {len(checks)} validated, {len(bad)} not valid, redundant: "
+          + ("not checked" if args.skip_redundancy else ", ".join(redundant) or "none"))
     print("rules: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print(f"wrote {args.corpus} in {time.perf_counter() - t0:.1f} s")
     return 0 if not bad else 1
@@ -171,9 +205,9 @@ def _add_dist_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``eqsat rules {generate,verify,list,show}``."""
+    """Add ``eqsat rules {generate,select,verify,list,show}``."""
     from eqsat.rules import verifier
-    from eqsat.rules.corpus import CORPUS_PATH
+    from eqsat.rules.corpus import CORPUS4_PATH, CORPUS_PATH
 
     p = subparsers.add_parser("rules", help="generate, verify and browse the rule corpus")
     sub = p.add_subparsers(dest="rules_command", required=True)
@@ -182,6 +216,14 @@ def register(subparsers: Any) -> None:
     g.add_argument("--out", type=Path, default=CORPUS_PATH)
     _add_dist_options(g)
     g.set_defaults(func=cmd_generate)
+    n = sub.add_parser("select", help="keep the generated rules a smaller corpus cannot derive (e.g. size 4 over 3)")
+    n.add_argument("candidates", type=Path, help="a corpus written by `eqsat rules generate --out`")
+    n.add_argument("--base", type=Path, default=CORPUS_PATH, help="the corpus to add to (default: the committed one)")
+    n.add_argument("--iters", type=int, default=3,
+                   help="a candidate the base rules derive within this many iterations is dropped (default 3)")
+    n.add_argument("--out", type=Path, default=CORPUS4_PATH)
+    _add_dist_options(n)
+    n.set_defaults(func=cmd_select)
     v = sub.add_parser("verify", help="validate the axioms and verify every corpus rule with Z3")
     v.add_argument("--rlimit", type=int, default=verifier.RULE_RLIMIT,
                    help=f"Z3 resource units per rule, reproducible unlike time (default {verifier.RULE_RLIMIT})")

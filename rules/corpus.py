@@ -21,6 +21,8 @@ from typing import Any
 from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, pretty, split_args, tensor_vars, unparse
 
 CORPUS_PATH = Path(__file__).parent / "corpus" / "rules.json"
+#: Rules of four operators that the corpus above cannot derive in a few iterations (``eqsat rules select``).
+CORPUS4_PATH = Path(__file__).parent / "corpus" / "rules4.json"
 
 
 @dataclass
@@ -83,6 +85,21 @@ def _op_counts(sides: Sequence[str]) -> Counter[str]:
 def _tree_shaped(sides: Sequence[str]) -> bool:
     """No side reuses a computed subterm (rules over DAGs with reuse compose smaller rules)."""
     return all(n == 1 for s in sides for _, n in _subterm_uses([s]).values())
+
+
+#: The glue of a merge: a two-output rule's target that saves no operator besides these shares no work.
+MERGE_GLUE = ("concat", "split")
+
+
+def merges_work(lhs: Sequence[str], rhs: Sequence[str]) -> bool:
+    """Whether a two-output rule's target computes fewer operators than its sources, concatenations and splits
+    aside (distinct subterms, a shared one once): one matmul over concatenated weights instead of two, not two
+    independent rewrites side by side (each output rewritten on its own, which single-output rules do, or not
+    at all by design, e.g. a matmul expanded over a concatenation)."""
+    def work(sides: Sequence[str]) -> int:
+        return sum(n for op, n in _op_counts(sides).items() if op not in MERGE_GLUE)
+
+    return work(rhs) < work(lhs)
 
 
 def _adds_only_a_transpose(c: Any) -> bool:
@@ -253,8 +270,9 @@ def select(cands: Iterable[Any]) -> list[Entry]:
     sorted) is left out, and of rules equal up to commutativity only the first is kept: the e-graph derives
     the others from the commutativity rules by congruence.
 
-    Kept: two-output rules, rules that change the operator count, rules of at most two operators per side
-    (commutativity, associativity, distributivity and other enabling rewrites), same-size rules that
+    Kept: two-output rules that merge work (:func:`merges_work`), rules that change the operator count, rules
+    of at most two operators per side (commutativity, associativity, distributivity and other enabling
+    rewrites), same-size rules that
     change the number of matmuls / convolutions without reusing a subterm (merges such as
     ``x1 W1 + x2 W2 = [x1 x2] [W1; W2]`` or a 1x1 and a 3x3 convolution added into one), and same-size
     *interchange* laws (:func:`interchange`: an element-wise operator over concatenations, concatenations along
@@ -276,6 +294,8 @@ def select(cands: Iterable[Any]) -> list[Entry]:
     for c in cands:
         if not c.multi and max(c.n_lhs, c.n_rhs) >= 2 and _normal_key(c.lhs) == _normal_key(c.rhs):
             continue  # commutativity in context
+        if c.multi and not merges_work(c.lhs, c.rhs):
+            continue
         same_size_merge = (c.n_lhs == c.n_rhs and _tree_shaped([*c.lhs, *c.rhs])
                            and sum(map(_heavy_ops, map(parse, c.lhs))) != sum(map(_heavy_ops, map(parse, c.rhs))))
         swap = (not c.multi and c.n_lhs == c.n_rhs == 3 and _tree_shaped([*c.lhs, *c.rhs])

@@ -19,9 +19,8 @@ import numpy as np
 import pytest
 
 from eqsat.egraph import Limits, saturate
-from eqsat.engine_graph import EGraph
-from eqsat.rules import corpus, engine_worthy
-from eqsat.rules.rule import Rule, check_condition, eval_param, evaluate, is_var, parse, split_args, terms_graph
+from eqsat.rules import corpus, derivable, engine_worthy
+from eqsat.rules.rule import Rule, check_condition, evaluate, parse, terms_graph
 
 C3 = "(conv2d [1 1] [1 1 1 1] [1 1] 1 0 {} {} {})"  # a 3x3 "same" convolution, no activation
 C3R = "(conv2d [1 1] [1 1 1 1] [1 1] 1 1 {} {} {})"  # with a fused relu
@@ -140,37 +139,9 @@ def default_rules() -> tuple[Rule, ...]:
     return tuple(d())
 
 
-def classes_of(egraph: EGraph, term: Any, shapes: dict[str, tuple[int, ...]]) -> set[str]:
-    """The e-classes of a saturated e-graph that represent a term (its variables are the graph's inputs)."""
-    nodes = egraph.nodes
-    if is_var(term):
-        return {n.eclass for n in nodes if n.op == "Input" and n.p.get("name") == term[1:]}
-    spec, params, ins = split_args(term)
-    env = {v: np.zeros(s) for v, s in shapes.items()}
-    want = spec.normalize({n: eval_param(v, env) for (n, _), v in zip(spec.params, params, strict=True)})
-    kids = [classes_of(egraph, x, shapes) for x in ins]
-    out = set()
-    for n in nodes:
-        if n.op != spec.name or len(n.children) != len(kids):
-            continue
-        p = n.p
-        if any(_norm(p[k]) != _norm(want[k]) for k in p if k in want):
-            continue
-        if all(c in k for c, k in zip(n.children, kids, strict=True)):
-            out.add(n.eclass)
-    return out
-
-
-def _norm(v: Any) -> Any:
-    return tuple(_norm(x) for x in v) if isinstance(v, list | tuple) else v
-
-
 def derives(source: str, target: str, shapes: dict[str, tuple[int, ...]], rules: Any, iters: int) -> bool:
     """Whether saturating the source alone builds the target in the source's e-class."""
-    res = saturate(terms_graph([source], shapes), list(rules),
-                   Limits(iter_limit=iters, node_limit=20_000, time_limit=60), in_process=True)
-    root = res.egraph.roots[0]
-    return root in classes_of(res.egraph, parse(target), shapes)
+    return derivable.derives([source], [target], shapes, list(rules), iters)
 
 
 def _check_values(source: str, target: str, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -224,7 +195,7 @@ def test_independent_relus_merge_when_enabled() -> None:
     res = saturate(terms_graph(["(relu ?a)", "(relu ?b)"], shapes), list(default_rules()) + multi,
                    Limits(iter_limit=2, node_limit=20_000, time_limit=60, multi_iters=1), in_process=True)
     root = res.egraph.roots[0]
-    assert root in classes_of(res.egraph, parse("(split 1 0 2 (relu (concat 1 ?a ?b)))"), shapes)
+    assert root in derivable.classes_of(res.egraph, parse("(split 1 0 2 (relu (concat 1 ?a ?b)))"), shapes)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from eqsat.egraph import Limits, saturate
 from eqsat.engine_graph import EGraph, ENode
 from eqsat.rules import corpus
 from eqsat.rules import generator as gen
+from eqsat.rules.cli import NUMERIC_RANDOM_SHAPES
 from eqsat.rules.rule import Rule, terms_graph
 
 ENTRIES, META = corpus.read_corpus()
@@ -32,8 +33,8 @@ def test_rule_is_numerically_sound(entry: corpus.Entry) -> None:
                              conditions=entry.conditions) is None
     if entry.status == "refuted" and entry.reason.startswith("numeric counterexample"):
         # sound on the generator's shapes but not in general: the verifier's counterexample must reproduce
-        assert gen.check_numeric(entry.lhs, entry.rhs, shape_sets=(0, 1, 2), random_shapes=10, seed=7,
-                                 conditions=entry.conditions) is not None
+        assert gen.check_numeric(entry.lhs, entry.rhs, shape_sets=(0, 1, 2), random_shapes=NUMERIC_RANDOM_SHAPES,
+                                 seed=7, conditions=entry.conditions) is not None
 
 
 def test_transpose_compositions_apply_one_way() -> None:
