@@ -86,6 +86,8 @@ def cmd_select(args: argparse.Namespace) -> int:
     corpus.assign_ids(kept)
     meta = {**meta, "selected": len(kept), "novelty": {"base": str(args.base.name), "iterations": args.iters,
                                                       **counts}}
+    if "stages" in meta:  # the candidates' stage counts describe the generation, not this file
+        meta["generation"] = meta.pop("stages")
     corpus.save_corpus(kept, args.out, meta)
     for step, n in counts.items():
         print(f"{step:<45} {n}")
