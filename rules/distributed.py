@@ -297,7 +297,12 @@ class Executor:
         if not ray.is_initialized():
             address = self.address or os.environ.get("RAY_ADDRESS")
             if address:
-                ray.init(address=address, log_to_driver=False)
+                try:
+                    ray.init(address=address, log_to_driver=False)
+                except ConnectionError as e:
+                    raise ConnectionError(f"{e}. A cluster started by Ray >= 2.59 requires its token: set "
+                                          "RAY_AUTH_MODE=token here, with the cluster's token in RAY_AUTH_TOKEN or "
+                                          "~/.ray/auth_token (`ray get-auth-token` on the head prints it)") from e
             else:
                 ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
         cpus = max(1, int(ray.cluster_resources().get("CPU", self.workers)))

@@ -234,6 +234,21 @@ def test_a_killed_worker_is_retried(backend: str, tmp_path: Path) -> None:
     assert set(_executions(log)) == set(range(8))
 
 
+@needs_ray
+def test_a_cluster_that_refuses_the_connection_names_the_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray
+
+    _shutdown_ray()
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("Failed to connect to Ray cluster at 127.0.0.1:1")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    ex = dist.Executor(workers=2, backend="ray", address="127.0.0.1:1")
+    with pytest.raises(ConnectionError, match="127.0.0.1:1.*RAY_AUTH_MODE=token"):
+        list(ex.imap(abs, 1, lambda i: -i))
+
+
 def test_a_unit_that_always_kills_its_worker_stops_the_run(tmp_path: Path) -> None:
     with pytest.raises(dist.WorkerLost, match="died 2 times"):
         _stage(dist.Executor(workers=2, backend="pool", retries=1), dist.ResultStore(), _always_killed, tmp_path)
