@@ -164,6 +164,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from eqsat.rules import corpus
 
     entries, _ = corpus.read_corpus(args.corpus)
+    if args.corpus == corpus.CORPUS_PATH:  # the size-4 rules' names appear in reports of --rules size4
+        entries += corpus.read_corpus(corpus.CORPUS4_PATH)[0]
     base = args.id[:-len("-rev")] if args.id.endswith("-rev") else args.id
     for e in entries:
         if e.id == base:
