@@ -645,11 +645,17 @@ def summarize_model(src: str | Path | bytes | onnx.ModelProto, *, label: str | N
 class _Exporter:
     """Implements :class:`eqsat.ops.ExportContext` while writing one model."""
 
-    def __init__(self, opset: int, taken: set[str]) -> None:
+    def __init__(self, opset: int, taken: set[str], shapes: dict[str, Shape] | None = None) -> None:
         self.opset = opset
         self.taken = set(taken)
         self.initializers: dict[str, np.ndarray] = {}
         self._by_content: dict[tuple[str, Shape, str], str] = {}
+        self._shapes = shapes or {}
+
+    def shape(self, name: str) -> Shape | None:
+        if name in self.initializers:
+            return tuple(self.initializers[name].shape)
+        return self._shapes.get(name)
 
     def add_initializer(self, array: np.ndarray, hint: str) -> str:
         array = np.asarray(array, order="C")
@@ -689,7 +695,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     opset = opset or int(graph.meta.get("opset", 17))
     shapes, dtypes = graph.shapes, graph.dtypes
     taken = {i.name for i in graph.inputs} | set(graph.weights) | {n.output for n in graph.nodes}
-    ex = _Exporter(opset, taken)
+    ex = _Exporter(opset, taken, shapes)
     # precompute weight-only work (weight transforms cost nothing at run time)
     consts: dict[str, np.ndarray] = dict(graph.weights)
     live: list[Node] = []

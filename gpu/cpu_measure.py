@@ -22,9 +22,13 @@ class _OneNodeExport:
 
     opset = 20
 
-    def __init__(self) -> None:
+    def __init__(self, shapes: dict[str, tuple[int, ...]] | None = None) -> None:
         self.initializers: dict[str, np.ndarray] = {}
         self._n = 0
+        self.shapes = dict(shapes or {})
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        return self.shapes.get(name)
 
     def add_initializer(self, array: np.ndarray, hint: str) -> str:
         name = self.fresh(hint)
@@ -50,9 +54,9 @@ def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
     params = dict(key.params)
     dt = helper.np_dtype_to_tensor_dtype(np.dtype(key.dtype))
     rng = np.random.default_rng(0)
-    ctx = _OneNodeExport()
-    nodes, inits, outs = [], {}, []
     graph_inputs = [(f"in{k}", sh) for k, sh in enumerate(key.input_shapes) if k not in key.weights]
+    ctx = _OneNodeExport({**dict(graph_inputs), "in0_ctx": key.input_shapes[0]} if key.input_shapes else None)
+    nodes, inits, outs = [], {}, []
     if after:  # the producer's node, once, before the replicas
         graph_inputs.append(("in0_b", key.input_shapes[0]))
         prod = ops.get(key.after)
@@ -63,6 +67,7 @@ def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
         if after:
             ins[0] = "in0_ctx"
         inits.update({ins[k]: rng.standard_normal(key.input_shapes[k]).astype(key.dtype) for k in key.weights})
+        ctx.shapes.update({ins[k]: key.input_shapes[k] for k in key.weights})
         out = "out" if replicas == 1 else f"out{r}"
         outs.append(out)
         nodes += [helper.make_node(t, i, o, **a) for t, i, o, a in spec.export_fn(params, ins, [out], ctx)]
@@ -259,7 +264,7 @@ class OnnxRuntimeCostModel(CostModel):
         return {"model": self.name, "cpu": _cpu_name(), "cores": str(os.cpu_count()),
                 "onnxruntime": ort.__version__,
                 "threads": str(self.threads) if self.threads else "onnxruntime-default",
-                "method": f"batched-net-of-run-overhead-ws{self.working_set_mb}-weights-replicated"
+                "method": f"batched-net-of-run-overhead-ws{self.working_set_mb}-weights-replicated-global-pools"
                           f"-max{MAX_REPLICAS}-{MAX_RUN_MS:g}ms-split-share"}
 
 

@@ -76,6 +76,10 @@ class ExportContext(Protocol):
 
     def fresh(self, hint: str) -> str: ...
 
+    def shape(self, name: str) -> Shape | None:
+        """The shape of a tensor the node being written reads (None when unknown)."""
+        ...
+
 
 # ---------------------------------------------------------------------------------------------------------
 # The spec
