@@ -62,7 +62,6 @@ def profiled(name: str, threads: int, runs: int) -> tuple[float, dict[str, float
     import onnxruntime as ort
 
     proto = _proto(name)
-    feeds = None
     with tempfile.TemporaryDirectory() as tmp:
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads

@@ -55,10 +55,11 @@ def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
     dt = helper.np_dtype_to_tensor_dtype(np.dtype(key.dtype))
     rng = np.random.default_rng(0)
     graph_inputs = [(f"in{k}", sh) for k, sh in enumerate(key.input_shapes) if k not in key.weights]
-    ctx = _OneNodeExport({**dict(graph_inputs), "in0_ctx": key.input_shapes[0]} if key.input_shapes else None)
+    ctx = _OneNodeExport(dict(graph_inputs))
     nodes, inits, outs = [], {}, []
     if after:  # the producer's node, once, before the replicas
         graph_inputs.append(("in0_b", key.input_shapes[0]))
+        ctx.shapes["in0_ctx"] = key.input_shapes[0]
         prod = ops.get(key.after)
         nodes += [helper.make_node(t, i, o, **a)
                   for t, i, o, a in prod.export_fn({}, ["in0", "in0_b"], ["in0_ctx"], ctx)]

@@ -80,7 +80,7 @@ def cmd_select(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     base, _ = corpus.read_corpus(args.base)
-    rules = corpus.load_corpus_rules(path=args.base) + list(EXTRA_RULES) + list(LAYOUT_RULES)
+    rules = corpus.entries_rules(base) + list(EXTRA_RULES) + list(LAYOUT_RULES)
     kept, counts = derivable.select_novel(entries, base, rules, iters=args.iters, workers=args.workers,
                                           progress=_say, **_dist_kwargs(args))
     corpus.assign_ids(kept)

@@ -457,7 +457,11 @@ def _distinct(lhs: Sequence[str]) -> list[str]:
 
 def load_corpus_rules(include_unproved: bool = False, path: str | Path = CORPUS_PATH) -> list[Rule]:
     """The corpus as engine rules: proved rules only unless ``include_unproved``. Empty without a corpus."""
-    entries, _ = read_corpus(path)
+    return entries_rules(read_corpus(path)[0], include_unproved)
+
+
+def entries_rules(entries: Iterable[Entry], include_unproved: bool = False) -> list[Rule]:
+    """The engine rules of corpus entries: proved ones only unless ``include_unproved`` (never refuted ones)."""
     rules: list[Rule] = []
     for e in entries:
         if e.status == "proved" or (include_unproved and e.status != "refuted"):
