@@ -229,6 +229,77 @@ def flatten_concats(graph: Graph) -> Graph:
     return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
 
 
+def fold_batchnorms(graph: Graph) -> Graph:
+    """Fold an inference ``batchnorm`` into the ``conv2d`` that computes its input, as onnxruntime does when it
+    loads a model: kernel ``w * f`` and bias ``(b - mean) * f + bias`` per output channel, ``f = scale /
+    sqrt(var + eps)``, computed once here in float64. Only where that is the same computation up to rounding:
+    the conv has no fused activation, its output is read by the batch norm alone and is not a graph output, and
+    the kernel, bias and the four statistics are weights. Leaves every other batch norm as it is (the rule
+    ``conv-batchnorm-fold`` still folds them inside the e-graph, where a conv may have other readers)."""
+    consumers = graph.consumers
+    outputs = set(graph.outputs)
+    by_out = graph.producers
+    weights = dict(graph.weights)
+    taken = {i.name for i in graph.inputs} | set(weights) | {n.output for n in graph.nodes}
+    replaced: dict[str, Node] = {}  # batch norm output -> the conv that now computes it
+    dropped: set[str] = set()  # outputs of the convs folded away
+    for n in graph.nodes:
+        if n.op != "batchnorm":
+            continue
+        conv = by_out.get(n.inputs[0])
+        if (conv is None or conv.op != "conv2d" or conv.p["act"] != ops.ACT_NONE or conv.output in outputs
+                or len(consumers.get(conv.output, [])) != 1
+                or not all(i in graph.weights for i in (*conv.inputs[1:], *n.inputs[1:]))):
+            continue
+        w, b = (graph.weights[i].astype(np.float64) for i in conv.inputs[1:])
+        scale, bias, mean, var = (graph.weights[i].astype(np.float64) for i in n.inputs[1:])
+        f = scale / np.sqrt(var + n.p["epsilon"])
+        names = []
+        for suffix, value, dtype in (("_w", w * f.reshape(-1, 1, 1, 1), graph.weights[conv.inputs[1]].dtype),
+                                     ("_b", (b - mean) * f + bias, graph.weights[conv.inputs[2]].dtype)):
+            name, k = n.output + "_bnfold" + suffix, 1
+            while name in taken:
+                k += 1
+                name = f"{n.output}_bnfold{k}{suffix}"
+            taken.add(name)
+            weights[name] = value.astype(dtype)
+            names.append(name)
+        replaced[n.output] = Node("conv2d", conv.params, (conv.inputs[0], *names), n.output)
+        dropped.add(conv.output)
+    if not replaced:
+        return graph
+    new_nodes = tuple(replaced.get(n.output, n) for n in graph.nodes if n.output not in dropped)
+    return Graph(graph.inputs, weights, new_nodes, graph.outputs, graph.name, graph.meta).live()
+
+
+def fuse_residual_adds(graph: Graph) -> Graph:
+    """Fold an ``ewadd`` into the ``conv2d`` that computes one of its operands, as a ``conv2d_add`` (onnxruntime
+    runs Conv + Add as one kernel that adds the other operand while writing the output): where the conv has no
+    fused activation, its output is read by the add alone and is not a graph output, and the other operand has
+    the output's shape (no broadcast). The first operand that qualifies is the conv's; the other the residual."""
+    consumers = graph.consumers
+    outputs = set(graph.outputs)
+    by_out = graph.producers
+    shapes = graph.shapes
+    fused: dict[str, Node] = {}  # add output -> the conv2d_add that now computes it
+    dropped: set[str] = set()
+    for n in graph.nodes:
+        if n.op != "ewadd" or n.inputs[0] == n.inputs[1] or shapes[n.inputs[0]] != shapes[n.inputs[1]]:
+            continue
+        for k in (0, 1):
+            conv = by_out.get(n.inputs[k])
+            if (conv is not None and conv.op == "conv2d" and conv.p["act"] == ops.ACT_NONE
+                    and conv.output not in outputs and conv.output not in dropped
+                    and len(consumers.get(conv.output, [])) == 1):
+                fused[n.output] = Node("conv2d_add", conv.params, (*conv.inputs, n.inputs[1 - k]), n.output)
+                dropped.add(conv.output)
+                break
+    if not fused:
+        return graph
+    new_nodes = tuple(fused.get(n.output, n) for n in graph.nodes if n.output not in dropped)
+    return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
+
+
 def fuse_activations(graph: Graph) -> Graph:
     """Fold a ``relu`` into the operator that computes its input when that operator has a fused-activation
     parameter (``act``) set to none and the relu is the only reader of its output (as onnxruntime fuses Conv +

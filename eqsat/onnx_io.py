@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper, shape_inference
 
 from eqsat import ops
 from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError, UnsupportedModelError
-from eqsat.graph import Graph, Node, TensorInfo, fuse_activations, make_node
+from eqsat.graph import Graph, Node, TensorInfo, fold_batchnorms, fuse_activations, fuse_residual_adds, make_node
 from eqsat.onnx_patterns import collapse_patterns
 from eqsat.ops import OpError, Shape
 
@@ -249,7 +249,9 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
             "opaque_reasons": {k: dict(v) for k, v in imp.opaque_reasons.items()}}
     graph = Graph(tuple(inputs), imp.weights, tuple(imp.ir), outputs, g.name or "graph", meta)
     try:
-        return fuse_activations(graph.live()).validate()  # Conv + Relu as one node, as onnxruntime runs it
+        # as onnxruntime runs the model: Conv + BatchNormalization folded, Conv + Add and Conv (+ Add) + Relu as
+        # one node each
+        return fuse_activations(fuse_residual_adds(fold_batchnorms(graph.live()))).validate()
     except ValueError as e:
         raise ModelLoadError(f"{label}: import produced an invalid graph ({e}); this is an eqsat bug, please "
                              "report it with the model") from None

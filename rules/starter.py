@@ -28,6 +28,12 @@ STARTER_RULES: tuple[Rule, ...] = (
          bidirectional=True),
     Rule("conv-batchnorm-fold", (f"(batchnorm ?eps (conv2d {_CONV} 0 ?x ?w ?b) ?s ?bb ?m ?v)",),
          (f"(conv2d {_CONV} 0 ?x (bnfold_w ?eps ?w ?s ?v) (bnfold_b ?eps ?b ?s ?bb ?m ?v))",)),
+    # onnxruntime runs Conv + Add (+ Relu) as one kernel: conv2d_add is that form (import writes it), these
+    # relate it to the separate operators so that rewrites through the add still apply
+    Rule("conv-add-fuse", (f"(ewadd (conv2d {_CONV} 0 ?x ?w ?b) ?r)",), (f"(conv2d_add {_CONV} 0 ?x ?w ?b ?r)",),
+         bidirectional=True),
+    Rule("conv-add-relu-fuse", (f"(relu (conv2d_add {_CONV} 0 ?x ?w ?b ?r))",),
+         (f"(conv2d_add {_CONV} 1 ?x ?w ?b ?r)",), bidirectional=True),
     Rule("relu-transpose", ("(relu (transpose ?p ?x))",), ("(transpose ?p (relu ?x))",), bidirectional=True),
     Rule("relu-concat", ("(concat ?ax (relu ?a) (relu ?b))",), ("(relu (concat ?ax ?a ?b))",), bidirectional=True),
     Rule("relu-split", ("(split ?ax ?s ?n (relu ?x))",), ("(relu (split ?ax ?s ?n ?x))",), bidirectional=True),
@@ -67,7 +73,8 @@ LINEAR_RULES: tuple[Rule, ...] = (
 )
 
 #: Hand-written rules added to the generated corpus by default, tested numerically like every other rule:
-#: rules over operators outside the generator's TASO operator set (batch-norm folding), the two halves of a
-#: split concatenated back (the generator only splits the concatenations it built), and input linearity.
-EXTRA_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in ("conv-batchnorm-fold", "concat-of-splits")
-                                      ) + LINEAR_RULES
+#: rules over operators outside the generator's TASO operator set (batch-norm folding, conv + residual add
+#: fusion), the two halves of a split concatenated back (the generator only splits the concatenations it
+#: built), and input linearity.
+EXTRA_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in (
+    "conv-batchnorm-fold", "concat-of-splits", "conv-add-fuse", "conv-add-relu-fuse")) + LINEAR_RULES

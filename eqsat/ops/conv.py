@@ -136,6 +136,41 @@ CONV2D = _register(OpSpec(
 ))
 
 
+# -- convolution with a residual add (what onnxruntime runs Conv + Add (+ Relu) as) ----------------------------
+
+def _conv_add_shape(p: Params, x: Shape, w: Shape, b: Shape, r: Shape) -> Shape:
+    out = _conv_shape(p, x, w, b)
+    require(r == out, f"conv2d_add: residual shape {r} != convolution output {out}")
+    return out
+
+
+def _conv_add_np(p: Params, x: np.ndarray, w: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    y = _conv_np({**p, "act": ACT_NONE}, x, w, b) + r
+    return (np.maximum(y, 0) if p["act"] == ACT_RELU else y).astype(x.dtype, copy=False)
+
+
+def _conv_add_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    conv_out, sum_out = ctx.fresh(outs[0] + "_conv"), ctx.fresh(outs[0] + "_sum")
+    conv = _conv_export({**p, "act": ACT_NONE}, ins[:3], [conv_out], ctx)
+    if p["act"] == ACT_NONE:
+        return [*conv, ("Add", [conv_out, ins[3]], outs, {})]
+    return [*conv, ("Add", [conv_out, ins[3]], [sum_out], {}), ("Relu", [sum_out], outs, {})]
+
+
+CONV2D_ADD = _register(OpSpec(
+    name="conv2d_add", inputs=("x", "w", "b", "r"), params=CONV2D.params, defaults=CONV2D.defaults,
+    doc="conv2d plus a residual r of the output's shape, then the fused activation: act(conv(x, w, b) + r). "
+        "onnxruntime runs Conv + Add (+ Relu) as one NCHWc kernel; eqsat imports the pair as this operator so it "
+        "is priced so, and rules conv-add-fuse / conv-add-relu-fuse relate it to conv2d and ewadd",
+    shape_fn=_conv_add_shape, numpy_fn=_conv_add_np, modular_fn=None,  # not a generator operator
+    flops_fn=lambda p, ins, out: CONV2D.flops(p, ins[:3], out) + math.prod(out),
+    export_fn=_conv_add_export,
+    runs_as=lambda p: [("conv2d", {**p, "act": ACT_NONE}), ("ewadd", {})] + (
+        [("relu", {})] if p["act"] == ACT_RELU else []),
+    shape_rules=tuple(S.rule(r.result, *r.when, S.eq(S.shape("r"), r.result)) for r in _conv_rules(1)),
+))
+
+
 def _spatial_attrs(attrs: dict[str, Any], shape_w: Shape) -> tuple[Shape, Shape, Shape] | None:
     if attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
         return None

@@ -249,7 +249,8 @@ class OpSpec:
 def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
     """The keys of the operators a configuration runs as once exported, when nothing fuses them (see
     ``OpSpec.runs_as``: a conv with fused relu is a conv and a relu); ``(key,)`` when it runs as itself. The
-    first of a chain takes the inputs, each later one the previous output."""
+    first of a chain takes the inputs (a conv's only), each later one the previous output (and, for a binary
+    one, another operand of the output's shape: a residual)."""
     if key.op == "opaque":
         return (key,)
     spec = get(key.op)
@@ -260,8 +261,12 @@ def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
     keys = []
     for k, (op, p) in enumerate(chain):
         part = get(op)
-        keys.append(part.cost_key(part.normalize(p), key.input_shapes if k == 0 else [key.output_shape],
-                                  key.output_shape, key.dtype, key.layout, key.weights if k == 0 else ()))
+        # a later operator reads the previous output, and any other operand has the output's shape too (the
+        # residual of a conv2d_add)
+        first = key.input_shapes if part.variadic else key.input_shapes[:len(part.inputs)]
+        keys.append(part.cost_key(part.normalize(p), first if k == 0 else [key.output_shape] * len(part.inputs),
+                                  key.output_shape, key.dtype, key.layout,
+                                  [w for w in key.weights if w < len(first)] if k == 0 else ()))
     return tuple(keys)
 
 
