@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import platform
 import statistics
@@ -46,7 +47,9 @@ def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
     it does in the whole model. With ``replicas`` > 1 the node is repeated over the same activations, each
     copy with weights of its own (outputs ``out0``, ``out1``, ...): one run then reads as many distinct
     weights as a whole model does, instead of one weight kept hot in the cache. With ``after``, the first input is
-    computed by ``key.after`` from graph inputs ``in0`` and ``in0_b`` (the context the operator is timed in)."""
+    computed by ``key.after`` from graph inputs ``in0`` and ``in0_b`` (the context the operator is timed in). An
+    operand of :data:`BLOCKED_OPERANDS` is computed from ``in{k}`` by a 1x1 MaxPool (``in{k}_blocked``), once:
+    an identity onnxruntime runs in NCHWc, so the operand arrives blocked as it does inside a model."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -63,8 +66,12 @@ def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
         prod = ops.get(key.after)
         nodes += [helper.make_node(t, i, o, **a)
                   for t, i, o, a in prod.export_fn({}, ["in0", "in0_b"], ["in0_ctx"], ctx)]
+    blocked = [k for k in BLOCKED_OPERANDS.get(key.op, ()) if k not in key.weights]
+    nodes += [helper.make_node("MaxPool", [f"in{k}"], [f"in{k}_blocked"], kernel_shape=[1, 1]) for k in blocked]
     for r in range(replicas):
         ins = [f"in{k}" if k not in key.weights else f"w{k}_{r}" for k in range(len(key.input_shapes))]
+        for k in blocked:
+            ins[k] = f"in{k}_blocked"
         if after:
             ins[0] = "in0_ctx"
         inits.update({ins[k]: rng.standard_normal(key.input_shapes[k]).astype(key.dtype) for k in key.weights})
@@ -80,6 +87,71 @@ def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
     m.ir_version = 9
     onnx.checker.check_model(m)
     return m
+
+
+#: Operands that inside a model come from an operator onnxruntime runs blocked, which its NCHWc convolution
+#: then reads in place (Conv + Add fuse only when the added tensor is blocked): op -> input positions.
+BLOCKED_OPERANDS: dict[str, tuple[int, ...]] = {"conv2d_add": (3,)}
+#: Operators onnxruntime's CPU provider runs in its blocked NCHWc layout inside a model (where channel counts
+#: allow): their one-node measurements are taken net of the layout conversions at the model's boundary.
+NCHWC_OPS = frozenset({"conv2d", "conv2d_add", "maxpool", "avgpool"})
+_NCHWC_DOMAIN = "com.microsoft.nchwc"
+
+
+def _nchwc_reorders(model, threads: int) -> dict[str, list[str]]:
+    """The inputs of the ReorderInput nodes and outputs of the ReorderOutput nodes in the graph onnxruntime
+    optimizes ``model`` to (none where it keeps the NCHW kernels)."""
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+
+    found: dict[str, list[str]] = {"ReorderInput": [], "ReorderOutput": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.log_severity_level = 3
+        so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
+        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        for n in onnx.load(so.optimized_model_filepath).graph.node:
+            if n.domain == _NCHWC_DOMAIN and n.op_type == "ReorderInput":
+                found["ReorderInput"].append(n.input[0])
+            elif n.domain == _NCHWC_DOMAIN and n.op_type == "ReorderOutput":
+                found["ReorderOutput"].append(n.output[0])
+    return found
+
+
+def _reorder_model(kind: str, shape: tuple[int, ...], block: int):
+    """One NCHWc ``ReorderInput`` (NCHW ``shape`` -> blocked) or ``ReorderOutput`` (blocked -> NCHW ``shape``);
+    the blocked tensor has the channels rounded up to a whole number of ``block``. A ReorderOutput reads its
+    input as blocked whatever its values."""
+    import onnx
+    from onnx import helper
+
+    blocked = [shape[0], -(-shape[1] // block) * block, *shape[2:]]
+    attrs = {"channels": shape[1]} if kind == "ReorderOutput" else {}
+    node = helper.make_node(kind, ["in0"], ["out"], domain=_NCHWC_DOMAIN, **attrs)
+    src, dst = (list(shape), blocked) if kind == "ReorderInput" else (blocked, list(shape))
+    g = helper.make_graph([node], "reorder", [helper.make_tensor_value_info("in0", 1, src)],
+                          [helper.make_tensor_value_info("out", 1, dst)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(_NCHWC_DOMAIN, 1)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+@functools.lru_cache(maxsize=1)
+def nchwc_block_size() -> int:
+    """Channels per block of onnxruntime's NCHWc layout on this CPU (8 with AVX2, 16 with AVX-512): the
+    channel count a ReorderInput pads four channels (its least) to."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(_reorder_model("ReorderInput", (1, 4, 1, 1), 1).SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+    return int(sess.run(None, {"in0": np.zeros((1, 4, 1, 1), np.float32)})[0].shape[1])
 
 
 def _cpu_name() -> str:
@@ -131,6 +203,7 @@ class OnnxRuntimeCostModel(CostModel):
         self.repeats = repeats
         self._fallback = AnalyticCostModel()
         self._overhead: dict[int, float] = {}
+        self._reorders: dict[tuple[str, tuple[int, ...]], float] = {}
 
     def in_context(self, weight_bytes: int) -> OnnxRuntimeCostModel:
         """With an automatic working set: a copy whose working set is the model's weights, rounded up to a
@@ -145,6 +218,7 @@ class OnnxRuntimeCostModel(CostModel):
         other = copy.copy(self)
         other.working_set_mb = mb
         other._overhead = {}
+        other._reorders = {}
         return other
 
     def _feed_copies(self, feeds: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
@@ -156,15 +230,18 @@ class OnnxRuntimeCostModel(CostModel):
         return [feeds] + [{k: rng.standard_normal(v.shape).astype(v.dtype) for k, v in feeds.items()}
                           for _ in range(copies - 1)]
 
-    def _median_run_ms(self, model, feeds: dict[str, np.ndarray]) -> float:
+    def _median_run_ms(self, model, feeds: dict[str, np.ndarray], optimize: bool = True,
+                       rotate: bool = True) -> float:
         import onnxruntime as ort
 
         so = ort.SessionOptions()
         so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
+        if not optimize:  # run as written (a model of onnxruntime's own layout operators)
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        copies = self._feed_copies(feeds) if self.working_set_mb else [feeds]
+        copies = self._feed_copies(feeds) if self.working_set_mb and rotate else [feeds]
         for k in range(self.warmup):
             sess.run(None, copies[k % len(copies)])
         # time batches long enough (>= 2 ms) for microsecond kernels; the median over batches resists noise
@@ -212,8 +289,41 @@ class OnnxRuntimeCostModel(CostModel):
             return self._cost_split_piece(key, feeds)
         overhead = self.run_overhead_ms(max(1, len(feeds)))
         replicas = self.replicas(key)
-        total = self._median_run_ms(one_node_model(key, replicas), feeds)
+        model = one_node_model(key, replicas)
+        total = self._median_run_ms(model, feeds)
+        if key.op in NCHWC_OPS:  # inside a model it runs blocked, between blocked neighbours: no reorders
+            total -= self._boundary_reorders_ms(key, model)
+        for k in BLOCKED_OPERANDS.get(key.op, ()):  # the 1x1 MaxPool that blocks the operand, run once
+            if k not in key.weights:
+                pool = ops.get("maxpool")
+                shape = key.input_shapes[k]
+                p = pool.normalize({"kernel": (1, 1), "strides": (1, 1), "pads": (0, 0, 0, 0)})
+                total -= self.cost(pool.cost_key(p, [shape], shape))
         return max((total - overhead) / replicas, 0.001)
+
+    def _boundary_reorders_ms(self, key: CostKey, model) -> float:
+        """What the one-node model spends converting its activations to and from onnxruntime's blocked NCHWc
+        layout: a ReorderInput per activation input, a ReorderOutput per replica (found in the graph onnxruntime
+        optimizes it to; each timed alone with its output returned, so the returned output's handling goes too).
+        In a whole model the operator reads and writes blocked tensors: its neighbours (convolutions, pools,
+        element-wise operators, concatenations) run blocked too, and reorders happen once at the edges."""
+        shapes = {f"in{k}": s for k, s in enumerate(key.input_shapes) if k not in key.weights}
+        reorders = _nchwc_reorders(model, self.threads)
+        return (sum(self._reorder_ms("ReorderInput", shapes[i]) for i in reorders["ReorderInput"] if i in shapes)
+                + len(reorders["ReorderOutput"]) * self._reorder_ms("ReorderOutput", key.output_shape))
+
+    def _reorder_ms(self, kind: str, shape: tuple[int, ...]) -> float:
+        """One onnxruntime NCHWc reorder of a tensor of this (NCHW) shape, as a one-node model, net of the run
+        overhead (memoized per shape). A ReorderInput reads a graph input, from memory as the measured operator
+        does; a ReorderOutput reads what the operator has just written, so its input stays in the caches."""
+        if (kind, shape) not in self._reorders:
+            model = _reorder_model(kind, shape, nchwc_block_size())
+            src = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+            feeds = {"in0": np.random.default_rng(0).standard_normal(src).astype(np.float32)}
+            ms = self._median_run_ms(model, feeds, optimize=False,
+                                     rotate=kind == "ReorderInput")
+            self._reorders[kind, shape] = max(ms - self.run_overhead_ms(1), 0.0)
+        return self._reorders[kind, shape]
 
     def _cost_split_piece(self, key: CostKey, feeds: dict[str, np.ndarray]) -> float:
         """A piece's share, by size, of one ONNX Split that cuts the tensor at the piece's bounds: export writes
@@ -266,7 +376,7 @@ class OnnxRuntimeCostModel(CostModel):
                 "onnxruntime": ort.__version__,
                 "threads": str(self.threads) if self.threads else "onnxruntime-default",
                 "method": f"batched-net-of-run-overhead-ws{self.working_set_mb}-weights-replicated-global-pools"
-                          f"-max{MAX_REPLICAS}-{MAX_RUN_MS:g}ms-split-share"}
+                          f"-max{MAX_REPLICAS}-{MAX_RUN_MS:g}ms-split-share-nchwc-inside"}
 
 
 def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, threads: int = 0, rounds: int = 15,

@@ -128,7 +128,8 @@ def test_priced_as_its_parts_by_the_analytic_model_and_measured_as_written() -> 
     analytic = AnalyticCostModel()
     assert analytic.cost(key) == pytest.approx(sum(analytic.cost(k) for k in parts))
     m = one_node_model(key)
-    assert [n.op_type for n in m.graph.node] == ["Conv", "Add", "Relu"]
+    # what export writes, the residual arriving through an identity onnxruntime runs blocked (1x1 MaxPool)
+    assert [n.op_type for n in m.graph.node] == ["MaxPool", "Conv", "Add", "Relu"]
     assert [i.name for i in m.graph.input] == ["in0", "in3"]  # the residual is an activation, fed per run
 
 
