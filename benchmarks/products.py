@@ -4,8 +4,11 @@ The model's MatMul/Gemm/Conv nodes run as a model of their own (same shapes and 
 inputs, each product's first element returned), once as written and once *merged* (every group of MatMuls
 that share their left operand as one MatMul over concatenated weights, TASO's and eqsat's merge). The table
 gives the products' share of the model's latency, what merging them gains on this runtime, and the rate at
-which they stream weights (GB/s) and compute (GFLOP/s). It is a measurement, not a bound: a rewrite can also
-change how fast a product runs (onnxruntime's Gemm with a transposed weight is not its MatMul).
+which they stream weights (GB/s) and compute (GFLOP/s). The *floor* is one MatMul that reads all the weights
+a run must read: where a model is not much slower than its floor (memory-bound, as TASO's NasRNN at batch 1),
+no rewrite that keeps every weight and fp32 can make it much faster. The products' columns are measurements,
+not bounds: a rewrite can also change how fast a product runs (onnxruntime's Gemm with a transposed weight is
+not its MatMul).
 
 Usage: python benchmarks/products.py [--models taso_nasrnn taso_bert ...] [--threads 1 2] [--rounds 15]
 Writes benchmarks/results/products.{md,json}.
@@ -113,6 +116,28 @@ def heavy_only(model: onnx.ModelProto, merged: bool = False) -> tuple[onnx.Model
     return m, {"weight_mb": wbytes / 2**20, "gflop": flops / 1e9, "products": len(nodes)}
 
 
+def streamed_weights(model: onnx.ModelProto) -> int:
+    """Bytes of the weights a run must read: right operands (initializers) of the heavy nodes whose left operand
+    is computed at run time (a product of two constants is folded when the session loads)."""
+    inits = {t.name: t for t in model.graph.initializer}
+    return int(sum(np.prod(inits[n.input[1]].dims) * 4 for n in model.graph.node
+                   if n.op_type in HEAVY and n.input[1] in inits and n.input[0] not in inits))
+
+
+def floor_model(weight_bytes: int, k: int = 512) -> onnx.ModelProto:
+    """One MatMul of a (1, k) input by a (k, n) weight holding ``weight_bytes``: onnxruntime's fastest way to
+    read that many weight bytes once (no graph that reads every weight can run faster than it streams them)."""
+    n = max(1, weight_bytes // (4 * k))
+    w = np.random.default_rng(0).standard_normal((k, n)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "floor",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, k])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, n])],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
 def measure(name: str, threads: int, rounds: int) -> dict[str, Any]:
     """Latency of the model, its heavy part and its heavy part merged (interleaved, median, ms)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -124,10 +149,12 @@ def measure(name: str, threads: int, rounds: int) -> dict[str, Any]:
     model = build_model(name)
     heavy, stats = heavy_only(model)
     merged, merged_stats = heavy_only(model, merged=True)
-    models = [model, heavy, merged]
+    streamed = streamed_weights(model)
+    models = [model, heavy, merged, floor_model(streamed)]
     feeds = [onnx_io.random_feeds(m, seed=0) for m in models]
-    full_ms, heavy_ms, merged_ms = end_to_end_latency(models, feeds, threads=threads, rounds=rounds)
+    full_ms, heavy_ms, merged_ms, floor_ms = end_to_end_latency(models, feeds, threads=threads, rounds=rounds)
     return {"model": name, "threads": threads, "full_ms": full_ms, "heavy_ms": heavy_ms, "merged_ms": merged_ms,
+            "streamed_mb": streamed / 2**20, "floor_ms": floor_ms, "bound": full_ms / floor_ms,
             "heavy_nodes": stats.pop("products"), "merged_nodes": merged_stats["products"], **stats,
             "share": heavy_ms / full_ms, "merge_gain": heavy_ms / merged_ms,
             "heavy_gbs": stats["weight_mb"] * 2**20 / 1e9 / (heavy_ms / 1e3),
@@ -142,18 +169,22 @@ def render(meta: dict, rows: list[dict]) -> str:
              "products = the model's MatMul/Gemm/Conv nodes alone (same shapes and weights, activations fed as "
              "inputs, each product's first element returned); merged = MatMuls sharing a left operand as one "
              "MatMul over concatenated weights. share = products / model; merge gain = products / merged. "
-             "Interleaved medians.\n",
+             "streamed = the weights a run reads (right operands of products whose left operand is computed at "
+             "run time); floor = one MatMul (1 x 512 by a weight of that size) reading them once, the fastest "
+             "this runtime streams them; bound = model / floor, the most any rewrite that still reads every "
+             "weight can gain (in fp32). Interleaved medians.\n",
              "| model | threads | model (ms) | products (ms) | merged (ms) | products (merged) | weights (MB) | "
-             "GFLOP | GB/s | GFLOP/s | share | merge gain |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "GFLOP | GB/s | GFLOP/s | share | merge gain | streamed (MB) | floor (ms) | bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['threads']} | {r['error']} |" + " |" * 9)
+            lines.append(f"| {r['model']} | {r['threads']} | {r['error']} |" + " |" * 12)
             continue
         lines.append(f"| {r['model']} | {r['threads']} | {r['full_ms']:.3f} | {r['heavy_ms']:.3f} | "
                      f"{r['merged_ms']:.3f} | {r['heavy_nodes']} ({r['merged_nodes']}) | {r['weight_mb']:.1f} | "
                      f"{r['gflop']:.3f} | {r['heavy_gbs']:.1f} | {r['heavy_gflops']:.1f} | {r['share']:.2f} | "
-                     f"{r['merge_gain']:.3f}x |")
+                     f"{r['merge_gain']:.3f}x | {r['streamed_mb']:.1f} | {r['floor_ms']:.3f} | "
+                     f"{r['bound']:.2f}x |")
     return "\n".join(lines) + "\n"
 
 
