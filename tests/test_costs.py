@@ -213,3 +213,24 @@ def test_end_to_end_timing_fits_its_budget_with_a_floor_of_rounds(monkeypatch) -
     calls["n"] = 0
     end_to_end_latency([model, model], [feeds, feeds], rounds=15)
     assert calls["n"] > few  # a tiny budget: 7 rounds and 2 warm-up runs instead of 15 and 5
+
+
+
+def test_bound_runs_compute_what_a_plain_run_does() -> None:
+    # measurements run with inputs and outputs bound in place: each call runs on its own feed copy and writes
+    # into the same output buffers
+    import numpy as np
+    import onnxruntime as ort
+
+    from eqsat.gpu.cpu_measure import _bound_runs, one_node_model
+
+    model = one_node_model(_mm((4, 8), (8, 5)), 1)  # both operands are activations here
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    copies = [{"in0": rng.standard_normal((4, 8)).astype(np.float32),
+               "in1": rng.standard_normal((8, 5)).astype(np.float32)} for _ in range(3)]
+    runs, outputs = _bound_runs(sess, copies)
+    assert len(runs) == 3 and len(outputs) == 1
+    for run, feeds in reversed(list(zip(runs, copies, strict=True))):
+        run()
+        np.testing.assert_allclose(outputs[0].numpy(), feeds["in0"] @ feeds["in1"], rtol=1e-5, atol=1e-5)
