@@ -229,6 +229,33 @@ def flatten_concats(graph: Graph) -> Graph:
     return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
 
 
+def _fuse_producers(graph: Graph, fuse: Callable[[Node, Node, int], Node | None],
+                    weights: Mapping[str, np.ndarray] | None = None) -> Graph:
+    """Replace each node ``n`` by ``fuse(n, p, k)`` where ``p`` computes ``n``'s input ``k``, ``n`` is the only
+    reader of that tensor and it is not a graph output; ``p`` goes. ``fuse`` returns ``None`` where it does not
+    apply (the first input for which it applies wins). ``weights``: the graph's weights with any ``fuse`` added."""
+    consumers = graph.consumers
+    outputs = set(graph.outputs)
+    by_out = graph.producers
+    replaced: dict[str, Node] = {}  # output of a node -> the fused node that now computes it
+    dropped: set[str] = set()  # outputs of the producers fused away
+    for n in graph.nodes:
+        for k, name in enumerate(n.inputs):
+            p = by_out.get(name)
+            if p is None or name in outputs or name in dropped or len(consumers.get(name, [])) != 1:
+                continue
+            new = fuse(n, p, k)
+            if new is not None:
+                replaced[n.output] = new
+                dropped.add(name)
+                break
+    if not replaced:
+        return graph
+    nodes = tuple(replaced.get(n.output, n) for n in graph.nodes if n.output not in dropped)
+    return Graph(graph.inputs, graph.weights if weights is None else weights, nodes, graph.outputs, graph.name,
+                 graph.meta)
+
+
 def fold_batchnorms(graph: Graph) -> Graph:
     """Fold an inference ``batchnorm`` into the ``conv2d`` that computes its input, as onnxruntime does when it
     loads a model: kernel ``w * f`` and bias ``(b - mean) * f + bias`` per output channel, ``f = scale /
@@ -236,40 +263,31 @@ def fold_batchnorms(graph: Graph) -> Graph:
     the conv has no fused activation, its output is read by the batch norm alone and is not a graph output, and
     the kernel, bias and the four statistics are weights. Leaves every other batch norm as it is (the rule
     ``conv-batchnorm-fold`` still folds them inside the e-graph, where a conv may have other readers)."""
-    consumers = graph.consumers
-    outputs = set(graph.outputs)
-    by_out = graph.producers
     weights = dict(graph.weights)
     taken = {i.name for i in graph.inputs} | set(weights) | {n.output for n in graph.nodes}
-    replaced: dict[str, Node] = {}  # batch norm output -> the conv that now computes it
-    dropped: set[str] = set()  # outputs of the convs folded away
-    for n in graph.nodes:
-        if n.op != "batchnorm":
-            continue
-        conv = by_out.get(n.inputs[0])
-        if (conv is None or conv.op != "conv2d" or conv.p["act"] != ops.ACT_NONE or conv.output in outputs
-                or len(consumers.get(conv.output, [])) != 1
+
+    def fresh(base: str) -> str:
+        name, k = base, 1
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        return name
+
+    def fold(n: Node, conv: Node, k: int) -> Node | None:
+        if (n.op != "batchnorm" or k != 0 or conv.op != "conv2d" or conv.p["act"] != ops.ACT_NONE
                 or not all(i in graph.weights for i in (*conv.inputs[1:], *n.inputs[1:]))):
-            continue
-        w, b = (graph.weights[i].astype(np.float64) for i in conv.inputs[1:])
+            return None
+        w, b = (graph.weights[i] for i in conv.inputs[1:])
         scale, bias, mean, var = (graph.weights[i].astype(np.float64) for i in n.inputs[1:])
         f = scale / np.sqrt(var + n.p["epsilon"])
-        names = []
-        for suffix, value, dtype in (("_w", w * f.reshape(-1, 1, 1, 1), graph.weights[conv.inputs[1]].dtype),
-                                     ("_b", (b - mean) * f + bias, graph.weights[conv.inputs[2]].dtype)):
-            name, k = n.output + "_bnfold" + suffix, 1
-            while name in taken:
-                k += 1
-                name = f"{n.output}_bnfold{k}{suffix}"
-            taken.add(name)
-            weights[name] = value.astype(dtype)
-            names.append(name)
-        replaced[n.output] = Node("conv2d", conv.params, (conv.inputs[0], *names), n.output)
-        dropped.add(conv.output)
-    if not replaced:
-        return graph
-    new_nodes = tuple(replaced.get(n.output, n) for n in graph.nodes if n.output not in dropped)
-    return Graph(graph.inputs, weights, new_nodes, graph.outputs, graph.name, graph.meta).live()
+        folded = {"w": (w * f.reshape(-1, 1, 1, 1)).astype(w.dtype), "b": ((b - mean) * f + bias).astype(b.dtype)}
+        names = [fresh(f"{n.output}_bnfold_{part}") for part in folded]
+        weights.update(zip(names, folded.values(), strict=True))
+        return Node("conv2d", conv.params, (conv.inputs[0], *names), n.output)
+
+    folded_graph = _fuse_producers(graph, fold, weights)
+    return graph if folded_graph is graph else folded_graph.live()
 
 
 def fuse_residual_adds(graph: Graph) -> Graph:
@@ -277,51 +295,28 @@ def fuse_residual_adds(graph: Graph) -> Graph:
     runs Conv + Add as one kernel that adds the other operand while writing the output): where the conv has no
     fused activation, its output is read by the add alone and is not a graph output, and the other operand has
     the output's shape (no broadcast). The first operand that qualifies is the conv's; the other the residual."""
-    consumers = graph.consumers
-    outputs = set(graph.outputs)
-    by_out = graph.producers
     shapes = graph.shapes
-    fused: dict[str, Node] = {}  # add output -> the conv2d_add that now computes it
-    dropped: set[str] = set()
-    for n in graph.nodes:
-        if n.op != "ewadd" or n.inputs[0] == n.inputs[1] or shapes[n.inputs[0]] != shapes[n.inputs[1]]:
-            continue
-        for k in (0, 1):
-            conv = by_out.get(n.inputs[k])
-            if (conv is not None and conv.op == "conv2d" and conv.p["act"] == ops.ACT_NONE
-                    and conv.output not in outputs and conv.output not in dropped
-                    and len(consumers.get(conv.output, [])) == 1):
-                fused[n.output] = Node("conv2d_add", conv.params, (*conv.inputs, n.inputs[1 - k]), n.output)
-                dropped.add(conv.output)
-                break
-    if not fused:
-        return graph
-    new_nodes = tuple(fused.get(n.output, n) for n in graph.nodes if n.output not in dropped)
-    return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
+
+    def fuse(n: Node, conv: Node, k: int) -> Node | None:
+        if (n.op != "ewadd" or shapes[n.inputs[0]] != shapes[n.inputs[1]] or conv.op != "conv2d"
+                or conv.p["act"] != ops.ACT_NONE):
+            return None
+        return Node("conv2d_add", conv.params, (*conv.inputs, n.inputs[1 - k]), n.output)
+
+    return _fuse_producers(graph, fuse)
 
 
 def fuse_activations(graph: Graph) -> Graph:
     """Fold a ``relu`` into the operator that computes its input when that operator has a fused-activation
     parameter (``act``) set to none and the relu is the only reader of its output (as onnxruntime fuses Conv +
     Relu). The graph computes the same, and is priced as the runtime runs it."""
-    consumers = graph.consumers
-    outputs = set(graph.outputs)
-    by_out = graph.producers
-    fused: dict[str, Node] = {}  # producer output -> the fused node that replaces it
-    dropped: set[str] = set()
-    for n in graph.nodes:
-        if n.op != "relu":
-            continue
-        src = by_out.get(n.inputs[0])
-        if (src is None or "act" not in src.spec.param_names() or src.p["act"] != ops.ACT_NONE
-                or len(consumers.get(src.output, [])) != 1 or src.output in outputs):
-            continue
-        fused[src.output] = Node(src.op, src.spec.param_tuple({**src.p, "act": ops.ACT_RELU}), src.inputs, n.output)
-        dropped.add(n.output)
-    if not fused:
-        return graph
-    new_nodes = tuple(fused.get(n.output, n) for n in graph.nodes if n.output not in dropped or n.op != "relu")
-    return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
+
+    def fuse(n: Node, src: Node, k: int) -> Node | None:
+        if n.op != "relu" or "act" not in src.spec.param_names() or src.p["act"] != ops.ACT_NONE:
+            return None
+        return Node(src.op, src.spec.param_tuple({**src.p, "act": ops.ACT_RELU}), src.inputs, n.output)
+
+    return _fuse_producers(graph, fuse)
 
 
 #: dtype of registry operators without inputs (the constants of :mod:`eqsat.ops`, exported as float32)
