@@ -234,3 +234,60 @@ def test_bound_runs_compute_what_a_plain_run_does() -> None:
     for run, feeds in reversed(list(zip(runs, copies, strict=True))):
         run()
         np.testing.assert_allclose(outputs[0].numpy(), feeds["in0"] @ feeds["in1"], rtol=1e-5, atol=1e-5)
+
+
+def _lrn_graph():
+    from onnx import TensorProto, helper
+
+    from eqsat.onnx_io import load_model
+
+    node = helper.make_node("LRN", ["x"], ["y"], size=5, alpha=1e-4, beta=0.75, bias=1.0)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 9, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 9, 9])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return load_model(m)
+
+
+def test_a_graphs_opaque_node_is_keyed_by_content_and_timed_as_itself(monkeypatch) -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    from eqsat.gpu.cpu_measure import _opaque_model
+    from eqsat.onnx_io import onnx_opaque_evaluator
+    from eqsat.pipeline import graph_cost_keys
+
+    graph = _lrn_graph()
+    assert [n.op for n in graph.nodes] == ["opaque"]
+    (key,) = graph_cost_keys(graph)[0]
+    p = dict(key.params)
+    assert p["op_type"] == "LRN" and key.input_shapes == ((1, 16, 9, 9),) and key.dtype == "float32"
+    assert "key" not in p  # by content: the same node in another model shares its measurement
+    model = _opaque_model(key)
+    assert [n.op_type for n in model.graph.node] == ["LRN"]
+    x = np.random.default_rng(0).standard_normal((1, 16, 9, 9)).astype(np.float32)
+    want = graph.evaluate({"x": x}, opaque=onnx_opaque_evaluator(graph))
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"in0": x})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)  # the model runs the node as the graph does
+    timed = []
+
+    def fake_run(self, model, feeds, optimize=True, rotate=True):
+        timed.append(model.graph.node[0].op_type)
+        return 0.1 if model.graph.node[0].op_type in ("Identity", "Sum") else 3.0
+    monkeypatch.setattr(OnnxRuntimeCostModel, "_median_run_ms", fake_run)
+    assert OnnxRuntimeCostModel(threads=1).cost(key) == pytest.approx(2.9) and "LRN" in timed
+
+
+def test_opaque_nodes_fall_back_to_the_analytic_estimate_where_they_cannot_be_timed() -> None:
+    analytic = AnalyticCostModel()
+    cm = OnnxRuntimeCostModel(threads=1)
+    # an e-graph's opaque node names only the node it stands for
+    by_name = ops.get("opaque").cost_keys({"key": "n3", "index": 0}, [], (4, 4))[0]
+    assert cm.cost(by_name) == pytest.approx(analytic.cost(by_name))
+    # an operator onnxruntime does not have
+    spec = ops.get("opaque")
+    p = {"key": "n0", "index": 0, "op_type": "NoSuchOp", "domain": "", "attrs": (), "shape": (2, 3),
+         "dtype": "float32", "n_outputs": 1, "slots": ""}
+    (key,) = spec.cost_keys(spec.normalize(p), [(2, 3)], (2, 3))
+    assert dict(key.params)["op_type"] == "NoSuchOp"
+    assert cm.cost(key) == pytest.approx(analytic.cost(key))

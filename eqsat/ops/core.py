@@ -241,8 +241,15 @@ class OpSpec:
                   weights: Sequence[int] = ()) -> tuple[CostKey, ...]:
         """The keys a cost model prices this configuration by: one, its own (a fused form is one key; a cost
         model that does not fuse splits it with :func:`runs_as_keys`)."""
-        if self.name == "opaque":  # priced by identity: the node it stands for, and which of its outputs
-            return (CostKey("opaque", (("key", params["key"]), ("index", params["index"])), (), tuple(out_shape)),)
+        if self.name == "opaque":
+            if "op_type" not in params:  # an e-graph's opaque node names only the node it stands for
+                return (CostKey("opaque", (("key", params["key"]), ("index", params["index"])), (),
+                                tuple(out_shape)),)
+            # a graph's opaque node, by content (so a measured model can run it): what the node computes, its
+            # output, the input shapes and which inputs are weights
+            content = tuple((k, params[k]) for k in ("op_type", "domain", "attrs", "index", "n_outputs", "slots"))
+            return (CostKey("opaque", content, tuple(tuple(s) for s in in_shapes), tuple(out_shape),
+                            str(params["dtype"]), weights=tuple(sorted(weights))),)
         return (self.cost_key(params, in_shapes, out_shape, weights=weights),)
 
 
