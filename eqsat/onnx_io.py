@@ -837,11 +837,18 @@ def _export_opaque(group: list[Node], ref: Callable[[str], str], ex: _Exporter) 
     while len(outs) > required and not outs[-1]:
         outs.pop()
     outs = [o or ex.fresh(f"{p['key']}_unused{k}") for k, o in enumerate(outs)]  # nobody reads them: any name
-    ins = [ref(i) for i in group[0].inputs]
+    return opaque_node(p, [ref(i) for i in group[0].inputs], outs, ex.fresh("n_" + p["op_type"]))
+
+
+def opaque_node(p: Mapping[str, Any], ins: Sequence[str], outs: Sequence[str], name: str | None = None
+                ) -> onnx.NodeProto:
+    """The ONNX node an opaque node's parameters ``p`` stand for, reading ``ins`` (the present inputs, put back
+    in their slots) and writing ``outs``, with its original attributes."""
+    ins = list(ins)
     if p["slots"]:
         it = iter(ins)
         ins = [next(it) if c == "1" else "" for c in p["slots"]]
-    node = helper.make_node(p["op_type"], ins, outs, name=ex.fresh("n_" + p["op_type"]), domain=p["domain"] or None)
+    node = helper.make_node(p["op_type"], ins, list(outs), name=name, domain=p["domain"] or None)
     for raw in p["attrs"]:
         a = onnx.AttributeProto()
         a.ParseFromString(raw)

@@ -159,23 +159,16 @@ def nchwc_block_size() -> int:
 def _opaque_model(key: CostKey):
     """The one-node ONNX model of an opaque cost key: the node's operator and attributes over graph inputs
     ``in{k}`` (weights as seeded random initializers) in the key's dtype, returning the output the key prices."""
-    import onnx
     from onnx import helper, numpy_helper
+
+    from eqsat.onnx_io import opaque_node
 
     p = dict(key.params)
     dt = helper.np_dtype_to_tensor_dtype(np.dtype(key.dtype))
     rng = np.random.default_rng(0)
     names = [f"in{k}" if k not in key.weights else f"w{k}" for k in range(len(key.input_shapes))]
-    ins = list(names)
-    if p["slots"]:  # absent optional inputs keep their empty slots
-        it = iter(names)
-        ins = [next(it) if c == "1" else "" for c in p["slots"]]
     outs = [f"out{k}" for k in range(p["n_outputs"])]
-    node = helper.make_node(p["op_type"], ins, outs, domain=p["domain"] or None)
-    for raw in p["attrs"]:
-        a = onnx.AttributeProto()
-        a.ParseFromString(raw)
-        node.attribute.append(a)
+    node = opaque_node(p, names, outs)
     inits = [numpy_helper.from_array(rng.standard_normal(key.input_shapes[k]).astype(key.dtype), names[k])
              for k in key.weights]
     graph_inputs = [helper.make_tensor_value_info(n, dt, list(s))
