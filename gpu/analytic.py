@@ -38,14 +38,18 @@ class AnalyticCostModel(CostModel):
             return 0.0  # views: a runtime can alias them (TASO's model does the same)
         size = _BYTES.get(key.dtype, 4)
         nbytes = size * (sum(math.prod(s) for s in key.input_shapes) + math.prod(key.output_shape))
+        nodes = 1
         if key.op == "opaque":
             flops = float(math.prod(key.output_shape))
         else:
             spec = ops.get(key.op)
             flops = spec.flops(dict(key.params), key.input_shapes, key.output_shape)
+            if spec.decomposition is not None:  # several nodes, intermediates written and read back
+                nodes, spilled = spec.decomposition(dict(key.params))
+                nbytes += 2 * size * spilled * math.prod(key.output_shape)
         compute_ms = flops / (self.peak_gflops * 1e6)
         memory_ms = nbytes / (self.bandwidth_gbs * 1e6)
-        return max(compute_ms, memory_ms) + self.launch_overhead_ms
+        return max(compute_ms, memory_ms) + nodes * self.launch_overhead_ms
 
     def device_identity(self) -> dict[str, str]:
         """Parameters of the model (it measures nothing)."""

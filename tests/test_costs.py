@@ -236,12 +236,12 @@ def test_bound_runs_compute_what_a_plain_run_does() -> None:
         np.testing.assert_allclose(outputs[0].numpy(), feeds["in0"] @ feeds["in1"], rtol=1e-5, atol=1e-5)
 
 
-def _lrn_graph():
+def _opaque_graph():
     from onnx import TensorProto, helper
 
     from eqsat.onnx_io import load_model
 
-    node = helper.make_node("LRN", ["x"], ["y"], size=5, alpha=1e-4, beta=0.75, bias=1.0)
+    node = helper.make_node("LpNormalization", ["x"], ["y"], axis=1, p=2)  # no registry operator
     g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 9, 9])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 9, 9])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
@@ -257,14 +257,14 @@ def test_a_graphs_opaque_node_is_keyed_by_content_and_timed_as_itself(monkeypatc
     from eqsat.onnx_io import onnx_opaque_evaluator
     from eqsat.pipeline import graph_cost_keys
 
-    graph = _lrn_graph()
+    graph = _opaque_graph()
     assert [n.op for n in graph.nodes] == ["opaque"]
     (key,) = graph_cost_keys(graph)[0]
     p = dict(key.params)
-    assert p["op_type"] == "LRN" and key.input_shapes == ((1, 16, 9, 9),) and key.dtype == "float32"
+    assert p["op_type"] == "LpNormalization" and key.input_shapes == ((1, 16, 9, 9),) and key.dtype == "float32"
     assert "key" not in p  # by content: the same node in another model shares its measurement
     model = _opaque_model(key)
-    assert [n.op_type for n in model.graph.node] == ["LRN"]
+    assert [n.op_type for n in model.graph.node] == ["LpNormalization"]
     x = np.random.default_rng(0).standard_normal((1, 16, 9, 9)).astype(np.float32)
     want = graph.evaluate({"x": x}, opaque=onnx_opaque_evaluator(graph))
     got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"in0": x})
@@ -275,7 +275,7 @@ def test_a_graphs_opaque_node_is_keyed_by_content_and_timed_as_itself(monkeypatc
         timed.append(model.graph.node[0].op_type)
         return 0.1 if model.graph.node[0].op_type in ("Identity", "Sum") else 3.0
     monkeypatch.setattr(OnnxRuntimeCostModel, "_median_run_ms", fake_run)
-    assert OnnxRuntimeCostModel(threads=1).cost(key) == pytest.approx(2.9) and "LRN" in timed
+    assert OnnxRuntimeCostModel(threads=1).cost(key) == pytest.approx(2.9) and "LpNormalization" in timed
 
 
 def test_opaque_nodes_fall_back_to_the_analytic_estimate_where_they_cannot_be_timed() -> None:

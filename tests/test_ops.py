@@ -71,6 +71,13 @@ CASES = [
     ("pad", {"pads": (0, 1, 0, 2)}, [(3, 4)]),
     ("pad", {"pads": (0, 0, 1, 1, 0, 0, 1, 2), "value": -1.5}, [(1, 2, 3, 3)]),
     ("pad", {"pads": (2, 0), "value": float("-inf")}, [(5,)]),
+    ("lrn", {"size": 5, "alpha": 1e-4, "beta": 0.75, "bias": 1.0, "form": 0}, [(1, 6, 4, 4)]),
+    ("lrn", {"size": 5, "alpha": 0.5, "beta": 0.75, "bias": 1.0, "form": 1}, [(1, 6, 4, 4)]),
+    ("lrn", {"size": 5, "alpha": 0.5, "beta": 0.75, "bias": 1.0, "form": 2}, [(2, 7, 3, 5)]),
+    ("lrn", {"size": 4, "alpha": 0.3, "beta": 0.5, "bias": 2.0, "form": 1}, [(2, 5, 3)]),  # even window, rank 3
+    ("lrn", {"size": 3, "alpha": 0.2, "beta": 0.6, "bias": 1.5, "form": 2}, [(1, 2, 3, 2, 2)]),  # Pow, rank 5
+    ("lrn", {"size": 1, "alpha": 1.0, "beta": 1.0, "bias": 1.0, "form": 2}, [(1, 3, 2, 2)]),
+    ("lrn", {"size": 9, "alpha": 0.1, "beta": 0.75, "bias": 1.0, "form": 1}, [(1, 3, 2, 2)]),  # window > C
 ]
 
 

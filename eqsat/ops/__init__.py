@@ -14,7 +14,7 @@ attributes)`` tuples that :mod:`eqsat.onnx_io` turns into protobuf.
 
 # Importing a family module registers its operators (and ONNX importers), in this order.
 # isort: off
-from eqsat.ops import elementwise, matmul, conv, layout, pool, norm, softmax, reduce, opaque, consts  # noqa: E402
+from eqsat.ops import elementwise, matmul, conv, layout, pool, norm, lrn, softmax, reduce, opaque, consts  # noqa: E402
 # isort: on
 from eqsat.ops.conv import _patches  # noqa: E402  (the verifier reads pooling windows the same way)
 from eqsat.ops.core import (
@@ -47,7 +47,7 @@ __all__ = [
     "ImportContext", "IRNode",
     "LAYOUT_PERMS", "LAYOUT_TARGETS", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Shape", "Uninterpreted",
     "get", "require", "runs_as_keys", "ops_for_generator", "conv", "consts", "elementwise", "layout", "matmul",
-    "norm", "opaque", "pool", "reduce", "softmax", "_patches",
+    "lrn", "norm", "opaque", "pool", "reduce", "softmax", "_patches",
 ]
 
 

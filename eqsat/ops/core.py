@@ -164,6 +164,11 @@ class OpSpec:
     #: runtime's fusion of the pair is priced where it happens (onnxruntime fuses Add + LayerNormalization on
     #: 3-D tensors into a SkipLayerNormalization that is slower on CPU than the two apart; on 2-D it does not).
     measure_after: str | None = None
+    #: Where export writes the operator as several ONNX nodes of its own (a decomposition onnxruntime does not
+    #: fuse back): ``params -> (nodes, intermediate tensors of the output's size)``, so the analytic model charges
+    #: each node's overhead and each intermediate's write and read; ``None``: one node. Measured models time
+    #: what export writes, so they need nothing.
+    decomposition: Callable[[Params], tuple[int, int]] | None = None
     #: How the rule generator applies the operator: template name -> the parameters for a first operand of a
     #: given shape (``None``: not applicable). Domains of :mod:`eqsat.rules.generator` list template names.
     generator_forms: dict[str, Callable[[Shape], Params | None]] = field(default_factory=dict)
