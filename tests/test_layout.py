@@ -12,7 +12,8 @@ from eqsat.rules.layout import LAYOUT_RULES
 from eqsat.rules.rule import check_condition, evaluate, parse
 
 CONV = {"?st": (1, 1), "?pd": (1, 1, 1, 1), "?dl": (1, 1), "?g": 1, "?act": 0}
-PARAMS = {*CONV, "?eps"}  # parameter variables; the others are tensors
+LRN = {"?size": 5, "?alpha": 0.5, "?beta": 0.75, "?shift": 1.0}
+PARAMS = {*CONV, *LRN, "?eps"}  # parameter variables; the others are tensors
 SHAPES = {
     "layout-matmul-ta": [{"?a": (4, 3), "?b": (4, 5)}, {"?a": (1, 6), "?b": (1, 2)}, {"?a": (7, 7), "?b": (7, 7)}],
     "layout-matmul-tb": [{"?a": (3, 4), "?b": (5, 4)}, {"?a": (6, 1), "?b": (2, 1)}, {"?a": (7, 7), "?b": (7, 7)}],
@@ -29,6 +30,8 @@ SHAPES = {
     "layout-layernorm-rows": [{"?eps": 1e-5, "?x": (2, 3, 4), "?scale": (4,), "?bias": (4,)},
                               {"?eps": 1e-12, "?x": (1, 5, 8), "?scale": (8,), "?bias": (8,)},
                               {"?eps": 0.1, "?x": (3, 1, 1), "?scale": (1,), "?bias": (1,)}],
+    **{f"lrn-form-{f}": [{**LRN, "?x": (1, 6, 3, 3)}, {**LRN, "?size": 2, "?beta": 0.6, "?x": (2, 3, 4)},
+                          {**LRN, "?size": 7, "?beta": 1.0, "?x": (1, 4, 2, 2, 2)}] for f in (1, 2)},
     "layout-ewadd-nchw": [{"?a": (1, 4, 5, 3), "?b": (1, 4, 5, 3)}, {"?a": (2, 1, 1, 1), "?b": (2, 1, 1, 1)},
                           {"?a": (1, 2, 3, 4), "?b": (1, 2, 3, 4)}],
 }
