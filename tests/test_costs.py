@@ -278,6 +278,42 @@ def test_a_graphs_opaque_node_is_keyed_by_content_and_timed_as_itself(monkeypatc
     assert OnnxRuntimeCostModel(threads=1).cost(key) == pytest.approx(2.9) and "LpNormalization" in timed
 
 
+def test_an_opaque_gather_of_token_ids_is_timed_with_integer_indices(monkeypatch) -> None:
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from eqsat.gpu.cpu_measure import _opaque_model
+    from eqsat.onnx_io import load_model
+    from eqsat.pipeline import graph_cost_keys
+
+    table = np.random.default_rng(1).standard_normal((1000, 64)).astype(np.float32)
+    node = helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 64])],
+                          [numpy_helper.from_array(table, "table")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    graph = load_model(m)
+    (key,) = graph_cost_keys(graph)[0]
+    assert dict(key.params)["op_type"] == "Gather" and key.weights == (0,) and key.dtype == "float32"
+    model = _opaque_model(key, frozenset({1}))
+    ids = np.array([[0, 5, 999, 3, 3, 7, 1, 2]], np.int64)
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"in1": ids})
+    assert got[0].shape == (1, 8, 64)  # runs with int64 ids (the key's float32 would be refused)
+    timed = []
+
+    def fake_run(self, model, feeds, optimize=True, rotate=True):  # refuses what onnxruntime refuses
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        if model.graph.node[0].op_type == "Gather":
+            timed.append(feeds["in1"].dtype)
+        return 0.1 if model.graph.node[0].op_type in ("Identity", "Sum") else 0.3
+    monkeypatch.setattr(OnnxRuntimeCostModel, "_median_run_ms", fake_run)
+    cost = OnnxRuntimeCostModel(threads=1).cost(key)
+    assert timed and timed[-1] == np.int64  # timed, not priced by the analytic fallback
+    assert cost == pytest.approx(0.2)
+
+
 def test_opaque_nodes_fall_back_to_the_analytic_estimate_where_they_cannot_be_timed() -> None:
     analytic = AnalyticCostModel()
     cm = OnnxRuntimeCostModel(threads=1)
