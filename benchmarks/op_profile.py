@@ -61,14 +61,14 @@ def profiled(name: str, threads: int, runs: int) -> tuple[float, dict[str, float
     """Whole-model median milliseconds, and milliseconds and kernel count per onnxruntime operator per run."""
     import onnxruntime as ort
 
+    from eqsat.onnx_io import random_feeds
+
     proto = _proto(name)
     with tempfile.TemporaryDirectory() as tmp:
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         plain = ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        rng = np.random.default_rng(0)
-        feeds = {i.name: rng.random([d if isinstance(d, int) else 1 for d in i.shape]).astype(np.float32)
-                 for i in plain.get_inputs()}
+        feeds = random_feeds(proto, seed=0)  # typed as the model declares (token ids are int64)
         for _ in range(10):
             plain.run(None, feeds)
         times = []
