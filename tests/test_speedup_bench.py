@@ -158,3 +158,12 @@ def test_first_choice_statistics_and_rendering() -> None:
     assert sp.first_choice_stats(rows, 1) == (1, 2)
     text = sp.render_candidates(rows, [1])
     assert "1 of 2 models" in text and "(b)" in text
+
+
+def test_the_benchmark_runs_again_with_huge_pages_only_where_glibc_lacks_them() -> None:
+    env = sp.huge_pages_env({"PATH": "/bin"}, "linux")
+    assert env == {"PATH": "/bin", "GLIBC_TUNABLES": sp.HUGE_PAGES}
+    assert sp.huge_pages_env(env, "linux") is None  # already set: no second start
+    kept = sp.huge_pages_env({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}, "linux")
+    assert kept["GLIBC_TUNABLES"] == f"glibc.malloc.arena_max=2:{sp.HUGE_PAGES}"  # the user's tunables kept
+    assert sp.huge_pages_env({}, "darwin") is None
