@@ -74,11 +74,28 @@ def test_candidate_counts_by_default_and_when_given(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(pipeline, "_latencies", latencies)
     model = zoo.builtin_models()["nasrnn_cell"]()
     res = pipeline.optimize(model, verify_latency=True, candidates=1, time_limit=60)
-    assert calls == [2] and res.candidates == []  # the original and the cost model's choice
+    # the original and the cost model's choice, then the two again (the choice passed)
+    assert calls == [2, 2] and res.candidates == [] and not res.kept_original
     res = pipeline.optimize(model, verify_latency=True, time_limit=60)  # with the latency check: 4 by default
-    assert 3 <= calls[-1] <= 1 + pipeline.DEFAULT_CANDIDATES and len(res.candidates) == calls[-1] - 1
+    assert 3 <= calls[2] <= 1 + pipeline.DEFAULT_CANDIDATES and len(res.candidates) == calls[2] - 1
+    assert calls[3] == 2  # the fastest candidate against the original, once more
     res = pipeline.optimize(model, time_limit=60)  # analytic costs, no latency check: nothing timed
-    assert len(calls) == 2 and res.latency_ms is None
+    assert len(calls) == 4 and res.latency_ms is None
+
+
+def test_a_win_that_does_not_hold_when_timed_again_keeps_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def latencies(models, graph, cost_model):
+        calls.append(len(models))
+        if len(calls) == 1:  # the race: every candidate 10 % faster
+            return [[1.1, 1.1, 1.1]] + [[1.0, 1.0, 1.0]] * (len(models) - 1)
+        return [[1.0, 1.0, 1.0], [1.0, 1.01, 0.99]]  # timed again: no faster
+    monkeypatch.setattr(pipeline, "_latencies", latencies)
+    model = zoo.builtin_models()["nasrnn_cell"]()
+    res = pipeline.optimize(model, verify_latency=True, candidates=4, time_limit=60)
+    assert calls[1:] == [2] and res.kept_original and res.model is model
+    assert any("when timed again (1.000x)" in n for n in res.cost_notes)
 
 
 def test_bad_candidate_counts_are_refused() -> None:
