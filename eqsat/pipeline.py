@@ -298,7 +298,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
         stages["latency"] = time.perf_counter() - t
         times = [statistics.median(r) for r in rounds]
         # each candidate against the original round by round (drift during the timing hits both alike)
-        ratio = [1.0] + [statistics.median(a / b for a, b in zip(rounds[0], r, strict=True)) for r in rounds[1:]]
+        ratio = [1.0] + [_round_ratio(rounds[0], r) for r in rounds[1:]]
         best = max(range(1, len(times)), key=ratio.__getitem__)
         ranks = [0] + [rank for rank, _, _, _ in others]
         costs = [cost_after] + [cost for _, _, cost, _ in others]
@@ -317,7 +317,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
             t = time.perf_counter()
             again = _latencies([original_proto, model], graph, cost_model)
             stages["latency"] += time.perf_counter() - t
-            confirmed = statistics.median(a / b for a, b in zip(again[0], again[1], strict=True))
+            confirmed = _round_ratio(*again)
             say(f"end to end, again: {confirmed:.3f}x")
         if confirmed is None or confirmed * (1 - latency_margin) < 1:  # the estimate did not hold: keep the original
             new_graph, cost_after, kept = graph, cost_before, True
@@ -364,6 +364,12 @@ def _latencies(models: list[onnx.ModelProto], graph: Graph, cost_model: Any) -> 
     feeds = onnx_io.random_feeds(graph, seed=0)
     threads = getattr(getattr(cost_model, "inner", cost_model), "threads", 0)
     return end_to_end_rounds(models, [feeds] * len(models), threads=threads, budget_s=LATENCY_BUDGET_S)
+
+
+def _round_ratio(original: Sequence[float], candidate: Sequence[float]) -> float:
+    """How much faster a candidate ran: the median over rounds of original / candidate time (drift during the
+    timing hits both alike within a round)."""
+    return statistics.median(a / b for a, b in zip(original, candidate, strict=True))
 
 
 def _other_candidates(exts: Sequence[Any], egraph: EGraph, names: Mapping[str, str], original: Graph, first: Graph,
