@@ -1,7 +1,7 @@
 """eqsat against TASO's backtracking and OCGGS's sampling search on TASO's seven benchmark graphs.
 
 Every method gets the same rules, cost model and wall-time budget per model; costs are recomputed from each
-exported model by eqsat.comparison.model_cost and every result is checked numerically against the original.
+exported model by eqsat.search.comparison.model_cost and every result is checked numerically against the original.
 Writes benchmarks/results/compare.{md,csv,json} and compare.png (best cost over time, one panel per model).
 
 Usage: python benchmarks/compare.py [MODEL ...] [--budget 60] [--methods eqsat,backtracking,sampling]
@@ -35,9 +35,9 @@ def reach_seconds(trace: list[list[float]], cost: float) -> float:
 
 def run(models: list[str], methods: list[str], budget: float, alpha: float, costs: str) -> list[dict]:
     """Compare the methods on each model; one dict per model (the JSON of eqsat compare)."""
-    from eqsat import zoo
-    from eqsat.comparison import compare
-    from eqsat.gpu import get_cost_model
+    from eqsat import models as zoo
+    from eqsat.costs import get_cost_model
+    from eqsat.search.comparison import compare
 
     builders = zoo.builtin_models()
     out = []
@@ -147,8 +147,7 @@ def plot(results: list[dict], path: Path, title: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison and write the results files."""
-    from eqsat import zoo
-
+    from eqsat import models as zoo
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", default=list(zoo.TASO_SUITE))
     ap.add_argument("--methods", default="eqsat,backtracking,sampling")

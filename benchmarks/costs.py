@@ -30,8 +30,7 @@ BUILTIN = ["bert_attention_block", "bert_attention_block:hidden=256,heads=4", "n
 
 def builtin_model(spec: str) -> Any:
     """A built-in model from ``name`` or ``name:key=value,...`` (integer arguments)."""
-    from eqsat import zoo
-
+    from eqsat import models as zoo
     name, _, args = spec.partition(":")
     kwargs = {k: int(v) for k, v in (a.split("=", 1) for a in args.split(",") if a)}
     return zoo.builtin_models()[name](**kwargs)
@@ -40,16 +39,17 @@ def builtin_model(spec: str) -> Any:
 def latencies(models: list, rounds: int) -> list[float]:
     """Median end-to-end wall time (ms) of each model (onnxruntime CPU, one thread, interleaved runs)."""
     from eqsat import onnx_io
-    from eqsat.gpu.cpu_measure import end_to_end_latency
+    from eqsat.costs.measured_cpu import end_to_end_latency
 
     return end_to_end_latency(models, [onnx_io.random_feeds(m, seed=0) for m in models], rounds=rounds)
 
 
 def part1(models: list[str], repeats: int) -> tuple[list[dict], float]:
     """Sum of measured op costs vs end-to-end latency for zoo models."""
-    from eqsat import onnx_io, zoo
-    from eqsat.gpu import get_cost_model
-    from eqsat.pipeline import graph_cost
+    from eqsat import models as zoo
+    from eqsat import onnx_io
+    from eqsat.costs import get_cost_model
+    from eqsat.pipeline.run import graph_cost
 
     cm = get_cost_model("measured", threads=1)
     rows = []
@@ -67,8 +67,8 @@ def part1(models: list[str], repeats: int) -> tuple[list[dict], float]:
 
 def part2(models: list[str], repeats: int, time_limit: float) -> list[dict]:
     """Optimize with measured CPU costs; time original and optimized end to end."""
-    from eqsat.gpu import get_cost_model
-    from eqsat.pipeline import optimize
+    from eqsat.costs import get_cost_model
+    from eqsat.pipeline.run import optimize
 
     rows = []
     for name in models:
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                                 check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
-    from eqsat.gpu import OnnxRuntimeCostModel
+    from eqsat.costs import OnnxRuntimeCostModel
 
     ident = OnnxRuntimeCostModel(threads=1).device_identity()
     md = [f"# Measured costs vs end-to-end latency\n\ncommit {commit}, {datetime.date.today()}, "

@@ -3,7 +3,7 @@
 Usage: python benchmarks/fuzz.py --graphs N [--seed S] [--per-model K] [--time-limit T] [--max-minutes M]
        [--avoid TopK,...] [--out benchmarks/results]
 
-Graph ``i`` comes from seed ``S * 1_000_003 + i`` (eqsat.fuzz.generate_graph); K graphs are packed side by side
+Graph ``i`` comes from seed ``S * 1_000_003 + i`` (eqsat.testing.fuzz.generate_graph); K graphs are packed side by side
 into one model so one optimize() call covers K graphs (its ~0.3 s fixed cost, loading ~300 rules, is shared).
 A failing pack is re-run graph by graph and the failing graph shrunk to a small reproducer. Prints a table and
 writes benchmarks/results/fuzz.md (totals, findings with reproducers, every rule that fired).
@@ -23,7 +23,7 @@ from _common import git_commit
 
 
 def table(rep, rule_total: int) -> str:
-    """Markdown table of a :class:`eqsat.fuzz.FuzzReport`."""
+    """Markdown table of a :class:`eqsat.testing.fuzz.FuzzReport`."""
     fired = len(rep.rules_fired)
     rate = rep.graphs / rep.seconds if rep.seconds else 0.0
     rows = [
@@ -53,7 +53,7 @@ def findings_md(rep) -> str:
         out.append(f"### {f.kind} (graph seed {f.graph_seed}, {f.count} graph(s))\n")
         out.append("```\n" + f.detail.strip()[:3000] + "\n```\n")
         if f.onnx_text:
-            out.append("Reproducer (`eqsat.fuzz.ReplayChoices(" + str(f.record) + ")`):\n")
+            out.append("Reproducer (`eqsat.testing.fuzz.ReplayChoices(" + str(f.record) + ")`):\n")
             out.append("```\n" + f.onnx_text.strip()[:4000] + "\n```\n")
         if f.rules_fired:
             out.append("Rules fired: " + ", ".join(f"{k} ({v})" for k, v in sorted(f.rules_fired.items())) + "\n")
@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
 
-    from eqsat import fuzz
-
+    from eqsat.testing import fuzz
     avoid = [a for a in args.avoid.split(",") if a]
     deadline = time.time() + 60 * args.max_minutes if args.max_minutes else None
     last = [0.0]
@@ -107,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{platform.processor() or 'cpu'}, {platform.python_version()}\n\n"
             f"Command: `{cmd}`{stopped}\n\n{md}\n\n"
             f"Each graph: 1-{args.max_motifs} motifs ({motifs}). Outputs compared by the optimizer's numeric "
-            "check (eqsat.numeric.check_equal: onnxruntime, graph optimizations off, two random input sets, every "
-            "output, tolerance 1e-4 of each output's scale, NaN/inf matched by position).\n\n"
+            "check (eqsat.pipeline.check.check_equal: onnxruntime, graph optimizations off, two random input sets, "
+            "every output, tolerance 1e-4 of each output's scale, NaN/inf matched by position).\n\n"
             f"## Findings\n\n{findings_md(rep)}\n"
             f"## Rules fired\n\n{len(rep.rules_fired)} distinct one-way rules of {len(names)} default ones.\n\n"
             f"| rule | matches | calls it fired in |\n|---|---|---|\n{rules}\n\n"

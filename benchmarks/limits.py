@@ -24,13 +24,13 @@ KEEP = "<!-- kept across runs -->"  # what follows this line in limits.md is not
 
 def run(lengths: list[int], time_limits: list[float]) -> list[dict]:
     """Optimize each chain under each time limit (default node limit) and collect what happened."""
-    from eqsat import zoo
-    from eqsat.pipeline import optimize
+    from eqsat import models
+    from eqsat.pipeline.run import optimize
 
     rows = []
     for n in lengths:
         for limit in time_limits:
-            model = zoo.shared_weight_chain(n)
+            model = models.shared_weight_chain(n)
             t0 = time.perf_counter()
             try:
                 res = optimize(model, time_limit=limit, node_limit=NODE_LIMIT)
@@ -77,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args(argv)
 
-    from eqsat import pipeline
-
+    from eqsat.pipeline import run as pipeline
     rows = run(args.lengths, args.time_limits)
     n_rules = len(pipeline.default_rules()) if hasattr(pipeline, "default_rules") else "?"  # older checkouts
     text = table(rows)

@@ -32,17 +32,16 @@ OUT = Path(__file__).parent / "results"
 
 
 def _proto(name: str) -> Any:
-    from eqsat import zoo
-
+    from eqsat import models as zoo
     builders = zoo.builtin_models()
     return builders[name]() if name in builders else zoo.load_zoo_model(name)
 
 
 def predicted(name: str, threads: int) -> tuple[dict[str, float], Counter[str]]:
     """Predicted milliseconds and node count per IR operator under the measured CPU cost model in context."""
-    from eqsat.gpu.cpu_measure import OnnxRuntimeCostModel
+    from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
     from eqsat.onnx_io import load_model
-    from eqsat.pipeline import graph_cost_keys
+    from eqsat.pipeline.run import graph_cost_keys
 
     graph = load_model(_proto(name))
     cm = OnnxRuntimeCostModel(threads=threads).in_context(graph.weight_bytes)

@@ -23,9 +23,9 @@ STAGES = ["import", "saturate", "cost", "extract", "export", "check"]
 
 def run(models: list[str], time_limit: float, costs: str) -> list[dict]:
     """Optimize each model and collect per-stage times and costs."""
-    from eqsat import zoo
-    from eqsat.gpu import get_cost_model
-    from eqsat.pipeline import optimize
+    from eqsat import models as zoo
+    from eqsat.costs import get_cost_model
+    from eqsat.pipeline.run import optimize
 
     builders = zoo.builtin_models()
     rows = []

@@ -40,7 +40,6 @@ def _shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
     import onnxruntime as ort
 
     from eqsat import onnx_io
-
     inits = {t.name: list(t.dims) for t in model.graph.initializer}
     names = sorted({t for n in model.graph.node if n.op_type in HEAVY for t in [*n.input, *n.output]
                     if t and t not in inits})
@@ -144,7 +143,7 @@ def measure(name: str, threads: int, rounds: int) -> dict[str, Any]:
     from speedup import build_model
 
     from eqsat import onnx_io
-    from eqsat.gpu.cpu_measure import end_to_end_latency
+    from eqsat.costs.measured_cpu import end_to_end_latency
 
     model = build_model(name)
     heavy, stats = heavy_only(model)
@@ -192,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     """Measure and write the results."""
     import onnxruntime as ort
 
-    from eqsat.gpu.cpu_measure import OnnxRuntimeCostModel
+    from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=DEFAULT)

@@ -242,7 +242,7 @@ TASO_SIZE4_EXAMPLES = (
 def taso_examples_derived(max_iters: int = 4) -> dict[str, int | None]:
     """For each of :data:`TASO_SIZE4_EXAMPLES`, the fewest iterations in which the committed corpus derives it
     (None: not within ``max_iters``)."""
-    from eqsat.pipeline import default_rules
+    from eqsat.pipeline.run import default_rules
     from eqsat.rules import derivable
 
     rules = default_rules()
@@ -256,8 +256,9 @@ def taso_examples_derived(max_iters: int = 4) -> dict[str, int | None]:
 def size4_costs(models: tuple[str, ...] = SIZE4_MODELS) -> dict[str, Any]:
     """Optimized analytic cost, e-graph size and saturation time of each model with the committed corpus (rules of
     up to three operators) and with the size-4 rules added (``default_rules(max_ops=4)``), default limits."""
-    from eqsat import optimize, zoo
-    from eqsat.pipeline import default_rules
+    from eqsat import models as zoo
+    from eqsat import optimize
+    from eqsat.pipeline.run import default_rules
     from eqsat.rules.corpus import CORPUS4_PATH
 
     entries, meta = corpus.read_corpus(CORPUS4_PATH)
@@ -333,7 +334,8 @@ def size4_only() -> None:
 
 def model_costs() -> dict[str, dict[str, float]]:
     """Optimized analytic cost of the built-in models with the corpus and with the starter rules."""
-    from eqsat import optimize, zoo
+    from eqsat import models as zoo
+    from eqsat import optimize
     from eqsat.rules import corpus_or_starter, starter_rules
     from eqsat.rules.layout import LAYOUT_RULES
 
@@ -351,8 +353,9 @@ def model_costs() -> dict[str, dict[str, float]]:
 def independent_merges() -> dict[str, dict[str, Any]]:
     """The two-output rules left out by default (their two sources share no tensor, e.g. any two relus -> one
     relu over a concat): optimized cost, e-nodes and time with them off (default) and on."""
-    from eqsat import optimize, zoo
-    from eqsat.pipeline import default_rules
+    from eqsat import models as zoo
+    from eqsat import optimize
+    from eqsat.pipeline.run import default_rules
     from eqsat.rules import engine_worthy
 
     extra = [r for r in corpus.load_corpus_rules() if r.multi and not engine_worthy(r)]

@@ -375,15 +375,13 @@ def write_results(out: Path, meta: dict, rows: list[dict]) -> str:
 
 def all_models() -> list[str]:
     """The suite: TASO's seven, the BERT block, the NasRNN cell, BERT-base (transformers), the light zoo."""
-    from eqsat import zoo
-
+    from eqsat import models as zoo
     return [*zoo.TASO_SUITE, "bert_attention_block", "nasrnn_cell", "hf_bert", *zoo.zoo_names()]
 
 
 def build_model(spec: str) -> Any:
     """A model by name (built-in or light zoo), optionally ``name:key=value,...`` (integer builder arguments)."""
-    from eqsat import zoo
-
+    from eqsat import models as zoo
     name, _, args = spec.partition(":")
     kwargs = {k: int(v) for k, v in (a.split("=", 1) for a in args.split(",") if a)}
     builders = zoo.builtin_models()
@@ -399,8 +397,8 @@ def worker(spec: dict) -> dict:
     import onnx
     import onnxruntime  # noqa: F401  (imported before the clock starts)
 
-    from eqsat.gpu import get_cost_model
-    from eqsat.pipeline import optimize
+    from eqsat.costs import get_cost_model
+    from eqsat.pipeline.run import optimize
 
     say = (lambda msg: print(f"    {msg}", file=sys.stderr, flush=True)) if spec.get("verbose") else None
     t0 = time.perf_counter()
@@ -476,7 +474,6 @@ def measure_model(spec: str, threads: Sequence[int], args: argparse.Namespace) -
     import onnx
 
     from eqsat import onnx_io
-
     def say(msg: str) -> None:
         print(f"[{datetime.datetime.now():%H:%M:%S}] {spec}: {msg}", file=sys.stderr, flush=True)
 
@@ -554,7 +551,7 @@ def metadata(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
 
     import onnxruntime as ort
 
-    from eqsat.gpu import OnnxRuntimeCostModel
+    from eqsat.costs import OnnxRuntimeCostModel
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _common import git_commit
@@ -621,8 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv], env)
     models = args.models or (list(QUICK) if args.quick else all_models())
-    from eqsat import zoo
-
+    from eqsat import models as zoo
     known = set(zoo.builtin_models()) | set(zoo.zoo_names())
     unknown = [m for m in models if m.partition(":")[0] not in known]
     if unknown:

@@ -1,7 +1,7 @@
 """BERT as Hugging Face transformers exports it: what imports, and is the optimized model faster end to end?
 
 For each export variant of one BERT-base encoder layer (sequence 128, hidden 768, 12 heads; embeddings and
-pooler included, `eqsat.zoo.hf_bert`): the IR nodes and the opaque node types with their reasons, then
+pooler included, `eqsat.models.hf_bert`): the IR nodes and the opaque node types with their reasons, then
 `eqsat.optimize` with measured CPU costs (onnxruntime, one thread), then the original and the optimized
 model timed end to end in onnxruntime with all its graph optimizations (`ORT_ENABLE_ALL`, one thread; median
 of interleaved runs). The baseline is therefore onnxruntime's own optimizer on the original.
@@ -27,18 +27,17 @@ VARIANTS = ("5-eager", "5-sdpa", "4-eager", "4-sdpa")
 
 def build(variant: str, layers: int) -> Any:
     """The export of one variant: ``<transformers major>-<attention implementation>``."""
-    from eqsat import zoo
-
+    from eqsat import models
     gen, attention = variant.split("-")
-    return zoo.hf_bert(layers=layers, transformers=gen, attention=attention, token_type_ids=gen == "4")
+    return models.hf_bert(layers=layers, transformers=gen, attention=attention, token_type_ids=gen == "4")
 
 
 def run(variant: str, layers: int, rounds: int, time_limit: float) -> dict[str, Any]:
     """Import, optimize with measured costs, time both models."""
     from eqsat import onnx_io
-    from eqsat.gpu import get_cost_model
-    from eqsat.gpu.cpu_measure import end_to_end_latency
-    from eqsat.pipeline import optimize
+    from eqsat.costs import get_cost_model
+    from eqsat.costs.measured_cpu import end_to_end_latency
+    from eqsat.pipeline.run import optimize
 
     model = build(variant, layers)
     graph = onnx_io.load_model(model)
@@ -70,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args(argv)
     rows = [run(v, args.layers, args.rounds, args.time_limit) for v in args.variants]
-    from eqsat.gpu import OnnxRuntimeCostModel
+    from eqsat.costs import OnnxRuntimeCostModel
 
     ident = OnnxRuntimeCostModel(threads=1).device_identity()
     md = ["# BERT-base as transformers exports it, optimized with measured CPU costs\n",

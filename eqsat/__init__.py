@@ -14,16 +14,16 @@ __version__ = "0.1.0"
 
 
 def optimize(*args: Any, **kwargs: Any) -> Any:
-    """Optimize an ONNX model; see :func:`eqsat.pipeline.optimize`."""
-    from eqsat.pipeline import optimize as _optimize
+    """Optimize an ONNX model; see :func:`eqsat.pipeline.run.optimize`."""
+    from eqsat.pipeline.run import optimize as _optimize
 
     return _optimize(*args, **kwargs)
 
 
 def compare(*args: Any, **kwargs: Any) -> Any:
     """Compare eqsat with TASO's backtracking and OCGGS's sampling search on one model (same rules, costs and
-    budget); see :func:`eqsat.comparison.compare`."""
-    from eqsat.comparison import compare as _compare
+    budget); see :func:`eqsat.search.comparison.compare`."""
+    from eqsat.search.comparison import compare as _compare
 
     return _compare(*args, **kwargs)
 

@@ -98,7 +98,7 @@ class SerializedEGraph:
 
 def load_egraph(src: str | Path | Mapping[str, Any] | Any) -> SerializedEGraph:
     """Load an e-graph from a JSON file path or from an already-parsed JSON object; an object with a
-    ``to_serialized()`` method (the engine's :class:`eqsat.engine_graph.EGraph`) gives its own view.
+    ``to_serialized()`` method (the engine's :class:`eqsat.engine.egraph.EGraph`) gives its own view.
 
     Raises:
         FileNotFoundError: ``src`` names a file that does not exist.

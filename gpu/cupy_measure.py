@@ -15,8 +15,8 @@ import statistics
 from typing import Any
 
 from eqsat import ops
-from eqsat.gpu.analytic import AnalyticCostModel
-from eqsat.gpu.base import CostModel
+from eqsat.costs.analytic import AnalyticCostModel
+from eqsat.costs.base import CostModel
 from eqsat.ops import CostKey
 
 

@@ -46,7 +46,7 @@ def _norm(v: Any) -> Any:
 
 
 def classes_of(egraph: Any, term: Any, shapes: Mapping[str, tuple[int, ...]]) -> set[str]:
-    """The e-classes of a saturated e-graph (:class:`eqsat.engine_graph.EGraph`) that represent ``term`` (a parsed
+    """The e-classes of a saturated e-graph (:class:`eqsat.engine.egraph.EGraph`) that represent ``term`` (a parsed
     pattern whose variables are the graph's inputs, of the given ``shapes``)."""
     nodes = egraph.nodes
     if is_var(term):
@@ -79,7 +79,7 @@ def _saturate_and_check(pairs: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]
                         shapes: Mapping[str, tuple[int, ...]], rules: Sequence[Rule], iters: int,
                         node_limit: int, time_limit: float) -> tuple[list[bool], bool]:
     """Saturate all sources of ``pairs`` in one e-graph: (derived per pair, whether a node/time limit stopped it)."""
-    from eqsat.egraph import Limits, StopReason, saturate
+    from eqsat.engine.saturation import Limits, StopReason, saturate
 
     outs = [s for src, _ in pairs for s in src]
     res = saturate(terms_graph(outs, shapes), list(rules),
@@ -139,7 +139,8 @@ def _rules_digest(rules: Sequence[Rule]) -> str:
 
 def derivable_salt() -> str:
     """The version of the code that verdicts depend on (this module, patterns, the engine and the registry)."""
-    from eqsat import egraph, ops
+    from eqsat import ops
+    from eqsat.engine import saturation as egraph
     from eqsat.rules import distributed
 
     here = Path(__file__).parent

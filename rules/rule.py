@@ -304,7 +304,7 @@ def terms_graph(outputs: Sequence[str], shapes: Mapping[str, tuple[int, ...]]) -
     """An IR graph computing rule terms (``outputs``, s-expressions) over their variables as graph inputs of
     the given ``shapes`` (``{"?x": (4, 8)}``); a repeated subterm is computed once. For tests and benchmarks
     that saturate rule sides as graphs."""
-    from eqsat.graph import Graph, TensorInfo, make_node
+    from eqsat.ir.graph import Graph, TensorInfo, make_node
 
     nodes: list[Any] = []
     names: dict[str, str] = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from eqsat.graph import Graph
+from eqsat.ir.graph import Graph
 from eqsat.onnx_io import random_feeds, run_onnxruntime
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from eqsat import pipeline, zoo
-from eqsat.cli import main
-from eqsat.gpu import get_cost_model
-from eqsat.gpu.cpu_measure import OnnxRuntimeCostModel
+from eqsat import models as zoo
+from eqsat.cli.app import main
+from eqsat.costs import get_cost_model
+from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
 from eqsat.onnx_io import load_model, to_onnx
-from eqsat.rewrite import graph_hash
+from eqsat.pipeline import run as pipeline
+from eqsat.search.matching import graph_hash
 
 
 def _fake_latencies(order: str, timed: list):

@@ -1,7 +1,7 @@
 """Clear errors, never a traceback: each case of the issue, named after it.
 
 A user error prints one line on stderr (``eqsat: error: <what happened>; <what to do>``), exits with status 2
-and writes nothing. The CLI runs in-process (``eqsat.cli.main``) except where a real pipe is needed.
+and writes nothing. The CLI runs in-process (``eqsat.cli.app.main``) except where a real pipe is needed.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from eqsat import onnx_io, zoo
-from eqsat.cli import main
+from eqsat import models, onnx_io
+from eqsat.cli.app import main
 from eqsat.errors import DynamicShapeError, EqsatError, InputShapeError, ModelLoadError
-from eqsat.graph import Graph, TensorInfo, make_node
+from eqsat.ir.graph import Graph, TensorInfo, make_node
 
 ROOT = Path(__file__).resolve().parents[1]
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -253,7 +253,7 @@ def test_inspect_of_static_model_is_unchanged(tmp_path: Path, capsys: pytest.Cap
 
 @pytest.mark.parametrize("command", [["inspect", str(LIGHT / "light_squeezenet.onnx")], ["rules", "list"]])
 def test_piping_inspect_to_head_prints_no_traceback(command: list[str]) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "eqsat.cli", *command], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "eqsat", *command], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=ROOT)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # the reader is gone before the first line, like `| head -0`
@@ -298,9 +298,9 @@ def test_node_without_inputs_measured_costs(tmp_path: Path, capsys: pytest.Captu
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Inception-v3's 3x3 average pools become a conv with the constant ``const_pool`` kernel (a node with no
     inputs) when measured costs favour it; ``Graph.dtypes`` used to read that node's first input."""
-    from eqsat.gpu.base import CostModel
-    from eqsat.gpu.cpu_measure import OnnxRuntimeCostModel
-    from eqsat.pipeline import optimize
+    from eqsat.costs.base import CostModel
+    from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
+    from eqsat.pipeline.run import optimize
     from eqsat.rules.rule import Rule
 
     conv = make_node("conv2d", {"pads": (1, 1, 1, 1), "groups": 4}, ["x", "k", "b"], "y")
@@ -339,9 +339,9 @@ def test_node_without_inputs_measured_costs(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_library_never_prints_to_stdout(capfd: pytest.CaptureFixture[str]) -> None:
-    from eqsat.pipeline import optimize
+    from eqsat.pipeline.run import optimize
 
-    optimize(zoo.two_matmul_shared_input(batch=4, hidden=16), time_limit=10)
+    optimize(models.two_matmul_shared_input(batch=4, hidden=16), time_limit=10)
     onnx_io.summarize_model(_control_flow_model())
     with pytest.raises(ModelLoadError):
         onnx_io.load_model(_dynamic_model())
@@ -363,8 +363,7 @@ def test_library_never_prints_to_stdout(capfd: pytest.CaptureFixture[str]) -> No
 
 def test_bug_keeps_its_traceback_and_user_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from eqsat import pipeline
-
+    from eqsat.pipeline import run as pipeline
     src = _save(_static_model(), tmp_path / "m.onnx")
 
     def boom(*args, **kwargs):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""eqsat against backtracking and sampling search: eqsat.compare, eqsat.comparison and 'eqsat compare'."""
+"""eqsat against backtracking and sampling search: eqsat.compare, eqsat.search.comparison and 'eqsat compare'."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import math
 import onnx
 import pytest
 
-from eqsat import onnx_io, zoo
-from eqsat.cli import main
-from eqsat.comparison import METHODS, compare, model_cost
+from eqsat import models, onnx_io
+from eqsat.cli.app import main
+from eqsat.costs import get_cost_model
 from eqsat.errors import UsageError
-from eqsat.gpu import get_cost_model
-from eqsat.pipeline import graph_cost
+from eqsat.pipeline.run import graph_cost
+from eqsat.search.comparison import METHODS, compare, model_cost
 
 REL = 1e-9
 
@@ -25,7 +25,7 @@ def cost_model():
 
 @pytest.fixture(scope="module")
 def small_model() -> onnx.ModelProto:
-    return zoo.two_matmul_shared_input(batch=4, hidden=8)
+    return models.two_matmul_shared_input(batch=4, hidden=8)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_cli_rejects_an_unknown_method(capsys) -> None:
 
 def test_cli_compares_a_model_file(tmp_path, capsys) -> None:
     path = tmp_path / "m.onnx"
-    onnx.save(zoo.two_matmul_shared_input(batch=4, hidden=8), str(path))
+    onnx.save(models.two_matmul_shared_input(batch=4, hidden=8), str(path))
     out = tmp_path / "c.json"
     code = main(["compare", str(path), "--methods", "backtracking,sampling", "--budget", "1", "--json", str(out),
                  "-q"])
@@ -144,7 +144,7 @@ def test_the_package_level_compare_is_the_comparison_api(small_model, cost_model
 def test_a_bad_alpha_is_refused_before_any_method_runs(small_model, cost_model) -> None:
     import time
 
-    from eqsat.egraph import LimitError
+    from eqsat.engine.saturation import LimitError
 
     t = time.perf_counter()
     with pytest.raises(LimitError, match="alpha"):
@@ -155,8 +155,7 @@ def test_a_bad_alpha_is_refused_before_any_method_runs(small_model, cost_model) 
 def test_a_failed_method_has_no_speedup(small_model, cost_model, monkeypatch) -> None:
     import math
 
-    from eqsat import comparison
-
+    from eqsat.search import comparison
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from eqsat import ops
-from eqsat.gpu import AnalyticCostModel, CachedCostModel, CostCache, CostModel, OnnxRuntimeCostModel, get_cost_model
+from eqsat.costs import AnalyticCostModel, CachedCostModel, CostCache, CostModel, OnnxRuntimeCostModel, get_cost_model
 from eqsat.ops import CostKey
 
 
@@ -100,7 +100,7 @@ def test_unknown_cost_model_name() -> None:
 
 @pytest.mark.gpu
 def test_cupy_model_on_a_gpu() -> None:
-    from eqsat.gpu import CupyCostModel
+    from eqsat.costs import CupyCostModel
 
     try:
         m = CupyCostModel(warmup=1, repeats=3)
@@ -118,7 +118,7 @@ def test_cupy_model_on_a_gpu() -> None:
 
 
 def test_weight_operands_are_part_of_the_key_and_measured_as_initializers() -> None:
-    from eqsat.gpu.cpu_measure import one_node_model
+    from eqsat.costs.measured_cpu import one_node_model
 
     spec = ops.get("matmul")
     plain = spec.cost_key({}, [(4, 16), (16, 8)], (4, 8))
@@ -133,17 +133,17 @@ def test_weight_operands_are_part_of_the_key_and_measured_as_initializers() -> N
 
 
 def test_cost_keys_mark_weight_inputs() -> None:
-    from eqsat import zoo
+    from eqsat import models
     from eqsat.onnx_io import load_model
-    from eqsat.pipeline import graph_cost_keys
+    from eqsat.pipeline.run import graph_cost_keys
 
-    g = load_model(zoo.two_matmul_shared_input())
+    g = load_model(models.two_matmul_shared_input())
     keys = [k for ks in graph_cost_keys(g) for k in ks if k.op == "matmul"]
     assert keys and all(k.weights == (1,) for k in keys)
 
 
 def test_working_set_follows_the_model_being_optimized(tmp_path) -> None:
-    from eqsat.gpu import get_cost_model
+    from eqsat.costs import get_cost_model
 
     auto = OnnxRuntimeCostModel()
     assert auto.working_set_mb == 64 and auto.in_context(3 * 2**20).working_set_mb == 4  # rounded up
@@ -155,7 +155,7 @@ def test_working_set_follows_the_model_being_optimized(tmp_path) -> None:
     weighted = ops.get("matmul").cost_key({}, [(1, 256), (256, 256)], (1, 256), weights=[1])
     assert small.replicas(weighted) == 16
     # a 1 GB working set would take 4096 copies: capped by the time the copies take (analytic estimate)
-    from eqsat.gpu.cpu_measure import MAX_RUN_MS
+    from eqsat.costs.measured_cpu import MAX_RUN_MS
     assert auto.in_context(2**30).replicas(weighted) == int(MAX_RUN_MS / AnalyticCostModel().cost(weighted)) < 512
     conv = ops.get("conv2d")
     big = conv.cost_key(conv.normalize({"pads": (1, 1, 1, 1)}), [(1, 64, 56, 56), (64, 64, 3, 3), (64,)],
@@ -192,11 +192,11 @@ def test_a_split_piece_costs_its_share_of_one_split(monkeypatch) -> None:
 
 
 def test_end_to_end_timing_fits_its_budget_with_a_floor_of_rounds(monkeypatch) -> None:
-    from eqsat import zoo
-    from eqsat.gpu.cpu_measure import end_to_end_latency
+    from eqsat import models
+    from eqsat.costs.measured_cpu import end_to_end_latency
     from eqsat.onnx_io import random_feeds
 
-    model = zoo.builtin_models()["two_matmul_shared_input"]()
+    model = models.builtin_models()["two_matmul_shared_input"]()
     feeds = random_feeds(model, seed=0)
     calls = {"n": 0}
     import onnxruntime as ort
@@ -222,7 +222,7 @@ def test_bound_runs_compute_what_a_plain_run_does() -> None:
     import numpy as np
     import onnxruntime as ort
 
-    from eqsat.gpu.cpu_measure import _bound_runs, one_node_model
+    from eqsat.costs.measured_cpu import _bound_runs, one_node_model
 
     model = one_node_model(_mm((4, 8), (8, 5)), 1)  # both operands are activations here
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -253,9 +253,9 @@ def test_a_graphs_opaque_node_is_keyed_by_content_and_timed_as_itself(monkeypatc
     import numpy as np
     import onnxruntime as ort
 
-    from eqsat.gpu.cpu_measure import _opaque_model
+    from eqsat.costs.measured_cpu import _opaque_model
     from eqsat.onnx_io import onnx_opaque_evaluator
-    from eqsat.pipeline import graph_cost_keys
+    from eqsat.pipeline.run import graph_cost_keys
 
     graph = _opaque_graph()
     assert [n.op for n in graph.nodes] == ["opaque"]
@@ -283,9 +283,9 @@ def test_an_opaque_gather_of_token_ids_is_timed_with_integer_indices(monkeypatch
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from eqsat.gpu.cpu_measure import _opaque_model
+    from eqsat.costs.measured_cpu import _opaque_model
     from eqsat.onnx_io import load_model
-    from eqsat.pipeline import graph_cost_keys
+    from eqsat.pipeline.run import graph_cost_keys
 
     table = np.random.default_rng(1).standard_normal((1000, 64)).astype(np.float32)
     node = helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from eqsat.egraph import Limits, saturate
+from eqsat.engine.saturation import Limits, saturate
 from eqsat.rules import corpus, derivable, engine_worthy
 from eqsat.rules.rule import Rule, check_condition, evaluate, parse, terms_graph
 
@@ -134,7 +134,7 @@ HELPERS = {"ewadd / ewmul associativity and commutativity"}
 
 @functools.lru_cache(maxsize=1)
 def default_rules() -> tuple[Rule, ...]:
-    from eqsat.pipeline import default_rules as d
+    from eqsat.pipeline.run import default_rules as d
 
     return tuple(d())
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eqsat import egraph as E
-from eqsat.graph import Graph, TensorInfo, make_node
+from eqsat.engine import saturation as E
+from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.rules.rule import Rule
 from eqsat.rules.starter import STARTER_RULES
 
@@ -154,7 +154,7 @@ def test_cost_keys_mark_weight_operands() -> None:
 def test_broadcast_shape_rule_gives_no_shape_to_dims_that_do_not_broadcast() -> None:
     """The egglog shape rule must refuse what the registry's numpy shape function refuses: a deliberately
     wrong rule adding (1, 4) to (1, 2) must leave that sum unshaped (dropped, never merged); a + a is fine."""
-    from eqsat.graph import TensorInfo
+    from eqsat.ir.graph import TensorInfo
 
     g = Graph((TensorInfo("a", (1, 4)), TensorInfo("b", (1, 2))), {},
               (make_node("relu", {}, ["a"], "ra"), make_node("relu", {}, ["b"], "rb")), ("ra", "rb"))

@@ -1,4 +1,4 @@
-"""E-graph dumps (``eqsat.egraph_dump``) and the ``eqsat egraph`` commands (``eqsat.egraph_cli``)."""
+"""E-graph dumps (``eqsat.inspect.dump``) and the ``eqsat egraph`` commands (``eqsat.cli.egraph``)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from eqsat import egraph as engine
-from eqsat import onnx_io, zoo
-from eqsat.cli import main
-from eqsat.egraph_dump import FORMAT, VERSION, DumpError, EGraphDump, build_dump
+from eqsat import models, onnx_io
+from eqsat.cli.app import main
+from eqsat.engine import saturation as engine
 from eqsat.extract import load_egraph, validate_selection
 from eqsat.extract.egraph_json import parse_egraph
-from eqsat.numeric import check_equal
-from eqsat.pipeline import OptimizeResult, default_rules, optimize
+from eqsat.inspect.dump import FORMAT, VERSION, DumpError, EGraphDump, build_dump
+from eqsat.pipeline.check import check_equal
+from eqsat.pipeline.run import OptimizeResult, default_rules, optimize
 
 
 def _crafted() -> onnx.ModelProto:
@@ -44,7 +44,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Opti
     provenance."""
     root = tmp_path_factory.mktemp("dumps")
     out = {}
-    for name, model in (("two_matmul", zoo.two_matmul_shared_input(batch=8, hidden=16)), ("crafted", _crafted())):
+    for name, model in (("two_matmul", models.two_matmul_shared_input(batch=8, hidden=16)), ("crafted", _crafted())):
         path = root / f"{name}.onnx"
         onnx.save(model, str(path))
         res = optimize(str(path), time_limit=20, dump_egraph=True, provenance=name == "crafted")
@@ -142,7 +142,7 @@ def test_in_input_at_iteration_zero_leaves_out_only_the_sibling_merge() -> None:
     dump = build_dump(sat, graph, {})
     added = sorted(n.op for n in dump.nodes if not n.in_input)
     assert added == ["concat", "concat", "matmul", "split", "split", "split"]  # weights stacked, one matmul, splits
-    plain = onnx_io.load_model(zoo.two_matmul_shared_input(batch=8, hidden=16))  # two siblings: no merge
+    plain = onnx_io.load_model(models.two_matmul_shared_input(batch=8, hidden=16))  # two siblings: no merge
     sat = engine.saturate(plain, default_rules(), engine.Limits(iter_limit=0, time_limit=20))
     assert all(n.in_input for n in build_dump(sat, plain, {}).nodes)
 
@@ -170,7 +170,7 @@ def test_the_dump_of_another_model_is_refused() -> None:
     sat = engine.saturate(graph, [], engine.Limits(iter_limit=1, time_limit=20))
     dump = build_dump(sat, graph, {})
     dump.check_input_graph(graph)
-    other = onnx_io.load_model(zoo.two_matmul_shared_input(batch=8, hidden=16))
+    other = onnx_io.load_model(models.two_matmul_shared_input(batch=8, hidden=16))
     with pytest.raises(DumpError, match="not the model this dump was made from"):
         dump.check_input_graph(other)
 
@@ -202,7 +202,7 @@ def test_with_extraction_replaces_the_choice(runs: dict[str, Any]) -> None:
 def test_optimize_dump_egraph_writes_the_dump_after_extraction(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "m.onnx"
-    onnx.save(zoo.two_matmul_shared_input(batch=8, hidden=16), str(src))
+    onnx.save(models.two_matmul_shared_input(batch=8, hidden=16), str(src))
     dump = tmp_path / "new" / "eg.json"
     assert main(["optimize", str(src), "-o", str(tmp_path / "o.onnx"), "--dump-egraph", str(dump), "-q",
                  "--time-limit", "20"]) == 0

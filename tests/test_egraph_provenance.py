@@ -1,5 +1,5 @@
 """Provenance in e-graph dumps: the iteration in which each e-node first existed and the rules that built it
-(``eqsat.egraph.compile_rule`` with ``provenance``, ``clean_serialized``, ``eqsat.egraph_dump``)."""
+(``eqsat.engine.saturation.compile_rule`` with ``provenance``, ``clean_serialized``, ``eqsat.inspect.dump``)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from eqsat import egraph as engine
 from eqsat import onnx_io
-from eqsat.cli import main
-from eqsat.egraph_cli import class_report, stats_report
-from eqsat.egraph_dump import DumpError, EGraphDump, build_dump
-from eqsat.pipeline import OptimizeResult, default_rules, optimize
+from eqsat.cli.app import main
+from eqsat.cli.egraph import class_report, stats_report
+from eqsat.engine import saturation as engine
+from eqsat.inspect.dump import DumpError, EGraphDump, build_dump
+from eqsat.pipeline.run import OptimizeResult, default_rules, optimize
 from eqsat.rules.rule import Rule
 
 # distribute builds three e-nodes from the input graph in iteration 1; swap-products matches only what

@@ -10,9 +10,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import ops
-from eqsat.graph import fold_batchnorms
+from eqsat.ir.graph import fold_batchnorms
 from eqsat.onnx_io import load_model
-from eqsat.pipeline import optimize
+from eqsat.pipeline.run import optimize
 
 
 def _model(*, relu: bool = False, extra_reader: bool = False, conv_is_output: bool = False,

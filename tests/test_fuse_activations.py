@@ -8,9 +8,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import ops
-from eqsat.graph import fuse_activations
+from eqsat.ir.graph import fuse_activations
 from eqsat.onnx_io import load_model, to_onnx
-from eqsat.pipeline import optimize
+from eqsat.pipeline.run import optimize
 
 
 def _model(extra_reader: bool = False, conv_is_output: bool = False) -> onnx.ModelProto:

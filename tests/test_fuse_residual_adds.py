@@ -10,11 +10,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import ops
-from eqsat.gpu import AnalyticCostModel
-from eqsat.gpu.cpu_measure import one_node_model
-from eqsat.graph import fuse_residual_adds
+from eqsat.costs import AnalyticCostModel
+from eqsat.costs.measured_cpu import one_node_model
+from eqsat.ir.graph import fuse_residual_adds
 from eqsat.onnx_io import load_model, to_onnx
-from eqsat.pipeline import optimize
+from eqsat.pipeline.run import optimize
 
 C, H = 8, 6
 

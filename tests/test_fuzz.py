@@ -1,4 +1,4 @@
-"""The differential fuzzer (eqsat.fuzz): generator validity, a CI-sized fuzzing run, the fuzzer's own
+"""The differential fuzzer (eqsat.testing.fuzz): generator validity, a CI-sized fuzzing run, the fuzzer's own
 sensitivity, and one regression test per bug it found."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
-from eqsat import fuzz, onnx_io
+from eqsat import onnx_io
 from eqsat.rules.rule import Rule
+from eqsat.testing import fuzz
 
 
 def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:

@@ -10,7 +10,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from eqsat.gpu.cpu_measure import one_node_model
+from eqsat.costs.measured_cpu import one_node_model
 from eqsat.onnx_io import load_model, to_onnx
 from eqsat.ops import CostKey
 

@@ -1,4 +1,4 @@
-"""eqsat.zoo.hf_bert: Hugging Face BertModel as torch.onnx's TorchScript exporter writes it (small sizes).
+"""eqsat.models.hf_bert: Hugging Face BertModel as torch.onnx's TorchScript exporter writes it (small sizes).
 
 The node structure was checked node by node (names, op types, attributes, Constant values) against real
 exports of tiny BertModels (transformers 4.57.6 and 5.23.0, torch 2.13, opsets 17 and 20); these tests pin the
@@ -16,8 +16,8 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from eqsat import onnx_io, zoo
-from eqsat.numeric import check_equal
+from eqsat import models, onnx_io
+from eqsat.pipeline.check import check_equal
 
 SEQ, HIDDEN, HEADS, VOCAB, FFN = 16, 64, 2, 100, 96  # head_dim 32 != SEQ
 VARIANTS = [(tr, attn) for tr in ("4", "5") for attn in ("eager", "sdpa")]
@@ -25,7 +25,7 @@ VARIANTS = [(tr, attn) for tr in ("4", "5") for attn in ("eager", "sdpa")]
 
 def _small(layers: int = 1, **kw: object) -> onnx.ModelProto:
     sizes: dict[str, object] = {"seq": SEQ, "hidden": HIDDEN, "heads": HEADS, "intermediate": FFN, "vocab": VOCAB}
-    return zoo.hf_bert(layers=layers, **{**sizes, **kw})  # type: ignore[arg-type]
+    return models.hf_bert(layers=layers, **{**sizes, **kw})  # type: ignore[arg-type]
 
 
 def _ops(m: onnx.ModelProto) -> Counter[str]:
@@ -219,8 +219,8 @@ def test_eqsat_round_trip_of_the_defaults() -> None:
 
 
 def test_builtin_registration_and_bad_arguments() -> None:
-    assert zoo.builtin_models()["hf_bert"] is zoo.hf_bert
-    defaults = {k: p.default for k, p in inspect.signature(zoo.hf_bert).parameters.items()}
+    assert models.builtin_models()["hf_bert"] is models.hf_bert
+    defaults = {k: p.default for k, p in inspect.signature(models.hf_bert).parameters.items()}
     assert defaults == {"seq": 128, "hidden": 768, "heads": 12, "layers": 1, "intermediate": None, "vocab": 30522,
                         "attention": "eager", "gelu": "op", "pooler": True, "token_type_ids": False,
                         "transformers": "5", "opset": 20, "seed": 0}
@@ -235,8 +235,7 @@ def test_every_compute_op_of_a_transformers_export_imports(gen: str, attention: 
     """Issue acceptance: only the mask's boolean plumbing and the embedding lookups stay opaque, each with a
     stated reason; projections, attention products, softmax, layer norms and GELU are registry operators."""
     from eqsat import onnx_io
-
-    m = zoo.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50, transformers=gen, attention=attention,
+    m = models.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50, transformers=gen, attention=attention,
                     token_type_ids=gen == "4")
     g = onnx_io.load_model(m)
     reasons = onnx_io.opaque_reasons(g)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 from onnx import numpy_helper
 
-from eqsat import ops, zoo
-from eqsat.gpu import AnalyticCostModel
-from eqsat.gpu.cpu_measure import one_node_model
+from eqsat import models, ops
+from eqsat.costs import AnalyticCostModel
+from eqsat.costs.measured_cpu import one_node_model
 from eqsat.onnx_io import random_feeds, run_onnxruntime
-from eqsat.pipeline import optimize
+from eqsat.pipeline.run import optimize
 
 
 def _ln_key(shape: tuple[int, ...]):
@@ -49,7 +49,7 @@ class _SlowFusedLayerNorm(AnalyticCostModel):
 
 
 def test_extraction_takes_the_rows_form_where_it_is_cheaper_and_stays_equal() -> None:
-    model = zoo.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50)
+    model = models.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50)
     res = optimize(model, cost_model=_SlowFusedLayerNorm(), time_limit=60)
     assert res.numeric is not None and res.numeric.ok
     norms = [n for n in res.graph.nodes if n.op == "layernorm"]
@@ -58,7 +58,7 @@ def test_extraction_takes_the_rows_form_where_it_is_cheaper_and_stays_equal() ->
 
 
 def test_plain_costs_keep_the_layer_norms_as_they_are() -> None:
-    model = zoo.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50)
+    model = models.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50)
     res = optimize(model, time_limit=60)
     assert res.numeric is not None and res.numeric.ok
     assert res.cost_after <= res.cost_before

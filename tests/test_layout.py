@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eqsat import onnx_io, zoo
-from eqsat.gpu import AnalyticCostModel
-from eqsat.pipeline import optimize
+from eqsat import models, onnx_io
+from eqsat.costs import AnalyticCostModel
+from eqsat.pipeline.run import optimize
 from eqsat.rules.layout import LAYOUT_RULES
 from eqsat.rules.rule import check_condition, evaluate, parse
 
@@ -61,7 +61,7 @@ class _PreferVariants(AnalyticCostModel):
 
 
 def test_extraction_picks_cheaper_layouts_and_export_stays_equal() -> None:
-    model = zoo.small_cnn()
+    model = models.small_cnn()
     res = optimize(model, cost_model=_PreferVariants(), time_limit=30)
     ops_used = {n.op for n in res.graph.nodes}
     assert "conv2d_nhwc" in ops_used
@@ -72,16 +72,16 @@ def test_extraction_picks_cheaper_layouts_and_export_stays_equal() -> None:
 
 
 def test_plain_cost_model_keeps_nchw() -> None:
-    res = optimize(zoo.small_cnn(), time_limit=30)
+    res = optimize(models.small_cnn(), time_limit=30)
     assert "conv2d_nhwc" not in {n.op for n in res.graph.nodes}
     assert res.cost_after <= res.cost_before
 
 
 def test_transposed_operand_matmul_exports_as_gemm() -> None:
-    res = optimize(zoo.bert_attention_block(), cost_model=_PreferVariants(), time_limit=30)
+    res = optimize(models.bert_attention_block(), cost_model=_PreferVariants(), time_limit=30)
     assert "matmul_t" in {n.op for n in res.graph.nodes}
     assert res.numeric.ok
     feeds = onnx_io.random_feeds(res.model, seed=5)
-    a = onnx_io.run_onnxruntime(zoo.bert_attention_block(), feeds)[0]
+    a = onnx_io.run_onnxruntime(models.bert_attention_block(), feeds)[0]
     b = onnx_io.run_onnxruntime(res.model, feeds)[0]
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)

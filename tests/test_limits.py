@@ -18,11 +18,11 @@ import numpy as np
 import onnx
 import pytest
 
-from eqsat import egraph as E
-from eqsat import zoo
-from eqsat.cli import main
-from eqsat.graph import Graph, TensorInfo, make_node
-from eqsat.pipeline import default_rules, optimize
+from eqsat import models
+from eqsat.cli.app import main
+from eqsat.engine import saturation as E
+from eqsat.ir.graph import Graph, TensorInfo, make_node
+from eqsat.pipeline.run import default_rules, optimize
 from eqsat.rules.rule import Rule
 from eqsat.rules.starter import STARTER_RULES
 
@@ -71,7 +71,7 @@ def test_long_chain_stays_within_its_time_limit() -> None:
     """The issue's model: 1000 x (MatMul, Add, Relu) with a shared weight took 41.7 s under --time-limit 10."""
     limit = 10.0
     t0 = time.perf_counter()
-    res = optimize(zoo.shared_weight_chain(1000), time_limit=limit, rules=default_rules() + [FUSE_SHARED_RHS])
+    res = optimize(models.shared_weight_chain(1000), time_limit=limit, rules=default_rules() + [FUSE_SHARED_RHS])
     wall = time.perf_counter() - t0
     assert wall <= 1.1 * limit, (wall, res.stage_seconds)
     assert res.iterations[-1].enodes <= 50_000
@@ -108,7 +108,7 @@ def test_engine_killed_past_the_deadline_keeps_iteration_zero(monkeypatch: pytes
     monkeypatch.setattr(E, "_saturate_in_process", stuck)
     limit = 1.0
     t0 = time.perf_counter()
-    with caplog.at_level(logging.WARNING, logger="eqsat.egraph"):
+    with caplog.at_level(logging.WARNING, logger="eqsat.engine.saturation"):
         res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(time_limit=limit))
     wall = time.perf_counter() - t0
     assert res.stop_reason == "time limit" and len(res.iterations) == 1
@@ -231,7 +231,7 @@ def test_bad_time_limit_is_rejected_before_the_model_is_read(value: float) -> No
 def test_cli_rejects_negative_or_nan_limits_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                           option: str, value: str, message: str) -> None:
     model = tmp_path / "x.onnx"
-    onnx.save(zoo.shared_weight_chain(2), str(model))
+    onnx.save(models.shared_weight_chain(2), str(model))
     out = tmp_path / "y.onnx"
     assert main(["optimize", str(model), "-o", str(out), option, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()

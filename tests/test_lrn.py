@@ -10,10 +10,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import ops
-from eqsat.gpu import AnalyticCostModel
-from eqsat.graph import Graph, TensorInfo, make_node
+from eqsat.costs import AnalyticCostModel
+from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.onnx_io import load_model, run_onnxruntime, to_onnx
-from eqsat.pipeline import optimize
+from eqsat.pipeline.run import optimize
 
 
 def _lrn_model(opset: int, size: int = 5, beta: float = 0.75, shape: tuple[int, ...] = (1, 6, 5, 5),
@@ -129,7 +129,7 @@ def test_every_form_matches_onnxruntime_on_random_shapes() -> None:
 
 @pytest.mark.parametrize("form", [0, 1, 2])
 def test_measured_costs_time_what_export_writes(form: int) -> None:
-    from eqsat.gpu.cpu_measure import one_node_model
+    from eqsat.costs.measured_cpu import one_node_model
 
     spec, shape = ops.get("lrn"), (1, 6, 4, 4)
     p = spec.normalize({"size": 5, "alpha": 0.1, "form": form})

@@ -14,9 +14,9 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 import eqsat
 from eqsat import ops
-from eqsat.graph import Graph, TensorInfo, make_node
+from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.onnx_io import load_model, random_feeds, run_onnxruntime, to_onnx
-from eqsat.onnx_patterns import collapse_gelu
+from eqsat.onnx_io.patterns import collapse_gelu
 from eqsat.ops import shapes as S
 from eqsat.ops.reduce import DROP_MAX_RANK
 
@@ -340,8 +340,7 @@ def test_reduce_mean_shape_rules_cover_every_axis_set() -> None:
 
 
 def test_egraph_shape_rules_give_the_new_operators_their_shapes() -> None:
-    from eqsat import egraph as E
-
+    from eqsat.engine import saturation as E
     nodes = (make_node("pad", {"pads": (0, 0, 1, 2, 0, 0, 3, 0), "value": -1.0}, ["x"], "p"),  # (2, 3, 8, 7)
              make_node("clip", {"low": 0.0, "high": 6.0}, ["p"], "c"),
              make_node("clip", {"low": -INF, "high": 1.5}, ["c"], "c2"),

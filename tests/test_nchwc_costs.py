@@ -8,8 +8,8 @@ import onnxruntime as ort
 import pytest
 
 from eqsat import ops
-from eqsat.gpu import OnnxRuntimeCostModel
-from eqsat.gpu.cpu_measure import NCHWC_OPS, _nchwc_reorders, _reorder_model, nchwc_block_size, one_node_model
+from eqsat.costs import OnnxRuntimeCostModel
+from eqsat.costs.measured_cpu import NCHWC_OPS, _nchwc_reorders, _reorder_model, nchwc_block_size, one_node_model
 
 
 def _conv_key(channels: int, residual: bool = False):

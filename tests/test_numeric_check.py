@@ -11,9 +11,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import onnx_io
-from eqsat.cli import main
-from eqsat.numeric import check_equal
-from eqsat.pipeline import NumericCheckUnavailable, NumericMismatch, optimize
+from eqsat.cli.app import main
+from eqsat.pipeline.check import check_equal
+from eqsat.pipeline.run import NumericCheckUnavailable, NumericMismatch, optimize
 
 
 def _model(nodes, inputs, outputs, inits=(), opset: int = 17, domains=()) -> onnx.ModelProto:
@@ -77,9 +77,8 @@ def test_saturated_output_still_catches_a_scaled_last_layer() -> None:
 
 
 def test_saturated_zoo_model_catches_a_scaled_last_layer() -> None:
-    from eqsat import zoo
-
-    model = zoo.load_zoo_model("resnet50")  # logits ~4.5e4 under random weights
+    from eqsat import models
+    model = models.load_zoo_model("resnet50")  # logits ~4.5e4 under random weights
     last = [n for n in model.graph.node if n.op_type in ("Gemm", "MatMul", "Conv")][-1]
     report = check_equal(model, _scaled(model, last.input[1], 1.5))
     assert not report.ok, report.summary()
@@ -187,11 +186,11 @@ def test_report_says_what_was_compared(tmp_path: Path) -> None:
 def test_integer_inputs_are_valid_indices_and_masks() -> None:
     """Token types index a one-row table in some models; a mask of 0/1 keeps (1 - mask) * float32-min finite.
     Random integer inputs respect both, so the check runs instead of failing or comparing NaNs."""
-    from eqsat import zoo
-    from eqsat.numeric import trial_feeds
+    from eqsat import models
     from eqsat.onnx_io import int_input_bounds, random_feeds
+    from eqsat.pipeline.check import trial_feeds
 
-    m = zoo.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50, transformers="4", token_type_ids=True)
+    m = models.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50, transformers="4", token_type_ids=True)
     assert int_input_bounds(m)["token_type_ids"] == 2
     for feeds in (random_feeds(m), trial_feeds(m, 0), trial_feeds(m, 1)):
         assert set(np.unique(feeds["attention_mask"])) <= {0, 1}

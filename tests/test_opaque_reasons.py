@@ -7,7 +7,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import onnx_io
-from eqsat.cli import main
+from eqsat.cli.app import main
 
 
 def _model() -> onnx.ModelProto:
@@ -48,15 +48,14 @@ def test_inspect_and_the_report_print_the_reasons(tmp_path, capsys) -> None:
 
 
 def test_a_graph_without_opaque_nodes_has_no_reasons() -> None:
-    from eqsat import zoo
-
-    assert onnx_io.opaque_reasons(onnx_io.load_model(zoo.nasrnn_cell(hidden=8))) == []
+    from eqsat import models
+    assert onnx_io.opaque_reasons(onnx_io.load_model(models.nasrnn_cell(hidden=8))) == []
 
 
 def test_activations_times_a_matrix_import_as_a_matrix_product() -> None:
     """(batch, seq, hidden) @ (hidden, out), every transformer projection: a 2-D matmul between reshapes,
     numerically the same, so the matrix rules (merges of Q/K/V projections) apply."""
-    from eqsat.numeric import check_equal
+    from eqsat.pipeline.check import check_equal
 
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), f"w{i}") for i in range(3)]

@@ -8,7 +8,7 @@ import pytest
 from onnx import helper, shape_inference
 
 from eqsat import ops
-from eqsat.graph import Graph, TensorInfo, make_node
+from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.onnx_io import run_onnxruntime, to_onnx
 from eqsat.ops import shapes as S
 

@@ -9,13 +9,13 @@ import numpy as np
 import onnx
 import pytest
 
-from eqsat import onnx_io, zoo
-from eqsat.pipeline import NumericMismatch, optimize
+from eqsat import models, onnx_io
+from eqsat.pipeline.run import NumericMismatch, optimize
 from eqsat.rules.rule import Rule
 
 
 def test_two_matmuls_sharing_an_input_are_fused() -> None:
-    model = zoo.builtin_models()["two_matmul_shared_input"]()
+    model = models.builtin_models()["two_matmul_shared_input"]()
     res = optimize(model, time_limit=20)
     ops = [n.op for n in res.graph.nodes]
     assert ops.count("matmul") + ops.count("matmul_t") == 1, ops  # one product over concatenated weights
@@ -27,20 +27,20 @@ def test_two_matmuls_sharing_an_input_are_fused() -> None:
 
 def test_fusion_is_not_chosen_when_the_cost_model_makes_it_dearer() -> None:
     """Extraction follows the cost model: if concat+split were very expensive, keep the two matmuls."""
-    from eqsat.gpu import AnalyticCostModel
+    from eqsat.costs import AnalyticCostModel
 
     class SplitHater(AnalyticCostModel):
         def cost(self, key):  # noqa: D401 - test double
             return 1e3 if key.op in ("split", "concat") else super().cost(key)
 
-    res = optimize(zoo.builtin_models()["two_matmul_shared_input"](), cost_model=SplitHater(), time_limit=20)
+    res = optimize(models.builtin_models()["two_matmul_shared_input"](), cost_model=SplitHater(), time_limit=20)
     ops = [n.op for n in res.graph.nodes]
     assert ops.count("matmul") + ops.count("matmul_t") == 2, ops
 
 
 @pytest.mark.parametrize("name", ["squeezenet", "resnet50", "inception_v1", "densenet121"])
 def test_zoo_model_optimizes_and_stays_equal(name: str) -> None:
-    model = zoo.load_zoo_model(name)
+    model = models.load_zoo_model(name)
     res = optimize(model, time_limit=30)
     onnx.checker.check_model(res.model, full_check=True)
     assert res.numeric.ok
@@ -53,15 +53,15 @@ def test_zoo_model_optimizes_and_stays_equal(name: str) -> None:
 def test_wrong_rule_is_caught_by_the_numeric_check() -> None:
     wrong = Rule("drop-relu", ("(relu ?x)",), ("?x",))
     with pytest.raises(NumericMismatch, match="drop-relu"):
-        optimize(zoo.builtin_models()["two_matmul_shared_input"](), rules=[wrong], time_limit=10)
+        optimize(models.builtin_models()["two_matmul_shared_input"](), rules=[wrong], time_limit=10)
 
 
 def test_cli_optimize_writes_a_checked_model(tmp_path) -> None:
     src = tmp_path / "m.onnx"
     out = tmp_path / "out.onnx"
     dump = tmp_path / "eg.json"
-    onnx.save(zoo.builtin_models()["two_matmul_shared_input"](), str(src))
-    r = subprocess.run([sys.executable, "-m", "eqsat.cli", "optimize", str(src), "-o", str(out), "--time-limit", "20",
+    onnx.save(models.builtin_models()["two_matmul_shared_input"](), str(src))
+    r = subprocess.run([sys.executable, "-m", "eqsat", "optimize", str(src), "-o", str(out), "--time-limit", "20",
                         "--dump-egraph", str(dump)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "cost before" in r.stdout and "rules fired" in r.stdout
@@ -81,7 +81,7 @@ def test_cli_writes_nothing_on_bad_input(tmp_path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07\x12\x03abc" * 3)
     out = tmp_path / "out.onnx"
-    r = subprocess.run([sys.executable, "-m", "eqsat.cli", "optimize", str(bad), "-o", str(out)],
+    r = subprocess.run([sys.executable, "-m", "eqsat", "optimize", str(bad), "-o", str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert "error" in r.stderr
@@ -90,8 +90,8 @@ def test_cli_writes_nothing_on_bad_input(tmp_path) -> None:
 
 def test_cli_inspect_lists_opaque_ops(tmp_path) -> None:
     src = tmp_path / "m.onnx"
-    onnx.save(zoo.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50), str(src))
-    r = subprocess.run([sys.executable, "-m", "eqsat.cli", "inspect", str(src)], capture_output=True, text=True)
+    onnx.save(models.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50), str(src))
+    r = subprocess.run([sys.executable, "-m", "eqsat", "inspect", str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     # attention and normalization are registry operators; the mask's boolean plumbing stays opaque, with why
     assert "softmax" in r.stdout and "layernorm" in r.stdout and "matmul" in r.stdout
@@ -99,7 +99,7 @@ def test_cli_inspect_lists_opaque_ops(tmp_path) -> None:
 
 
 def test_latency_verification_keeps_the_original_unless_measurably_faster() -> None:
-    model = zoo.two_matmul_shared_input()
+    model = models.two_matmul_shared_input()
     # a margin of 100 % can never be met: the original is kept, and both latencies are reported
     kept = optimize(model, verify_latency=True, latency_margin=1.0, time_limit=30)
     assert kept.kept_original and kept.latency_ms is not None and all(t > 0 for t in kept.latency_ms)

@@ -12,9 +12,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from eqsat import pipeline, zoo
-from eqsat.cli import main
-from eqsat.pipeline import optimize
+from eqsat import models
+from eqsat.cli.app import main
+from eqsat.pipeline import run as pipeline
+from eqsat.pipeline.run import optimize
 from eqsat.rules import starter_rules
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -41,7 +42,7 @@ def _conv_relu(bias: bool) -> onnx.ModelProto:
 
 
 def test_nodes_before_after_count_the_onnx_files() -> None:
-    model = zoo.builtin_models()["nasrnn_cell"]()
+    model = models.builtin_models()["nasrnn_cell"]()
     res = optimize(model, time_limit=20)
     assert res.onnx_nodes == (len(model.graph.node), len(res.model.graph.node))
     assert f"{len(model.graph.node)} / {len(res.model.graph.node)}" in res.summary()
@@ -77,8 +78,8 @@ def test_fusion_that_export_splits_back_is_not_a_gain() -> None:
 
 def test_every_fused_activation_is_priced_as_what_export_writes() -> None:
     from eqsat import ops
-    from eqsat.gpu import AnalyticCostModel
-    from eqsat.gpu.cpu_measure import one_node_model
+    from eqsat.costs import AnalyticCostModel
+    from eqsat.costs.measured_cpu import one_node_model
 
     fused = [spec for spec in ops.REGISTRY.values() if "act" in spec.param_names()]
     assert fused
@@ -115,7 +116,7 @@ def test_rules_show_resolves_every_fired_rule_name(capsys: pytest.CaptureFixture
                 [numpy_helper.from_array(np.ones(s, np.float32), n)
                  for n, s in [("w", (8, 4, 3, 3)), ("s", (8,)), ("b", (8,)), ("m", (8,)), ("v", (8,))]])
     fired: set[str] = set()
-    for model in (bn, zoo.builtin_models()["bert_attention_block"](), zoo.builtin_models()["nasrnn_cell"]()):
+    for model in (bn, models.builtin_models()["bert_attention_block"](), models.builtin_models()["nasrnn_cell"]()):
         fired |= set(optimize(model, time_limit=20).rules_fired)
     fired |= set(optimize(_conv_relu(True), rules=starter_rules(), time_limit=20).rules_fired)
     assert any(n.endswith("-rev") for n in fired) and "conv-batchnorm-fold" in fired
@@ -129,7 +130,7 @@ def test_rules_show_resolves_every_fired_rule_name(capsys: pytest.CaptureFixture
 
 def test_cli_and_api_use_the_same_default_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "m.onnx"
-    onnx.save(zoo.builtin_models()["two_matmul_shared_input"](), src)
+    onnx.save(models.builtin_models()["two_matmul_shared_input"](), src)
     seen = {}
     real = pipeline.optimize
 
@@ -152,7 +153,7 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     blocks = _python_blocks(README.read_text())
     assert blocks, "the README has no Python example"
     monkeypatch.chdir(tmp_path)
-    onnx.save(zoo.builtin_models()["two_matmul_shared_input"](), "model.onnx")  # the file the example names
+    onnx.save(models.builtin_models()["two_matmul_shared_input"](), "model.onnx")  # the file the example names
     for code in blocks:
         exec(compile(code, str(README), "exec"), {"__name__": "readme"})
     assert Path("model.opt.onnx").exists()

@@ -1,4 +1,4 @@
-"""Rules applied to IR graphs directly (eqsat.rewrite): matching, shape guards, TASO's applicability rule,
+"""Rules applied to IR graphs directly (eqsat.search.matching): matching, shape guards, TASO's applicability rule,
 application, structural hashing and prepare()."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import itertools
 import numpy as np
 import pytest
 
-from eqsat import onnx_io, zoo
-from eqsat import rewrite as rw
-from eqsat.graph import Graph, TensorInfo, flatten_concats, make_node
-from eqsat.pipeline import default_rules
+from eqsat import models, onnx_io
+from eqsat.ir.graph import Graph, TensorInfo, flatten_concats, make_node
+from eqsat.pipeline.run import default_rules
 from eqsat.rules.rule import Rule, terms_graph
+from eqsat.search import matching as rw
 
 RELU_RELU = Rule("relu-relu", ("(relu (relu ?x))",), ("(relu ?x)",))
 TRANSPOSE_TWICE = Rule("transpose-twice", ("(transpose [1 0] (transpose [1 0] ?x))",), ("?x",))
@@ -260,9 +260,9 @@ def corpus_matcher() -> rw.Matcher:
 
 
 @pytest.mark.parametrize("build", [
-    lambda: zoo.nasrnn_cell(hidden=16),
-    lambda: zoo.bert_attention_block(seq=8, hidden=16, heads=2),
-    zoo.small_cnn,
+    lambda: models.nasrnn_cell(hidden=16),
+    lambda: models.bert_attention_block(seq=8, hidden=16, heads=2),
+    models.small_cnn,
 ], ids=["nasrnn_cell", "bert_attention_block", "small_cnn"])
 def test_every_corpus_rewrite_keeps_the_values(build, corpus_matcher: rw.Matcher) -> None:
     g = rw.prepare(onnx_io.load_model(build()))

@@ -17,7 +17,7 @@ BASE, _ = corpus.read_corpus()
 
 @functools.lru_cache(maxsize=2)
 def rules(max_ops: int) -> tuple:
-    from eqsat.pipeline import default_rules
+    from eqsat.pipeline.run import default_rules
 
     return tuple(default_rules(max_ops=max_ops))
 
@@ -78,21 +78,21 @@ def test_a_size4_rule_derives_what_the_corpus_does_not() -> None:
 def test_optimize_cli_runs_the_size4_rules(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     import onnx
 
-    from eqsat import zoo
-    from eqsat.cli import main
+    from eqsat import models
+    from eqsat.cli.app import main
 
     src = tmp_path / "m.onnx"
-    onnx.save(zoo.nasrnn_cell(hidden=16), src)
+    onnx.save(models.nasrnn_cell(hidden=16), src)
     assert main(["optimize", str(src), "-o", str(tmp_path / "o.onnx"), "--rules", "size4", "-q"]) == 0
     assert (tmp_path / "o.onnx").exists()
     assert "numeric check" in capsys.readouterr().out
 
 
 def test_rules_show_resolves_the_size4_rules_that_fired(capsys: pytest.CaptureFixture[str]) -> None:
-    from eqsat import optimize, zoo
-    from eqsat.cli import main
+    from eqsat import models, optimize
+    from eqsat.cli.app import main
 
-    fired = set(optimize(zoo.builtin_models()["bert_attention_block"](), rules=rules(4), time_limit=30).rules_fired)
+    fired = set(optimize(models.builtin_models()["bert_attention_block"](), rules=rules(4), time_limit=30).rules_fired)
     size4 = {e.id for e in ENTRIES4}
     shown = sorted(n for n in fired if n.removesuffix("-rev") in size4)
     assert shown  # the BERT block matches some size-4 rules (benchmarks/results/rules.md)

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from eqsat.egraph import Limits, saturate
-from eqsat.engine_graph import EGraph, ENode
+from eqsat.engine.egraph import EGraph, ENode
+from eqsat.engine.saturation import Limits, saturate
 from eqsat.rules import corpus
 from eqsat.rules import generator as gen
 from eqsat.rules.cli import NUMERIC_RANDOM_SHAPES
@@ -51,7 +51,7 @@ def _ops(text: str) -> list[str]:
 
 
 def test_engine_rules_compile() -> None:
-    from eqsat.egraph import compile_rules
+    from eqsat.engine.saturation import compile_rules
 
     rules = corpus.load_corpus_rules()
     assert rules and all(isinstance(r, Rule) for r in rules)
@@ -165,12 +165,12 @@ def test_transpose_of_matmul() -> None:
 @functools.cache
 def _optimized_costs(name: str) -> tuple[float, float]:
     """(corpus, starter) optimized cost of a built-in model, both with the layout rules."""
-    from eqsat import optimize, zoo
+    from eqsat import models, optimize
     from eqsat.rules import corpus_or_starter, starter_rules
     from eqsat.rules.layout import LAYOUT_RULES
 
     # the default analytic cost model is deterministic, so these costs are exact and reproducible
-    return tuple(optimize(getattr(zoo, name)(), rules=rules + list(LAYOUT_RULES), check=True).cost_after
+    return tuple(optimize(getattr(models, name)(), rules=rules + list(LAYOUT_RULES), check=True).cost_after
                  for rules in (corpus_or_starter(), starter_rules()))
 
 

@@ -117,7 +117,7 @@ def test_select_novel_keeps_what_the_base_cannot_derive(tmp_path: Path) -> None:
 
 
 def test_select_cli_writes_the_new_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from eqsat.cli import main
+    from eqsat.cli.app import main
 
     corpus.save_corpus(BASE, tmp_path / "base.json", {"max_ops": 3})
     corpus.save_corpus([SHUFFLE, MATMUL_ASSOC], tmp_path / "cands.json", {"max_ops": 4})
@@ -133,7 +133,7 @@ def test_select_cli_writes_the_new_rules(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_select_cli_without_candidates_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from eqsat.cli import main
+    from eqsat.cli.app import main
 
     assert main(["rules", "select", str(tmp_path / "missing.json"), "--out", str(tmp_path / "o.json")]) == 2
     assert "no candidates" in capsys.readouterr().err

@@ -1,7 +1,7 @@
-"""The rewrite searches eqsat is compared against (eqsat.search): TASO's backtracking and OCGGS's sampling.
+"""The rewrite searches eqsat is compared against (eqsat.search.searches): TASO's backtracking and OCGGS's sampling.
 
 Every result is judged independently of the search's own bookkeeping: its graph is priced again by
-eqsat.pipeline.graph_cost and exported to ONNX and compared with the original model under onnxruntime."""
+eqsat.pipeline.run.graph_cost and exported to ONNX and compared with the original model under onnxruntime."""
 
 from __future__ import annotations
 
@@ -11,21 +11,22 @@ import time
 
 import pytest
 
-from eqsat import onnx_io, search, zoo
-from eqsat.egraph import LimitError
-from eqsat.gpu import get_cost_model
-from eqsat.graph import Graph
-from eqsat.numeric import check_equal
-from eqsat.pipeline import default_rules, graph_cost
+from eqsat import models, onnx_io
+from eqsat.costs import get_cost_model
+from eqsat.engine.saturation import LimitError
+from eqsat.ir.graph import Graph
+from eqsat.pipeline.check import check_equal
+from eqsat.pipeline.run import default_rules, graph_cost
 from eqsat.rules import corpus
 from eqsat.rules.rule import terms_graph
+from eqsat.search import searches as search
 
 MODELS = {
-    "two_matmul": lambda: zoo.two_matmul_shared_input(batch=4, hidden=8),
-    "bert": lambda: zoo.bert_attention_block(seq=8, hidden=16, heads=2),
-    "nasrnn16": lambda: zoo.nasrnn_cell(hidden=16),
-    "nasrnn32": lambda: zoo.nasrnn_cell(hidden=32),
-    "small_cnn": zoo.small_cnn,
+    "two_matmul": lambda: models.two_matmul_shared_input(batch=4, hidden=8),
+    "bert": lambda: models.bert_attention_block(seq=8, hidden=16, heads=2),
+    "nasrnn16": lambda: models.nasrnn_cell(hidden=16),
+    "nasrnn32": lambda: models.nasrnn_cell(hidden=32),
+    "small_cnn": models.small_cnn,
 }
 SEARCHES = {
     "backtracking-1.05": (search.backtracking, {"alpha": 1.05}),
@@ -196,16 +197,16 @@ def test_search_on_a_square_of_a_sum(method: str) -> None:
 
 
 @pytest.mark.parametrize("build", [
-    lambda: zoo.nasrnn_cell(hidden=16),
-    lambda: zoo.bert_attention_block(seq=8, hidden=16, heads=2),
-    zoo.small_cnn,
-    lambda: zoo.taso_nasnet_a(image=32, channels=8, cells=1, stages=1, stem=8),
+    lambda: models.nasrnn_cell(hidden=16),
+    lambda: models.bert_attention_block(seq=8, hidden=16, heads=2),
+    models.small_cnn,
+    lambda: models.taso_nasnet_a(image=32, channels=8, cells=1, stages=1, stem=8),
 ], ids=["nasrnn_cell", "bert_attention_block", "small_cnn", "nasnet_a"])
 def test_incremental_bookkeeping_equals_recomputing(build) -> None:
     """The searches price and hash each neighbour from its parent; both must equal pricing and hashing the
     new graph from scratch (rebuilt by the checked constructor, so its order and shapes are recomputed)."""
-    from eqsat import rewrite as rw
-    from eqsat.search import GraphCoster, _Clock, _Expander
+    from eqsat.search import matching as rw
+    from eqsat.search.searches import GraphCoster, _Clock, _Expander
 
     g = rw.prepare(onnx_io.load_model(build()))
     coster = GraphCoster(cost_model())
@@ -223,8 +224,8 @@ def test_incremental_bookkeeping_equals_recomputing(build) -> None:
 
 
 @pytest.mark.parametrize("name,build", [
-    ("taso_bert", lambda: zoo.taso_bert(seq=16, hidden=64, heads=4, layers=2)),
-    ("taso_nasrnn", lambda: zoo.taso_nasrnn(hidden=32, steps=2)),
+    ("taso_bert", lambda: models.taso_bert(seq=16, hidden=64, heads=4, layers=2)),
+    ("taso_nasrnn", lambda: models.taso_nasrnn(hidden=32, steps=2)),
 ])
 def test_backtracking_improves_tasos_bert_and_nasrnn(name: str, build) -> None:
     """TASO's own benchmarks: its search finds improvements there (merged projections of a shared input)."""
@@ -239,8 +240,8 @@ def test_backtracking_improves_tasos_bert_and_nasrnn(name: str, build) -> None:
 
 def _neighbour_problems(g: Graph, rule_set) -> list[tuple]:
     """Every neighbour's incremental cost, hash and liveness against recomputing from scratch."""
-    from eqsat import rewrite as rw
-    from eqsat.search import GraphCoster, _Clock, _Expander
+    from eqsat.search import matching as rw
+    from eqsat.search.searches import GraphCoster, _Clock, _Expander
 
     g = rw.prepare(g)
     coster = GraphCoster(cost_model())
@@ -261,7 +262,7 @@ def _neighbour_problems(g: Graph, rule_set) -> list[tuple]:
 
 
 def test_a_node_read_twice_by_a_removed_node_dies_with_it() -> None:
-    from eqsat.graph import TensorInfo, make_node
+    from eqsat.ir.graph import TensorInfo, make_node
     from eqsat.rules.rule import Rule
 
     rule = Rule("split-of-concat", ("(split 1 0 ?p (concat 1 ?a ?b))",), ("?a",))

@@ -7,9 +7,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import eqsat
-from eqsat import egraph as E
 from eqsat import onnx_io
-from eqsat.graph import Graph, TensorInfo, make_node
+from eqsat.engine import saturation as E
+from eqsat.ir.graph import Graph, TensorInfo, make_node
 
 
 def _weights(rng: np.random.Generator, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""TASO's seven benchmark graphs (eqsat.zoo.taso_*): names, structure, import without opaque nodes, round trips."""
+"""TASO's seven benchmark graphs (eqsat.models.taso_*): names, structure, import without opaque nodes, round trips."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ import onnx
 import pytest
 from onnx import helper
 
-from eqsat import onnx_io, zoo
-from eqsat.numeric import check_equal
+from eqsat import models, onnx_io
+from eqsat.pipeline.check import check_equal
 
 # small versions of every model, cheap enough to import, run and round-trip
 SMALL: dict[str, Callable[[], onnx.ModelProto]] = {
-    "taso_bert": lambda: zoo.taso_bert(seq=16, hidden=64, heads=4, layers=2),
-    "taso_nasrnn": lambda: zoo.taso_nasrnn(hidden=32, steps=5),
-    "taso_resnext50": lambda: zoo.taso_resnext50(image=64, widths=(32, 64, 64, 64), depths=(2, 1, 1, 1), stem=16),
-    "taso_nasnet_a": lambda: zoo.taso_nasnet_a(image=32, channels=8, cells=2, stages=2, stem=8),
-    "taso_inception_v3": lambda: zoo.taso_inception_v3(image=75, width_div=16),
-    "taso_squeezenet": lambda: zoo.taso_squeezenet(image=64, num_classes=10, width_div=4),
-    "taso_vgg19": lambda: zoo.taso_vgg19(image=32, num_classes=10, fc=32, width_div=8),
+    "taso_bert": lambda: models.taso_bert(seq=16, hidden=64, heads=4, layers=2),
+    "taso_nasrnn": lambda: models.taso_nasrnn(hidden=32, steps=5),
+    "taso_resnext50": lambda: models.taso_resnext50(image=64, widths=(32, 64, 64, 64), depths=(2, 1, 1, 1), stem=16),
+    "taso_nasnet_a": lambda: models.taso_nasnet_a(image=32, channels=8, cells=2, stages=2, stem=8),
+    "taso_inception_v3": lambda: models.taso_inception_v3(image=75, width_div=16),
+    "taso_squeezenet": lambda: models.taso_squeezenet(image=64, num_classes=10, width_div=4),
+    "taso_vgg19": lambda: models.taso_vgg19(image=32, num_classes=10, fc=32, width_div=8),
 }
 
 
@@ -51,20 +51,20 @@ def _check_conventions(m: onnx.ModelProto) -> None:
 
 
 def test_suite_names() -> None:
-    assert zoo.TASO_SUITE == ("taso_bert", "taso_nasrnn", "taso_resnext50", "taso_nasnet_a", "taso_inception_v3",
+    assert models.TASO_SUITE == ("taso_bert", "taso_nasrnn", "taso_resnext50", "taso_nasnet_a", "taso_inception_v3",
                               "taso_squeezenet", "taso_vgg19")
-    assert list(zoo.taso_suite()) == list(zoo.TASO_SUITE)
-    builtins = zoo.builtin_models()
-    assert all(name in builtins for name in zoo.TASO_SUITE)
+    assert list(models.taso_suite()) == list(models.TASO_SUITE)
+    builtins = models.builtin_models()
+    assert all(name in builtins for name in models.TASO_SUITE)
     assert "bert_attention_block" in builtins and "nasrnn_cell" in builtins
-    assert set(SMALL) == set(zoo.TASO_SUITE)
+    assert set(SMALL) == set(models.TASO_SUITE)
 
 
 def test_bert_structure() -> None:
-    m = zoo.taso_bert(softmax=False)  # TASO's graph exactly
+    m = models.taso_bert(softmax=False)  # TASO's graph exactly
     ops = _ops(m)
     assert ops == Counter({"MatMul": 48, "Reshape": 32, "Transpose": 32, "Relu": 1})  # 8 layers x (6, 4, 4)
-    assert _ops(zoo.taso_bert()) == ops + Counter({"Softmax": 8})  # the default: a softmax per layer
+    assert _ops(models.taso_bert()) == ops + Counter({"Softmax": 8})  # the default: a softmax per layer
     perms = Counter(tuple(_attr(n, "perm")) for n in m.graph.node if n.op_type == "Transpose")
     assert perms == Counter({(1, 0, 2): 24, (1, 2, 0): 8})
     assert _out_shape(m) == (64, 1024) and m.graph.node[0].op_type == "Relu"
@@ -73,7 +73,7 @@ def test_bert_structure() -> None:
 
 
 def test_nasrnn_structure() -> None:
-    m = zoo.taso_nasrnn()
+    m = models.taso_nasrnn()
     assert [i.name for i in m.graph.input] == [f"x{i}" for i in range(5)]
     assert all(tuple(d.dim_value for d in i.type.tensor_type.shape.dim) == (1, 512) for i in m.graph.input)
     ops = _ops(m)
@@ -86,7 +86,7 @@ def test_nasrnn_structure() -> None:
 
 
 def test_resnext50_structure() -> None:
-    m = zoo.taso_resnext50()
+    m = models.taso_resnext50()
     convs = [n for n in m.graph.node if n.op_type == "Conv"]
     assert sum(_attr(n, "group", 1) == 32 for n in convs) == 16  # one grouped 3x3 per block, [3, 4, 6, 3]
     assert len(convs) == 1 + 16 * 3 + 4  # stem, three per block, four projection shortcuts
@@ -96,7 +96,7 @@ def test_resnext50_structure() -> None:
 
 
 def test_nasnet_a_structure() -> None:
-    m = zoo.taso_nasnet_a()
+    m = models.taso_nasnet_a()
     concats = [n for n in m.graph.node if n.op_type == "Concat"]
     assert len(concats) == 3 * (5 + 1) and all(len(n.input) == 5 for n in concats)  # normal and reduction cells
     shapes = {i.name: tuple(i.dims) for i in m.graph.initializer}
@@ -109,7 +109,7 @@ def test_nasnet_a_structure() -> None:
 
 
 def test_inception_v3_structure() -> None:
-    m = zoo.taso_inception_v3()
+    m = models.taso_inception_v3()
     arity = Counter(len(n.input) for n in m.graph.node if n.op_type == "Concat")
     assert arity == Counter({4: 3 + 4, 3: 2, 6: 2})  # A x3, C x4 / B, D / E x2
     ops = _ops(m)
@@ -120,10 +120,10 @@ def test_inception_v3_structure() -> None:
 
 
 def test_squeezenet_and_vgg19_structure() -> None:
-    sq = zoo.taso_squeezenet()
+    sq = models.taso_squeezenet()
     assert _ops(sq)["Conv"] == 26 and _ops(sq)["Concat"] == 8 and _out_shape(sq) == (1, 1000)
     _check_conventions(sq)
-    vgg = zoo.taso_vgg19(classifier=False)  # the full classifier holds 124M parameters: checked small below
+    vgg = models.taso_vgg19(classifier=False)  # the full classifier holds 124M parameters: checked small below
     assert _ops(vgg) == Counter({"Conv": 16, "Relu": 16, "MaxPool": 5}) and _out_shape(vgg) == (1, 512, 7, 7)
     _check_conventions(vgg)
     small = SMALL["taso_vgg19"]()
@@ -131,11 +131,11 @@ def test_squeezenet_and_vgg19_structure() -> None:
 
 
 def test_builders_are_seeded() -> None:
-    a, b, c = (zoo.taso_nasrnn(hidden=16, steps=2, seed=s) for s in (0, 0, 1))
+    a, b, c = (models.taso_nasrnn(hidden=16, steps=2, seed=s) for s in (0, 0, 1))
     assert a.SerializeToString() == b.SerializeToString() != c.SerializeToString()
 
 
-@pytest.mark.parametrize("name", zoo.TASO_SUITE)
+@pytest.mark.parametrize("name", models.TASO_SUITE)
 def test_small_versions_import_run_and_round_trip(name: str) -> None:
     model = SMALL[name]()
     onnx.checker.check_model(model, full_check=True)
@@ -150,8 +150,8 @@ def test_small_versions_import_run_and_round_trip(name: str) -> None:
 
 
 def test_demo_help_names_the_suite(capsys) -> None:
-    from eqsat.cli import main
+    from eqsat.cli.app import main
 
     assert main(["demo", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert all(name in out for name in zoo.TASO_SUITE)
+    assert all(name in out for name in models.TASO_SUITE)

@@ -423,8 +423,8 @@ def test_optimize_a_graph_with_the_transformer_ops() -> None:
 
 
 def test_egraph_shape_rules_give_the_new_operators_their_shapes() -> None:
-    from eqsat import egraph as E
-    from eqsat.graph import Graph, TensorInfo, make_node
+    from eqsat.engine import saturation as E
+    from eqsat.ir.graph import Graph, TensorInfo, make_node
 
     w = {"g": _w(4, 6), "b": _w(4, 6), "g1": _w(6), "b1": _w(6), "k": _w(1, 5, 6, 3)}
     nodes = (make_node("layernorm", {"axis": 2, "epsilon": 1e-5}, ["x", "g", "b"], "ln2"),

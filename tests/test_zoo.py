@@ -6,13 +6,13 @@ import numpy as np
 import onnx
 import pytest
 
-from eqsat import onnx_io, zoo
-from eqsat.numeric import check_equal
+from eqsat import models, onnx_io
+from eqsat.pipeline.check import check_equal
 
 
-@pytest.mark.parametrize("name", zoo.zoo_names())
+@pytest.mark.parametrize("name", models.zoo_names())
 def test_zoo_round_trip(name: str) -> None:
-    model = zoo.load_zoo_model(name, seed=0)
+    model = models.load_zoo_model(name, seed=0)
     graph = onnx_io.load_model(model)
     assert graph.op_histogram()["conv2d"] >= 5
     out = onnx_io.to_onnx(graph)
@@ -24,7 +24,7 @@ def test_zoo_round_trip(name: str) -> None:
 
 
 def test_zoo_weights_are_seeded_and_finite() -> None:
-    a, b, c = (zoo.load_zoo_model("squeezenet", seed=s) for s in (0, 0, 1))
+    a, b, c = (models.load_zoo_model("squeezenet", seed=s) for s in (0, 0, 1))
     wa, wb, wc = ({t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer} for m in (a, b, c))
     name = next(k for k, v in wa.items() if v.ndim == 4)
     np.testing.assert_array_equal(wa[name], wb[name])
@@ -34,7 +34,7 @@ def test_zoo_weights_are_seeded_and_finite() -> None:
 
 
 def test_numpy_evaluation_matches_onnxruntime_on_squeezenet() -> None:
-    model = zoo.load_zoo_model("squeezenet")
+    model = models.load_zoo_model("squeezenet")
     graph = onnx_io.load_model(model)
     feeds = onnx_io.random_feeds(graph, seed=3)
     ours = graph.evaluate(feeds, onnx_io.onnx_opaque_evaluator(graph))[0]
@@ -42,8 +42,9 @@ def test_numpy_evaluation_matches_onnxruntime_on_squeezenet() -> None:
     np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", sorted(set(zoo.builtin_models()) - set(zoo.TASO_SUITE)))  # TASO's: test_taso_suite
+# TASO's models: test_taso_suite
+@pytest.mark.parametrize("name", sorted(set(models.builtin_models()) - set(models.TASO_SUITE)))
 def test_builtin_models_round_trip(name: str) -> None:
-    model = zoo.builtin_models()[name]()
+    model = models.builtin_models()[name]()
     out = onnx_io.to_onnx(onnx_io.load_model(model))
     assert check_equal(model, out).ok

@@ -13,14 +13,14 @@ from typing import Any
 
 import onnx
 
-from eqsat import egraph as engine
 from eqsat import onnx_io
-from eqsat.egraph_dump import EGraphDump, build_dump
-from eqsat.engine_graph import EGraph
+from eqsat.engine import saturation as engine
+from eqsat.engine.egraph import EGraph
 from eqsat.errors import EqsatError
-from eqsat.graph import Graph
-from eqsat.numeric import NumericCheckUnavailable, NumericReport, check_equal
+from eqsat.inspect.dump import EGraphDump, build_dump
+from eqsat.ir.graph import Graph
 from eqsat.ops import CostKey
+from eqsat.pipeline.check import NumericCheckUnavailable, NumericReport, check_equal
 from eqsat.rules.rule import Rule
 
 
@@ -206,13 +206,13 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     fastest of several timings is the one noise favoured most. With
     ``dump_egraph`` (a path, or True for the object only) the result carries the saturated e-graph with costs,
     input terms, tensor names and the extraction's choice (``result.egraph_dump``, an
-    :class:`eqsat.egraph_dump.EGraphDump`), written to the path (missing folders created) once the run has
+    :class:`eqsat.inspect.dump.EGraphDump`), written to the path (missing folders created) once the run has
     succeeded. With ``provenance`` as well, the engine records which rule built each e-node in which iteration and
     the dump has it (``first_iteration`` and ``rules`` per e-node); it costs saturation time and memory (the README
     gives measurements), and without ``dump_egraph`` nothing is recorded.
     """
+    from eqsat.costs import get_cost_model
     from eqsat.extract import extract, extract_top_k
-    from eqsat.gpu import get_cost_model
 
     say = progress or (lambda msg: None)
     cost_model = cost_model or get_cost_model("analytic")
@@ -359,7 +359,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
 def _latencies(models: list[onnx.ModelProto], graph: Graph, cost_model: Any) -> list[list[float]]:
     """End-to-end latencies (ms) of ``models`` per interleaved round, with the cost model's threads (what the
     user will run)."""
-    from eqsat.gpu.cpu_measure import end_to_end_rounds
+    from eqsat.costs.measured_cpu import end_to_end_rounds
 
     feeds = onnx_io.random_feeds(graph, seed=0)
     threads = getattr(getattr(cost_model, "inner", cost_model), "threads", 0)
@@ -376,7 +376,7 @@ def _other_candidates(exts: Sequence[Any], egraph: EGraph, names: Mapping[str, s
                       cost_before: float, cost_model: Any) -> list[tuple[int, Graph, float, onnx.ModelProto]]:
     """The extractions after the first as (rank, written graph, cost, model): distinct graphs no costlier than
     the original."""
-    from eqsat.rewrite import graph_hash
+    from eqsat.search.matching import graph_hash
 
     seen = {graph_hash(first)}
     out = []

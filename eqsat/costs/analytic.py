@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from eqsat import ops
-from eqsat.gpu.base import CostModel
+from eqsat.costs.base import CostModel
 from eqsat.ops import CostKey
 
 _BYTES = {"float32": 4, "float16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1, "uint8": 1, "int8": 1}

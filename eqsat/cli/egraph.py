@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from eqsat.egraph_dump import FORMAT, LIST_OPS, DumpError, DumpNode, EGraphDump, is_dump, load_json
 from eqsat.errors import UsageError
+from eqsat.inspect.dump import FORMAT, LIST_OPS, DumpError, DumpNode, EGraphDump, is_dump, load_json
 
 __all__ = ["register", "stats_report", "class_report", "plain_report", "print_egraph_file", "is_json_file"]
 
@@ -302,7 +302,7 @@ RENDER_FORMATS = ("dot", "svg", "png", "pdf")
 
 
 def _drawing(args: argparse.Namespace, max_nodes: int) -> Any:
-    from eqsat.egraph_draw import select
+    from eqsat.inspect.draw import select
 
     dump = EGraphDump.read(args.dump)
     return select(dump, args.around, args.depth, args.chosen_only, max_nodes)
@@ -313,8 +313,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     import shutil
     import subprocess
 
-    from eqsat.cli import _check_output, _write_file
-    from eqsat.egraph_draw import to_dot
+    from eqsat.cli.app import _check_output, _write_file
+    from eqsat.inspect.draw import to_dot
 
     out = _check_output(args.output, "-o", "egraph.svg")
     fmt = out.suffix.lower().lstrip(".")
@@ -350,8 +350,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_view(args: argparse.Namespace) -> int:
     """``eqsat egraph view DUMP -o OUT.html [--around CLASS|TENSOR --depth N] [--chosen-only]``."""
-    from eqsat.cli import _check_output, _write_file
-    from eqsat.egraph_draw import to_html
+    from eqsat.cli.app import _check_output, _write_file
+    from eqsat.inspect.draw import to_html
 
     out = _check_output(args.output, "-o", "egraph.html")
     drawing = _drawing(args, args.max_nodes)
@@ -382,10 +382,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     import onnx
 
     from eqsat import onnx_io
-    from eqsat.cli import _check_output, _input_shapes, _write_file
+    from eqsat.cli.app import _check_output, _input_shapes, _write_file
     from eqsat.extract import InvalidExtraction, validate_selection
-    from eqsat.numeric import NumericCheckUnavailable, check_equal
-    from eqsat.pipeline import NumericMismatch
+    from eqsat.pipeline.check import NumericCheckUnavailable, check_equal
+    from eqsat.pipeline.run import NumericMismatch
 
     out = _check_output(args.output, "-o", Path(args.model).stem + ".export.onnx")
     dump = EGraphDump.read(args.dump)
@@ -446,7 +446,7 @@ _DESCRIPTION = """Read the e-graph dumps 'eqsat optimize --dump-egraph' writes.
 
 def register(subparsers: Any) -> None:
     """Add ``eqsat egraph {stats,show,render,view,export}``."""
-    from eqsat.cli import _parse_shape
+    from eqsat.cli.app import _parse_shape
 
     p = subparsers.add_parser("egraph", help="read e-graph dumps (eqsat optimize --dump-egraph): stats, show, render, "
                                              "view, export",

@@ -18,7 +18,7 @@ extract`` read it as is, with eqsat's fields beside the standard ones::
 
 ``children`` are node ids, as extraction-gym wants: each names the first node of the child's e-class (the
 object keeps child e-classes). ``onnx_op`` is written for opaque nodes only. A node's shape is its class's.
-``in_input`` marks the terms of the imported input graph (:func:`eqsat.egraph.input_terms`: the input graph
+``in_input`` marks the terms of the imported input graph (:func:`eqsat.engine.saturation.input_terms`: the input graph
 walked bottom-up and each term looked up by operator, parameters and child e-classes, which is exact);
 ``tensors`` names the input graph's tensors each class holds (found by the same walk); ``chosen`` marks the
 extraction's selection (one node per e-class reachable from the roots).
@@ -28,9 +28,10 @@ node has both fields): ``first_iteration``, the iteration in which the e-node fi
 the input graph, or of an n-way sibling merge the engine adds before iteration 1), and ``rules``, rule name
 -> the first iteration in which that rule's right-hand side built the e-node, ordered by iteration then
 name (``"sibling-merge"`` for the engine's sibling merges; the input graph's own terms are no rule's, but a
-rule that built one again later is listed). The engine records it exactly (:func:`eqsat.egraph.compile_rule`):
-a rule's action writes a row per term it builds, and a right-hand side merged only after its shape check
-still dates from the iteration whose rule built it. Version 1 files read with no provenance.
+rule that built one again later is listed). The engine records it exactly
+(:func:`eqsat.engine.saturation.compile_rule`): a rule's action writes a row per term it builds, and a
+right-hand side merged only after its shape check still dates from the iteration whose rule built it. Version 1
+files read with no provenance.
 
 This module is the only one that reads or writes the file's dicts; everything else uses the object.
 """
@@ -51,10 +52,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from eqsat.errors import EqsatError
 
 if TYPE_CHECKING:
-    from eqsat.egraph import Limits, SaturationResult
-    from eqsat.engine_graph import EGraph
+    from eqsat.engine.egraph import EGraph
+    from eqsat.engine.saturation import Limits, SaturationResult
     from eqsat.extract import Extraction, SerializedEGraph
-    from eqsat.graph import Graph
+    from eqsat.ir.graph import Graph
 
 __all__ = ["FORMAT", "VERSION", "DumpError", "DumpNode", "DumpClass", "IterationInfo", "SaturationInfo",
            "ExtractionInfo", "ExtractionChanges", "EGraphDump", "build_dump", "load_json", "is_dump"]
@@ -360,10 +361,10 @@ class EGraphDump:
 
     @cached_property
     def engine_graph(self) -> EGraph:
-        """The dump's e-graph as the engine's typed object (:class:`eqsat.engine_graph.EGraph`, with the
-        dump's costs and provenance), for the functions that read one (:func:`eqsat.egraph.input_terms`,
-        :func:`eqsat.pipeline.graph_from_selection`)."""
-        from eqsat.engine_graph import EClass, EGraph, ENode
+        """The dump's e-graph as the engine's typed object (:class:`eqsat.engine.egraph.EGraph`, with the
+        dump's costs and provenance), for the functions that read one (:func:`eqsat.engine.saturation.input_terms`,
+        :func:`eqsat.pipeline.run.graph_from_selection`)."""
+        from eqsat.engine.egraph import EClass, EGraph, ENode
 
         return EGraph(tuple(ENode(n.id, n.op, n.params, n.children, n.eclass, n.cost, n.rules) for n in self.nodes),
                       tuple(EClass(c.id, c.type, c.shape) for c in self.classes), self.roots, self.provenance)
@@ -371,7 +372,7 @@ class EGraphDump:
     def check_input_graph(self, graph: Graph, *, model: str = "the model") -> None:
         """Raise :class:`DumpError` unless ``graph`` (an imported model) is the input graph of this dump: each
         of its terms is in the e-graph, and they are exactly the nodes marked ``in_input``."""
-        from eqsat.egraph import input_terms
+        from eqsat.engine.saturation import input_terms
 
         terms = input_terms(self.engine_graph, graph)
         marked = {n.id for n in self.nodes if n.in_input}
@@ -383,9 +384,9 @@ class EGraphDump:
 
     def to_graph(self, selection: Mapping[str, str], original: Graph) -> tuple[Graph, Graph]:
         """The IR graph a selection (e-class -> node id) chooses, read back as the pipeline does
-        (:func:`eqsat.pipeline.graph_from_selection`): as read and as written. ``original`` is the input graph
+        (:func:`eqsat.pipeline.run.graph_from_selection`): as read and as written. ``original`` is the input graph
         (it gives graph inputs, weights, output names and opaque nodes)."""
-        from eqsat.pipeline import graph_from_selection
+        from eqsat.pipeline.run import graph_from_selection
 
         return graph_from_selection(self.engine_graph, selection, original, self.tensor_names)
 
@@ -618,7 +619,7 @@ def is_dump(data: Any) -> bool:
 
 
 def iteration_infos(iterations: Iterable[Any]) -> tuple[IterationInfo, ...]:
-    """The engine's :class:`eqsat.egraph.IterationStats` as :class:`IterationInfo`: rewrite rules only (the
+    """The engine's :class:`eqsat.engine.saturation.IterationStats` as :class:`IterationInfo`: rewrite rules only (the
     shape bookkeeping left out), with the shape-checked merges counted apart."""
     out = []
     for it in iterations:
@@ -635,10 +636,9 @@ def build_dump(sat: SaturationResult, graph: Graph, costs: Mapping[str, float], 
     """The dump of a run: ``sat`` the engine's result for the imported ``graph``, ``costs`` node id -> cost,
     ``extraction`` the extractor's result (its selection becomes the ``chosen`` marks), ``rules`` the size of
     the rule set and ``limits`` the saturation limits used. Provenance comes with ``sat`` when the engine
-    recorded it (:func:`eqsat.egraph.saturate` with ``provenance``): an input term's first iteration is 0,
+    recorded it (:func:`eqsat.engine.saturation.saturate` with ``provenance``): an input term's first iteration is 0,
     another node's the smallest iteration of its rows."""
-    from eqsat import egraph as engine
-
+    from eqsat.engine import saturation as engine
     eg = sat.egraph
     terms = engine.input_terms(eg, graph)
     if terms.missing:  # an engine bug: the e-graph saturate returned always holds its input graph

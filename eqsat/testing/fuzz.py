@@ -771,7 +771,7 @@ def to_model(graphs: Sequence[FuzzGraph]) -> onnx.ModelProto:
         inits += [numpy_helper.from_array(v, k) for k, v in g.initializers.items()]
         outputs += [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(s)) for k, s in g.outputs.items()]
     graph = helper.make_graph(nodes, "fuzz", inputs, outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="eqsat.fuzz")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="eqsat.testing.fuzz")
     model.ir_version = IR_VERSION
     return model
 
@@ -791,10 +791,10 @@ class InvalidModel(ValueError):
 
 
 def compare_models(original: onnx.ModelProto, optimized: onnx.ModelProto, *, trials: int = 2) -> dict[str, str]:
-    """Compare both models with the optimizer's own numeric check (:func:`eqsat.numeric.check_equal`:
+    """Compare both models with the optimizer's own numeric check (:func:`eqsat.pipeline.check.check_equal`:
     onnxruntime with graph optimizations off, every output, NaN/inf by position, tolerance relative to each
     output's scale); problems by output name (``<run>`` when the optimized model does not run)."""
-    from eqsat.numeric import check_equal
+    from eqsat.pipeline.check import check_equal
 
     report = check_equal(original, optimized, trials=trials)
     if not report.ran:
@@ -828,7 +828,7 @@ def check_model(model: onnx.ModelProto, *, time_limit: float = 10.0, trials: int
     An exception from ``optimize`` on a valid model is a finding too (``error``). ``optimized`` skips the
     optimizer and compares against that model instead (used to show the comparison is not vacuous).
     """
-    from eqsat.pipeline import optimize
+    from eqsat.pipeline.run import optimize
 
     t = time.perf_counter()
     fired: dict[str, int] = {}

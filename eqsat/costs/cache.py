@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
-from eqsat.gpu.base import CostModel, Progress
+from eqsat.costs.base import CostModel, Progress
 from eqsat.ops import CostKey
 
 

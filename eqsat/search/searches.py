@@ -6,7 +6,7 @@
   twice the original's nodes, and was never seen before (structural graph hashing).
 * :func:`sampling` — OCGGS's sampling heuristic (Fang et al., PVLDB'20), see its docstring.
 
-Both use the same IR, rules (:mod:`eqsat.rewrite`) and cost model as :func:`eqsat.optimize`, record an
+Both use the same IR, rules (:mod:`eqsat.search.matching`) and cost model as :func:`eqsat.optimize`, record an
 anytime trace of (seconds, best cost so far), and stop at a budget of expansions and of wall time, which also
 holds inside an expansion.
 """
@@ -21,14 +21,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eqsat import rewrite as rw
-from eqsat.graph import Graph, flatten_concats, make_node
+from eqsat.ir.graph import Graph, flatten_concats, make_node
 from eqsat.ops import CostKey
 from eqsat.rules.rule import Rule
+from eqsat.search import matching as rw
 
 
 class GraphCoster:
-    """Sum of per-node costs, the same as :func:`eqsat.pipeline.graph_cost`, with each operator configuration
+    """Sum of per-node costs, the same as :func:`eqsat.pipeline.run.graph_cost`, with each operator configuration
     priced once (work on weights only is free: export precomputes it)."""
 
     def __init__(self, cost_model: Any) -> None:
@@ -122,8 +122,8 @@ class _Clock:
 
 
 def check_limits(alpha: float, expansions: int | None, seconds: float, what: str = "expansions") -> None:
-    """Raise :class:`~eqsat.egraph.LimitError` for a meaningless alpha, count (``what``) or time budget."""
-    from eqsat.egraph import LimitError, check_seconds
+    """Raise :class:`~eqsat.engine.saturation.LimitError` for a meaningless alpha, count (``what``) or time budget."""
+    from eqsat.engine.saturation import LimitError, check_seconds
 
     check_seconds("budget seconds", seconds)
     if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha >= 1.0):
@@ -154,7 +154,7 @@ class _Expander:
                    clock: _Clock) -> Iterator[tuple[rw.Match, rw.Rewrite, float, Callable[[], int],
                                                     Callable[[], Graph]]]:
         """Yields (match, rewrite, cost of the new graph, functions giving its
-        :func:`~eqsat.rewrite.structure_hash` and building it) until the clock runs out."""
+        :func:`~eqsat.search.matching.structure_hash` and building it) until the clock runs out."""
         const, costs = self.coster.node_costs(graph)
         shapes = graph.shapes
         for m in self.matcher.matches(graph):
@@ -321,7 +321,7 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
 
     check_limits(1.0, depth, seconds, "depth")
     if not isinstance(sample_size, int) or sample_size < 2:
-        from eqsat.egraph import LimitError
+        from eqsat.engine.saturation import LimitError
 
         raise LimitError(f"sample_size must be a whole number >= 2, got {sample_size!r}")
     clock = _Clock(seconds)

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from eqsat import ops
-from eqsat.gpu.analytic import AnalyticCostModel
-from eqsat.gpu.base import CostModel
+from eqsat.costs.analytic import AnalyticCostModel
+from eqsat.costs.base import CostModel
 from eqsat.ops import CostKey
 
 

@@ -3,7 +3,7 @@ rules and cost model.
 
 Every method starts from the same imported graph and gets the same wall-time budget. Its final graph is
 exported to ONNX and judged by the same two functions whatever the method: :func:`model_cost` prices the
-exported model (never a search's own bookkeeping) and :func:`eqsat.numeric.check_equal` compares it with the
+exported model (never a search's own bookkeeping) and :func:`eqsat.pipeline.check.check_equal` compares it with the
 original under onnxruntime.
 """
 
@@ -20,7 +20,7 @@ import onnx
 
 from eqsat import onnx_io
 from eqsat.errors import UsageError
-from eqsat.numeric import NumericReport, check_equal
+from eqsat.pipeline.check import NumericReport, check_equal
 
 METHODS = ("eqsat", "backtracking", "sampling")
 
@@ -87,7 +87,7 @@ class ComparisonResult:
 
 def model_cost(model: onnx.ModelProto, cost_model: Any) -> float:
     """The cost of an ONNX model under ``cost_model``: the one function every method's result is judged by."""
-    from eqsat.pipeline import graph_cost
+    from eqsat.pipeline.run import graph_cost
 
     return graph_cost(onnx_io.load_model(model), cost_model)
 
@@ -104,9 +104,9 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     is compared with the original by onnxruntime; a result that differs is reported with status ``MISMATCH``.
     ``name`` labels the model in the result (default: the file name, or the graph's name).
     """
-    from eqsat.gpu import get_cost_model
-    from eqsat.pipeline import default_rules
-    from eqsat.search import check_limits
+    from eqsat.costs import get_cost_model
+    from eqsat.pipeline.run import default_rules
+    from eqsat.search.searches import check_limits
 
     methods = [methods] if isinstance(methods, str) else list(dict.fromkeys(methods))
     unknown = [m for m in methods if m not in METHODS]
@@ -156,7 +156,7 @@ Runner = Callable[..., tuple[onnx.ModelProto, list[tuple[float, float]], int, di
 def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: Any, budget: float, alpha: float,
                seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
                                                             dict[str, Any]]:
-    from eqsat.pipeline import optimize
+    from eqsat.pipeline.run import optimize
 
     t = time.perf_counter()
     res = optimize(proto, cost_model=cost_model, rules=rules, time_limit=budget, check=False, verify_latency=False)
@@ -171,8 +171,7 @@ def _run_search(kind: str) -> Runner:
     def run(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: Any, budget: float, alpha: float,
             seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
                                                          dict[str, Any]]:
-        from eqsat import search
-
+        from eqsat.search import searches as search
         if kind == "backtracking":
             res = search.backtracking(graph, rules, cost_model, alpha=alpha, seconds=budget, progress=say)
         else:

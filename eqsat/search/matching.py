@@ -1,6 +1,6 @@
 """Rules applied to IR graphs directly, one match at a time, as TASO's substitutions are (no e-graph).
 
-This is what the backtracking and sampling searches (:mod:`eqsat.search`) are built on. A rule's left-hand
+This is what the backtracking and sampling searches (:mod:`eqsat.search.searches`) are built on. A rule's left-hand
 side is matched as a subgraph rooted at one node (two nodes for a two-output rule); parameters must equal the
 pattern's literals and bind its variables consistently, and the rule's own conditions must hold. The
 right-hand side is built with the registry's shape functions and must have the left-hand side's shape, the
@@ -10,7 +10,7 @@ subgraph other than its roots is used outside it; the matched nodes are removed 
 the right-hand sides.
 
 Concats are binary here, as in the e-graph and the rules: :func:`prepare` turns n-ary concats into left-nested
-chains, and :func:`eqsat.graph.flatten_concats` merges them back.
+chains, and :func:`eqsat.ir.graph.flatten_concats` merges them back.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.graph import Graph, GraphError, Node, make_node
+from eqsat.ir.graph import Graph, GraphError, Node, make_node
 from eqsat.ops import OpError, Shape
 from eqsat.rules.rule import (
     Rule,

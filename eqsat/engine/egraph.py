@@ -1,16 +1,14 @@
 """The engine's saturated e-graph as one immutable, typed object.
 
-:func:`eqsat.egraph.clean_serialized` makes it from egglog's serialization (the only place that reads egglog's
-JSON); :func:`eqsat.egraph.saturate` returns it (``SaturationResult.egraph``), and the cost step, the
-extractors, the read-back of an extraction and the e-graph dump read it. It extends the extraction's
-:class:`eqsat.extract.SerializedEGraph` with what the cost models and the IR need: operator parameters,
-e-class types and shapes, the egglog globals (tensors of the input graph) each e-class holds and, when the
-engine recorded it, which rules built each e-node. :meth:`EGraph.to_serialized` gives the extractors' view,
-:meth:`EGraph.to_json` the extraction-gym JSON (nodes' ``children`` are node ids there: the first e-node of
-each child e-class).
+:func:`eqsat.engine.saturation.clean_serialized` makes it from egglog's serialization (the only place that reads
+egglog's JSON); :func:`eqsat.engine.saturation.saturate` returns it (``SaturationResult.egraph``), and the cost
+step, the extractors, the read-back of an extraction and the e-graph dump read it. It extends the extraction's
+:class:`eqsat.extract.SerializedEGraph` with what the cost models and the IR need: operator parameters, e-class
+types and shapes, the egglog globals (tensors of the input graph) each e-class holds and, when the engine recorded
+it, which rules built each e-node. :meth:`EGraph.to_serialized` gives the extractors' view, :meth:`EGraph.to_json`
+the extraction-gym JSON (nodes' ``children`` are node ids there: the first e-node of each child e-class).
 
-Costs are set by :meth:`EGraph.with_costs`, which returns a new object.
-"""
+Costs are set by :meth:`EGraph.with_costs`, which returns a new object."""
 
 from __future__ import annotations
 

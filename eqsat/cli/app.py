@@ -109,7 +109,7 @@ def _setup_logging(quiet: bool) -> None:
 def _cost_model(name: str, threads: int | None = None) -> Any:
     """The cost model named by ``--costs``; ``threads`` (``--threads``) only for the measured CPU model, whose
     default is onnxruntime's own thread count."""
-    from eqsat.gpu import get_cost_model
+    from eqsat.costs import get_cost_model
 
     if threads is not None and name not in ("measured", "cpu"):
         raise UsageError(f"--threads {threads}: applies to measured CPU costs only; add --costs measured")
@@ -126,7 +126,7 @@ def _cost_model(name: str, threads: int | None = None) -> Any:
 def _rules(name: str):
     """The rule set named on the command line; ``None`` (optimize's own default) for "default"."""
     from eqsat import rules
-    from eqsat.pipeline import default_rules
+    from eqsat.pipeline.run import default_rules
 
     if name == "size4":
         return default_rules(max_ops=4)
@@ -168,7 +168,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     """
     import onnx
 
-    from eqsat.pipeline import optimize
+    from eqsat.pipeline.run import optimize
 
     out = _check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
     dump = _check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None
@@ -203,7 +203,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     A JSON file is an e-graph: an eqsat dump gets the ``eqsat egraph stats`` report, plain extraction-gym JSON
     its sizes and operators."""
     from eqsat import onnx_io
-    from eqsat.egraph_cli import is_json_file, print_egraph_file
+    from eqsat.cli.egraph import is_json_file, print_egraph_file
     from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError
 
     if is_json_file(args.model):
@@ -262,22 +262,21 @@ def _describe(s: ModelSummary, reason: str) -> None:
 
 def _named_model(name: str, option: str) -> Any:
     """A built-in or zoo model by name, as a ``ModelProto``."""
-    from eqsat import zoo
-
-    builders = zoo.builtin_models()
+    from eqsat import models
+    builders = models.builtin_models()
     if name in builders:
         return builders[name]()
-    if name in zoo.zoo_names():
-        return zoo.load_zoo_model(name)
+    if name in models.zoo_names():
+        return models.load_zoo_model(name)
     raise UsageError(f"{option} {name}: no such built-in model; choose one of "
-                     f"{', '.join(list(builders) + zoo.zoo_names())}")
+                     f"{', '.join(list(builders) + models.zoo_names())}")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare eqsat with the backtracking and sampling searches on one model; print a table."""
     import json
 
-    from eqsat.comparison import METHODS, compare
+    from eqsat.search.comparison import METHODS, compare
 
     out = _check_output(args.json, "--json", "compare.json") if args.json else None
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
@@ -302,7 +301,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Optimize a built-in model end to end and print the report."""
     import onnx
 
-    from eqsat.pipeline import optimize
+    from eqsat.pipeline.run import optimize
 
     out = _check_output(args.output, "-o", f"{args.model}.opt.onnx") if args.output else None
     model = _named_model(args.model, "--model")
@@ -389,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_compare)
 
     # subcommands owned by the other packages register themselves when present
-    for module in ("eqsat.extract.cli", "eqsat.rules.cli", "eqsat.gpu.cli", "eqsat.egraph_cli"):
+    for module in ("eqsat.extract.cli", "eqsat.rules.cli", "eqsat.cli.costs", "eqsat.cli.egraph"):
         if importlib.util.find_spec(module) is not None:
             importlib.import_module(module).register(sub)
     return p
@@ -442,6 +441,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the closed pipe
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,7 @@
 
 It compiles the operator registry, an IR graph and a rule set into an egglog program, saturates it under
 iteration / e-node / wall-time / memory limits in a child process, and returns the result as an immutable
-:class:`eqsat.engine_graph.EGraph`: the extraction's e-graph enriched with what cost models and the IR need
+:class:`eqsat.engine.egraph.EGraph`: the extraction's e-graph enriched with what cost models and the IR need
 (operator parameters, e-class shapes), which gives the extraction-gym JSON and the extractors' view.
 :func:`selection_to_graph` turns an extraction back into an IR graph.
 
@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from eqsat import ops
-from eqsat.engine_graph import EClass, EGraph, ENode, sorted_rules
+from eqsat.engine.egraph import EClass, EGraph, ENode, sorted_rules
 from eqsat.errors import EqsatError, UsageError
-from eqsat.graph import Graph, Node, flatten_concats, make_node
+from eqsat.ir.graph import Graph, Node, flatten_concats, make_node
 from eqsat.ops import shapes
 from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_args
 
@@ -470,7 +470,7 @@ class IterationStats:
 
 @dataclass
 class SaturationResult:
-    """The saturated e-graph (:class:`~eqsat.engine_graph.EGraph`) with the run report."""
+    """The saturated e-graph (:class:`~eqsat.engine.egraph.EGraph`) with the run report."""
 
     egraph: EGraph
     iterations: list[IterationStats]
@@ -950,7 +950,7 @@ def _primitive_value(node: dict[str, Any], nodes: dict[str, Any]) -> Any:
 
 
 def clean_serialized(raw: dict[str, Any]) -> EGraph:
-    """Reduce egglog's serialized JSON to an :class:`~eqsat.engine_graph.EGraph` of tensor (``T``) and list
+    """Reduce egglog's serialized JSON to an :class:`~eqsat.engine.egraph.EGraph` of tensor (``T``) and list
     (``TList``) e-classes. This is the only function that reads egglog's JSON.
 
     Each kept node gets ``op``, ``params`` (named, decoded), ``children`` (T/TList e-classes), ``eclass`` and a

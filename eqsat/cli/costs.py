@@ -16,9 +16,10 @@ def _bar(done: int, total: int) -> None:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     """Measure every operator configuration the optimizer will price for MODEL (its saturated e-graph)."""
-    from eqsat import egraph, onnx_io
-    from eqsat.gpu import get_cost_model
-    from eqsat.pipeline import default_rules
+    from eqsat import onnx_io
+    from eqsat.costs import get_cost_model
+    from eqsat.engine import saturation as egraph
+    from eqsat.pipeline.run import default_rules
 
     if args.threads is not None and (args.device == "gpu" or args.threads < 0):
         print("--threads: a count >= 0 (0 = onnxruntime's default), for --device cpu only", file=sys.stderr)
@@ -38,7 +39,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """List cached costs (device hash, key, milliseconds)."""
-    from eqsat.gpu import CostCache
+    from eqsat.costs import CostCache
 
     cache = CostCache(args.cache_dir)
     entries = cache.entries()
@@ -52,7 +53,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``eqsat costs measure|show`` to the main CLI."""
-    from eqsat.cli import _parse_shape
+    from eqsat.cli.app import _parse_shape
 
     p = subparsers.add_parser("costs", help="measured operator costs and their cache")
     sub = p.add_subparsers(dest="costs_command", required=True)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from eqsat.egraph_dump import LIST_OPS, DumpError, DumpNode, EGraphDump
+from eqsat.inspect.dump import LIST_OPS, DumpError, DumpNode, EGraphDump
 
 __all__ = ["Drawing", "select", "to_dot", "to_html", "visualizer_files", "LEGEND"]
 

@@ -1,0 +1,6 @@
+"""The graph IR: an immutable DAG of registry operators over named tensors. Imports only ``eqsat.ops`` and
+``eqsat.errors``; never onnx or egglog."""
+
+from eqsat.ir.graph import CONSTANT_DTYPE, Graph, GraphError, Node, TensorInfo, make_node
+
+__all__ = ["CONSTANT_DTYPE", "Graph", "GraphError", "Node", "TensorInfo", "make_node"]

@@ -1,0 +1,106 @@
+"""Small built-in models written with ``onnx.helper``: TASO-style benchmark blocks (two products of one input,
+a BERT attention block, a NasRNN cell, a small CNN, a long chain of shared weights)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from eqsat.models.builder import ModelBuilder
+
+# ---------------------------------------------------------------------------------------------------------
+# built-in models
+
+
+def two_matmul_shared_input(batch: int = 64, hidden: int = 256, seed: int = 0) -> onnx.ModelProto:
+    """x @ W1 and x @ W2 (the classic fusion candidate), each followed by relu."""
+    b = ModelBuilder(seed)
+    a = b.op("MatMul", ["x", b.weight((hidden, hidden))])
+    c = b.op("MatMul", ["x", b.weight((hidden, hidden))])
+    b.op("Relu", [a], "y1")
+    b.op("Relu", [c], "y2")
+    return b.model("two_matmul_shared_input", [("x", (batch, hidden))],
+                   [("y1", (batch, hidden)), ("y2", (batch, hidden))])
+
+
+def bert_attention_block(seq: int = 64, hidden: int = 1024, heads: int = 16, seed: int = 0) -> onnx.ModelProto:
+    """One BERT self-attention block as TASO benchmarks it: Q/K/V projections of a shared input, per-head
+    scaled dot products with softmax, output projection and a residual connection. The default shapes are
+    TASO's (its C++ BERT example: sequence 64, hidden 1024, 16 heads of 64)."""
+    b = ModelBuilder(seed)
+    dh = hidden // heads
+
+    def proj(src: str) -> str:
+        return b.op("MatMul", [src, b.weight((hidden, hidden))])
+
+    def to_heads(t: str) -> str:
+        r = b.op("Reshape", [t, b.const(np.array([seq, heads, dh], dtype=np.int64), "shape")])
+        return b.op("Transpose", [r], perm=[1, 0, 2])
+
+    q, k, v = (to_heads(proj("x")) for _ in range(3))
+    kt = b.op("Transpose", [k], perm=[0, 2, 1])
+    scores = b.op("MatMul", [q, kt])
+    scaled = b.op("Mul", [scores, b.const(np.array(1.0 / np.sqrt(dh), dtype=np.float32), "scale")])
+    probs = b.op("Softmax", [scaled], axis=-1)
+    ctx = b.op("MatMul", [probs, v])
+    merged = b.op("Reshape", [b.op("Transpose", [ctx], perm=[1, 0, 2]),
+                              b.const(np.array([seq, hidden], dtype=np.int64), "shape")])
+    out = proj(merged)
+    b.op("Add", [out, "x"], "y")
+    return b.model("bert_attention_block", [("x", (seq, hidden))], [("y", (seq, hidden))])
+
+
+def nasrnn_cell(batch: int = 1, hidden: int = 256, seed: int = 0) -> onnx.ModelProto:
+    """TASO's NasRNN cell: eight matmuls of the input x and the state h (each a shared input) combined with
+    element-wise add/mul and sigmoid/tanh/relu."""
+    b = ModelBuilder(seed)
+
+    def mm(src: str) -> str:
+        return b.op("MatMul", [src, b.weight((hidden, hidden))])
+
+    xs = [mm("x") for _ in range(8)]
+    hs = [mm("h") for _ in range(8)]
+    s = [b.op("Add", [xs[i], hs[i]]) for i in range(8)]
+    m = [b.op("Sigmoid", [s[0]]), b.op("Relu", [s[1]]), b.op("Sigmoid", [s[2]]), b.op("Sigmoid", [s[3]]),
+         b.op("Tanh", [s[4]]), b.op("Sigmoid", [s[5]]), b.op("Tanh", [s[6]]), b.op("Sigmoid", [s[7]])]
+    p = [b.op("Mul", [m[0], m[1]]), b.op("Add", [m[2], m[3]]), b.op("Mul", [m[4], m[5]]),
+         b.op("Add", [m[6], m[7]])]
+    q = [b.op("Tanh", [p[0]]), b.op("Tanh", [p[1]]), b.op("Tanh", [p[2]]), b.op("Tanh", [p[3]])]
+    r = [b.op("Mul", [q[0], q[1]]), b.op("Add", [q[2], q[3]])]
+    b.op("Mul", [b.op("Tanh", [r[0]]), b.op("Tanh", [r[1]])], "y")
+    return b.model("nasrnn_cell", [("x", (batch, hidden)), ("h", (batch, hidden))], [("y", (batch, hidden))])
+
+
+def small_cnn(seed: int = 0) -> onnx.ModelProto:
+    """conv+bn+relu, two convs sharing an input (1x1 and 3x3), concat, pooling and a Gemm classifier."""
+    b = ModelBuilder(seed)
+    c = b.op("Conv", ["x", b.weight((16, 3, 3, 3)), b.weight((16,), 0.1)], pads=[1, 1, 1, 1])
+    bn = b.op("BatchNormalization", [c, b.const(b.rng.uniform(0.5, 1.5, 16).astype(np.float32), "s"),
+                                     b.weight((16,), 0.1), b.weight((16,), 0.1),
+                                     b.const(b.rng.uniform(0.5, 1.5, 16).astype(np.float32), "v")])
+    r = b.op("Relu", [bn])
+    a1 = b.op("Relu", [b.op("Conv", [r, b.weight((8, 16, 1, 1)), b.weight((8,), 0.1)])])
+    a3 = b.op("Relu", [b.op("Conv", [r, b.weight((8, 16, 3, 3)), b.weight((8,), 0.1)], pads=[1, 1, 1, 1])])
+    cat = b.op("Concat", [a1, a3], axis=1)
+    mp = b.op("MaxPool", [cat], kernel_shape=[2, 2], strides=[2, 2])
+    gp = b.op("GlobalAveragePool", [mp])
+    fl = b.op("Flatten", [gp], axis=1)
+    b.op("Gemm", [fl, b.weight((10, 16)), b.weight((10,), 0.1)], "y", transB=1)
+    return b.model("small_cnn", [("x", (1, 3, 16, 16))], [("y", (1, 10))])
+
+
+def shared_weight_chain(n: int = 1000, d: int = 64, seed: int = 0) -> onnx.ModelProto:
+    """x[1,d] -> n times (MatMul by the same weight W, Add the same bias B, Relu): a stress model for the
+    engine's limits (a two-output rule fusing products by one weight has n*(n-1) matches)."""
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array((rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32), "W")
+    b = numpy_helper.from_array((0.1 * rng.standard_normal(d)).astype(np.float32), "B")
+    nodes, prev = [], "x"
+    for i in range(n):
+        nodes += [helper.make_node("MatMul", [prev, "W"], [f"m{i}"]),
+                  helper.make_node("Add", [f"m{i}", "B"], [f"a{i}"]), helper.make_node("Relu", [f"a{i}"], [f"r{i}"])]
+        prev = f"r{i}"
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
+                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, d])], [w, b])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])

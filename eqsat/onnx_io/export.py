@@ -1,0 +1,258 @@
+"""Export: IR -> ONNX through the registry's export mappings, regrouping split pieces and opaque outputs."""
+
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from eqsat.ir.graph import Graph, Node
+from eqsat.onnx_io.protos import elem_type, eval_node
+from eqsat.ops import Shape
+
+
+class _Exporter:
+    """Implements :class:`eqsat.ops.ExportContext` while writing one model."""
+
+    def __init__(self, opset: int, taken: set[str], shapes: dict[str, Shape] | None = None) -> None:
+        self.opset = opset
+        self.taken = set(taken)
+        self.initializers: dict[str, np.ndarray] = {}
+        self._by_content: dict[tuple[str, Shape, str], str] = {}
+        self._shapes = shapes or {}
+
+    def shape(self, name: str) -> Shape | None:
+        if name in self.initializers:
+            return tuple(self.initializers[name].shape)
+        return self._shapes.get(name)
+
+    def add_initializer(self, array: np.ndarray, hint: str) -> str:
+        array = np.asarray(array, order="C")
+        key = (str(array.dtype), tuple(array.shape), hashlib.sha1(array.tobytes()).hexdigest())
+        if key in self._by_content:
+            return self._by_content[key]
+        name = self.fresh(hint)
+        self.initializers[name] = array
+        self._by_content[key] = name
+        return name
+
+    def add_named_initializer(self, name: str, array: np.ndarray) -> str:
+        """Add a weight under its own name unless an identical array is already stored."""
+        array = np.asarray(array, order="C")
+        key = (str(array.dtype), tuple(array.shape), hashlib.sha1(array.tobytes()).hexdigest())
+        if key in self._by_content:
+            return self._by_content[key]
+        self.taken.add(name)
+        self.initializers[name] = array
+        self._by_content[key] = name
+        return name
+
+    def unsupported(self, reason: str) -> None:
+        self.why = reason
+
+    def fresh(self, hint: str) -> str:
+        name, k = hint, 0
+        while name in self.taken:
+            k += 1
+            name = f"{hint}_{k}"
+        self.taken.add(name)
+        return name
+
+
+def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
+    """Export an IR graph to a checker-valid ONNX model with the original input/output names and order."""
+    opset = opset or int(graph.meta.get("opset", 17))
+    shapes, dtypes = graph.shapes, graph.dtypes
+    taken = {i.name for i in graph.inputs} | set(graph.weights) | {n.output for n in graph.nodes}
+    ex = _Exporter(opset, taken, shapes)
+    # precompute weight-only work (weight transforms cost nothing at run time)
+    consts: dict[str, np.ndarray] = dict(graph.weights)
+    live: list[Node] = []
+    for n in graph.nodes:
+        if n.op != "opaque" and all(i in consts for i in n.inputs):  # constants and weight transforms
+            consts[n.output] = n.spec.evaluate(n.p, [consts[i] for i in n.inputs])
+        else:
+            live.append(n)
+    rename: dict[str, str] = {}
+
+    def ref(name: str) -> str:
+        if name in consts:
+            if name not in rename:
+                rename[name] = ex.add_named_initializer(name, consts[name])
+            return rename[name]
+        return name
+
+    nodes: list[onnx.NodeProto] = []
+    emitted_splits: set[str] = set()
+    split_groups = _split_groups(live, shapes)
+    opaque_groups: dict[str, list[Node]] = {}
+    for n in live:
+        if n.op == "opaque":
+            opaque_groups.setdefault(n.p["key"], []).append(n)
+    done_opaque: set[str] = set()
+    for n in live:
+        if n.op == "opaque":
+            key = n.p["key"]
+            if key not in done_opaque:
+                done_opaque.add(key)
+                nodes.append(_export_opaque(opaque_groups[key], ref, ex))
+            continue
+        if n.op == "split" and n.output in split_groups:
+            group = split_groups[n.output]
+            if group[0].output not in emitted_splits:
+                emitted_splits.update(m.output for m in group)
+                nodes.append(_export_split_group(group, ref(n.inputs[0]), ex))
+            continue
+        ins = [ref(i) for i in n.inputs]
+        for op_type, nins, nouts, attrs in n.spec.export_fn(n.p, ins, [n.output], ex):
+            if op_type == "Conv" and len(nins) == 3 and nins[2] in ex.initializers \
+                    and not np.any(ex.initializers[nins[2]]):
+                nins = nins[:2]  # an all-zero bias is implied
+            nodes.append(helper.make_node(op_type, nins, nouts, name=ex.fresh(f"n_{n.op}"), **attrs))
+    outputs = []
+    input_names = {i.name for i in graph.inputs}
+    for o in graph.outputs:
+        if o in consts and o not in input_names:
+            src = ref(o)
+            if src == o:  # the output name itself is an initializer: move it aside and copy it out
+                alias = ex.fresh(o + "_value")
+                ex.initializers[alias] = ex.initializers.pop(o)
+                for k, v in list(ex._by_content.items()):
+                    if v == o:
+                        ex._by_content[k] = alias
+                src = alias
+            nodes.append(helper.make_node("Identity", [src], [o], name=ex.fresh("n_identity")))
+        # an output that is a graph input passes through as it is: ONNX allows a name to be both
+        dtype = graph.meta.get("output_dtypes", {}).get(o, dtypes.get(o, "float32"))
+        outputs.append(helper.make_tensor_value_info(o, elem_type(dtype), list(shapes[o])))
+    inputs = [helper.make_tensor_value_info(i.name, elem_type(i.dtype), list(i.shape)) for i in graph.inputs]
+    read = {i for n in nodes for i in n.input} | {o.name for o in outputs}
+    # weights nobody reads (e.g. a zero bias dropped from a Conv) stay out of the file
+    inits = [numpy_helper.from_array(v, k) for k, v in ex.initializers.items() if k in read]
+    g = helper.make_graph(nodes, graph.name, inputs, outputs, inits)
+    opsets = [helper.make_opsetid(d, v) for d, v in graph.meta.get("opset_imports", []) if d not in ("", "ai.onnx")]
+    opsets.insert(0, helper.make_opsetid("", opset))
+    ir_version = int(graph.meta.get("ir_version") or 0) or onnx.helper.VERSION_TABLE[-1][1]
+    ir_version = max(ir_version, 4)  # IR 4+: initializers need not be listed as graph inputs
+    model = helper.make_model(g, opset_imports=opsets, ir_version=ir_version, producer_name="eqsat")
+    model = _topo_sorted(model)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _topo_sorted(model: onnx.ModelProto) -> onnx.ModelProto:
+    g = model.graph
+    avail = {i.name for i in g.input} | {i.name for i in g.initializer} | {""}
+    pending = list(g.node)
+    order: list[onnx.NodeProto] = []
+    while pending:
+        rest = []
+        for n in pending:
+            if all(i in avail for i in n.input):
+                order.append(n)
+                avail.update(n.output)
+            else:
+                rest.append(n)
+        if len(rest) == len(pending):
+            raise ValueError("exported graph has a cycle or a dangling input")
+        pending = rest
+    del g.node[:]
+    g.node.extend(order)
+    return model
+
+
+def _split_groups(nodes: Sequence[Node], shapes: Mapping[str, Shape]) -> dict[str, list[Node]]:
+    """Split pieces of one tensor along one axis that tile it exactly, keyed by each piece's output."""
+    by_src: dict[tuple[str, int], list[Node]] = {}
+    for n in nodes:
+        if n.op == "split":
+            by_src.setdefault((n.inputs[0], n.p["axis"]), []).append(n)
+    out: dict[str, list[Node]] = {}
+    for (src, axis), pieces in by_src.items():
+        pieces = sorted(pieces, key=lambda m: (m.p["start"], m.p["size"]))
+        pos, ok = 0, True
+        for m in pieces:
+            if m.p["start"] != pos:
+                ok = False
+                break
+            pos += m.p["size"]
+        if ok and pos == shapes[src][axis] and len(pieces) > 1:
+            for m in pieces:
+                out[m.output] = pieces
+    return out
+
+
+def _export_split_group(group: list[Node], src: str, ex: _Exporter) -> onnx.NodeProto:
+    axis = group[0].p["axis"]
+    sizes = [m.p["size"] for m in group]
+    outs = [m.output for m in group]
+    if ex.opset >= 13:
+        s = ex.add_initializer(np.array(sizes, dtype=np.int64), outs[0] + "_sizes")
+        return helper.make_node("Split", [src, s], outs, name=ex.fresh("n_split"), axis=axis)
+    return helper.make_node("Split", [src], outs, name=ex.fresh("n_split"), axis=axis, split=sizes)
+
+
+def _export_opaque(group: list[Node], ref: Callable[[str], str], ex: _Exporter) -> onnx.NodeProto:
+    p = group[0].p
+    outs = [""] * p["n_outputs"]
+    for m in group:
+        outs[m.p["index"]] = m.output
+    try:  # trailing outputs nobody reads are dropped, down to what the operator's schema requires
+        required = onnx.defs.get_schema(p["op_type"], ex.opset, p["domain"] or "").min_output
+    except onnx.defs.SchemaError:  # a custom operator: keep every output it had
+        required = p["n_outputs"]
+    while len(outs) > required and not outs[-1]:
+        outs.pop()
+    outs = [o or ex.fresh(f"{p['key']}_unused{k}") for k, o in enumerate(outs)]  # nobody reads them: any name
+    return opaque_node(p, [ref(i) for i in group[0].inputs], outs, ex.fresh("n_" + p["op_type"]))
+
+
+def opaque_node(p: Mapping[str, Any], ins: Sequence[str], outs: Sequence[str], name: str | None = None
+                ) -> onnx.NodeProto:
+    """The ONNX node an opaque node's parameters ``p`` stand for, reading ``ins`` (the present inputs, put back
+    in their slots) and writing ``outs``, with its original attributes."""
+    ins = list(ins)
+    if p["slots"]:
+        it = iter(ins)
+        ins = [next(it) if c == "1" else "" for c in p["slots"]]
+    node = helper.make_node(p["op_type"], ins, list(outs), name=name, domain=p["domain"] or None)
+    for raw in p["attrs"]:
+        a = onnx.AttributeProto()
+        a.ParseFromString(raw)
+        node.attribute.append(a)
+    return node
+
+
+# ---------------------------------------------------------------------------------------------------------
+# evaluation and numeric checks
+
+
+def onnx_opaque_evaluator(graph: Graph) -> Callable[[Node, list[np.ndarray]], np.ndarray]:
+    """An evaluator for opaque nodes (ONNX reference implementation) for :meth:`Graph.evaluate`."""
+    opset = [helper.make_opsetid(d or "", v) for d, v in graph.meta.get("opset_imports", [("", 17)])]
+    ir_version = int(graph.meta.get("ir_version") or 8)
+    cache: dict[str, list[np.ndarray]] = {}
+
+    def evaluate(node: Node, args: list[np.ndarray]) -> np.ndarray:
+        p = node.p
+        if p["key"] not in cache:
+            proto = onnx.NodeProto()
+            proto.op_type, proto.domain = p["op_type"], p["domain"]
+            proto.output.extend(f"o{k}" for k in range(p["n_outputs"]))
+            for raw in p["attrs"]:
+                a = onnx.AttributeProto()
+                a.ParseFromString(raw)
+                proto.attribute.append(a)
+            values: list[np.ndarray | None] = list(args)
+            if p["slots"]:
+                it = iter(args)
+                values = [next(it) if c == "1" else None for c in p["slots"]]
+            cache[p["key"]] = eval_node(proto, values, opset, ir_version)
+        return cache[p["key"]][p["index"]]
+
+    return evaluate

@@ -1,0 +1,398 @@
+"""Import: ONNX -> IR (parse, fix input shapes, fold constants, infer shapes, collapse multi-node spellings,
+map each node through the registry's importers; anything else stays an ``opaque`` node)."""
+
+
+from __future__ import annotations
+
+import math
+import operator
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from eqsat import ops
+from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError, UnsupportedModelError
+from eqsat.ir.graph import Graph, Node, TensorInfo, fold_batchnorms, fuse_activations, fuse_residual_adds, make_node
+from eqsat.onnx_io.patterns import collapse_patterns
+from eqsat.onnx_io.protos import (
+    attr_dict,
+    declared_dims,
+    elem_type,
+    eval_node,
+    format_dims,
+    has_subgraph,
+    input_shape_hint,
+    np_dtype,
+    read_model,
+    shape_text,
+    static_shape,
+)
+from eqsat.ops import OpError, Shape
+
+#: Ops never folded even when all inputs are constant (non-deterministic).
+_NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+               "Bernoulli", "Dropout"}
+_FLOAT_TYPES = {"float32"}
+
+
+class _Importer:
+    """Mutable state of one import; implements :class:`eqsat.ops.ImportContext`."""
+
+    def __init__(self, model: onnx.ModelProto, label: str, input_shapes: Mapping[str, Shape] | None) -> None:
+        self.model = model
+        self.label = label
+        self.input_shapes = dict(input_shapes or {})
+        g = model.graph
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        if not self.opset:
+            raise UnsupportedModelError(f"{label}: the model imports no default-domain (ai.onnx) opset; export it "
+                                        "with a standard ONNX opset")
+        self.weights: dict[str, np.ndarray] = {}
+        for init in g.initializer:
+            self.weights[init.name] = numpy_helper.to_array(init)
+        self.types: dict[str, tuple[Shape | None, str]] = {}
+        self.names: set[str] = {o for n in g.node for o in n.output} | {i.name for i in g.input}
+        self.ir: list[Node] = []
+        self.opaque_count = 0
+        self.used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
+        self.why: str | None = None  # what the importer of the current node said it cannot map
+        self.opaque_reasons: dict[str, Counter[str]] = {}  # op type -> reason -> nodes
+
+    # -- ImportContext ----------------------------------------------------------------------------------
+    def shape(self, name: str) -> Shape:
+        if name in self.weights:
+            return tuple(self.weights[name].shape)
+        s = self.types.get(name, (None, ""))[0]
+        if s is None:
+            raise OpError(f"shape of {name!r} is unknown")
+        return s
+
+    def is_float(self, name: str) -> bool:
+        if name in self.weights:
+            return str(self.weights[name].dtype) in _FLOAT_TYPES
+        return self.types.get(name, (None, ""))[1] in _FLOAT_TYPES
+
+    def const(self, name: str) -> np.ndarray | None:
+        return self.weights.get(name)
+
+    def add_weight(self, array: np.ndarray, hint: str) -> str:
+        name = self.fresh(hint)
+        self.weights[name] = np.array(array, order="C")  # ascontiguousarray would make 0-d arrays 1-d
+        return name
+
+    def unsupported(self, reason: str) -> None:
+        self.why = reason
+
+    def fresh(self, hint: str) -> str:
+        name, k = hint, 0
+        while name in self.names or name in self.weights or name in self.types:
+            k += 1
+            name = f"{hint}_{k}"
+        self.names.add(name)
+        return name
+
+
+def load_model(src: str | Path | bytes | onnx.ModelProto,
+               input_shapes: Mapping[str, Sequence[int]] | None = None, *, label: str | None = None) -> Graph:
+    """Import an ONNX model (opsets 7-21, IR version 3 or later) into the IR.
+
+    ``input_shapes`` fixes the shape of graph inputs with dynamic dimensions (CLI: ``--input-shape``); an
+    entry must name a graph input, give positive sizes and agree with the input's static dimensions.
+    ``label`` names the model in messages (default: the path). Raises a :class:`ModelLoadError` subclass with
+    a one-line, actionable message: :class:`ModelReadError` (missing, empty or malformed file, empty graph),
+    :class:`InputShapeError`, :class:`DynamicShapeError` or :class:`UnsupportedModelError` (control flow).
+    """
+    model, default_label = read_model(src)  # never mutated: fixed shapes go into a copy for shape inference
+    label = label or default_label
+    g = model.graph
+    if not g.node and not g.output:
+        raise ModelReadError(f"{label}: the graph is empty (no nodes and no outputs); export the model again")
+    if not g.output:
+        raise ModelReadError(f"{label}: the graph has no outputs; declare its outputs when exporting the model")
+    for n in g.node:
+        if has_subgraph(n):
+            raise UnsupportedModelError(
+                f"{label}: node {n.name or n.op_type!r} ({n.op_type}) holds a subgraph; control flow (If, Loop, "
+                "Scan) cannot be optimized: export the model with the loop unrolled or the branch fixed "
+                "(eqsat inspect describes the model)")
+    imp = _Importer(model, label, _normalized_shapes(label, input_shapes))
+    inputs = _fix_inputs(imp, g)
+    # weights given as graph inputs with an initializer (old opsets) are weights, not inputs
+    _fold_constants(imp, model)
+    _infer_types(imp, model, inputs)
+    if _fold_static_shapes(imp, model):  # Shape of a static tensor is a constant: fold what depends on it
+        _fold_constants(imp, model)
+        _infer_types(imp, model, inputs)
+    live = [n for n in g.node if not all(o in imp.weights or o == "" for o in n.output)]  # others: folded
+    # multi-node spellings of one operator (GELU before opset 20, layer norm before 17) become that operator's
+    # node (a constant a collapse adds, say a layer norm's unit scale, is dropped with it if it does not import)
+    nodes, collapsed = collapse_patterns(live, imp.weights, {o.name for o in g.output},
+                                         lambda name: imp.types.get(name, (None, ""))[0], imp.is_float,
+                                         imp.add_weight)
+    for node in nodes:
+        if id(node) in collapsed:
+            produced, _ = _map_node(imp, node)
+            if produced is not None:
+                imp.ir.extend(produced)
+                continue
+            for original in collapsed[id(node)].originals:  # the operator did not import: the nodes as given
+                _import_node(imp, original)
+            continue
+        _import_node(imp, node)
+    outputs = tuple(o.name for o in g.output)
+    meta = {"opset": imp.opset, "ir_version": model.ir_version, "producer": model.producer_name,
+            "opset_imports": [(o.domain, o.version) for o in model.opset_import],
+            "output_dtypes": {o.name: np_dtype(o.type.tensor_type.elem_type) for o in g.output},
+            # why each opaque node type stayed opaque: {op type: {reason: nodes}}
+            "opaque_reasons": {k: dict(v) for k, v in imp.opaque_reasons.items()}}
+    graph = Graph(tuple(inputs), imp.weights, tuple(imp.ir), outputs, g.name or "graph", meta)
+    try:
+        # as onnxruntime runs the model: Conv + BatchNormalization folded, Conv + Add and Conv (+ Add) + Relu as
+        # one node each
+        return fuse_activations(fuse_residual_adds(fold_batchnorms(graph.live()))).validate()
+    except ValueError as e:
+        raise ModelLoadError(f"{label}: import produced an invalid graph ({e}); this is an eqsat bug, please "
+                             "report it with the model") from None
+
+
+def _normalized_shapes(label: str, input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, Shape]:
+    """``input_shapes`` as tuples of positive ints; :class:`InputShapeError` for anything else."""
+    out: dict[str, Shape] = {}
+    for name, dims in (input_shapes or {}).items():
+        try:
+            shape = tuple(operator.index(d) for d in dims)
+        except TypeError:
+            raise InputShapeError(f"{label}: input shape {name}={dims!r} is not a list of integers; give it as "
+                                  f"--input-shape {name}=1,3,224,224 (Python: input_shapes={{{name!r}: "
+                                  "(1, 3, 224, 224)}})") from None
+        bad = [d for d in shape if d <= 0]
+        if bad:
+            raise InputShapeError(f"{label}: --input-shape {shape_text(name, shape)}: dimension {bad[0]} is not "
+                                  "positive; give every dimension as a positive integer")
+        out[name] = shape
+    return out
+
+
+def _fix_inputs(imp: _Importer, g: onnx.GraphProto) -> list[TensorInfo]:
+    real = [vi for vi in g.input if vi.name not in imp.weights]
+    by_name = {vi.name: vi for vi in real}
+    unknown = [name for name in imp.input_shapes if name not in by_name]
+    if unknown:
+        weights = [name for name in unknown if name in imp.weights]
+        note = f" ({', '.join(repr(n) for n in weights)}: a weight, not an input)" if weights else ""
+        raise InputShapeError(f"{imp.label}: --input-shape names unknown inputs: {', '.join(repr(n) for n in unknown)}"
+                              f"{note}; the model's inputs are {', '.join(repr(n) for n in by_name) or 'none'}")
+    for name, shape in imp.input_shapes.items():
+        text = shape_text(name, shape)
+        declared = declared_dims(by_name[name])
+        if declared is None:
+            continue
+        if len(declared) != len(shape):
+            raise InputShapeError(f"{imp.label}: --input-shape {text} gives {len(shape)} dimensions but input "
+                                  f"{name!r} has {len(declared)}: {format_dims(declared)}; give one size per dimension")
+        if any(isinstance(d, int) and d != s for d, s in zip(declared, shape, strict=True)):
+            if all(isinstance(d, int) for d in declared):
+                raise InputShapeError(f"{imp.label}: input {name!r} has the static shape {format_dims(declared)}; "
+                                      f"--input-shape {text} conflicts with it: drop that --input-shape (a static "
+                                      "input needs none) or give the same shape")
+            raise InputShapeError(f"{imp.label}: input {name!r} has the shape {format_dims(declared)}; --input-shape "
+                                  f"{text} changes a static dimension: change only the dynamic ones "
+                                  f"({input_shape_hint([(name, declared)])})")
+    inputs: list[TensorInfo] = []
+    dynamic: list[onnx.ValueInfoProto] = []
+    for vi in real:
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedModelError(f"{imp.label}: input {vi.name!r} is a {vi.type.WhichOneof('value')}, not a "
+                                        "tensor; eqsat optimizes graphs of tensors only")
+        dtype = np_dtype(vi.type.tensor_type.elem_type)
+        shape = imp.input_shapes[vi.name] if vi.name in imp.input_shapes else static_shape(vi)
+        if shape is None:
+            dynamic.append(vi)
+            continue
+        inputs.append(TensorInfo(vi.name, tuple(int(d) for d in shape), dtype))
+    if dynamic:
+        which = " and ".join(f"{vi.name!r} {format_dims(declared_dims(vi))}" for vi in dynamic)
+        noun = "input" if len(dynamic) == 1 else "inputs"
+        verb = "has a dynamic shape" if len(dynamic) == 1 else "have dynamic shapes"
+        raise DynamicShapeError(f"{imp.label}: {noun} {which} {verb}; fix "
+                                f"{'it' if len(dynamic) == 1 else 'them'} with "
+                                f"{input_shape_hint([(vi.name, declared_dims(vi)) for vi in dynamic])}")
+    for i in inputs:
+        imp.types[i.name] = (i.shape, i.dtype)
+    return inputs
+
+
+def _fold_constants(imp: _Importer, model: onnx.ModelProto) -> None:
+    opset = list(model.opset_import)
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            try:
+                imp.weights[node.output[0]] = eval_node(node, [], opset, model.ir_version)[0]
+            except Exception:  # e.g. a sparse constant the evaluators cannot build: keep the node
+                pass
+            continue
+        if node.domain not in ("", "ai.onnx") or node.op_type in _NEVER_FOLD or not node.input:
+            continue
+        if not all(i == "" or i in imp.weights for i in node.input):
+            continue
+        try:
+            values = eval_node(node, [imp.weights[i] if i else None for i in node.input], opset, model.ir_version)
+        except Exception:  # the reference evaluator lacks this op: keep the node
+            continue
+        for name, v in zip(node.output, values, strict=False):
+            if name:
+                imp.weights[name] = v
+
+
+def _fold_static_shapes(imp: _Importer, model: onnx.ModelProto) -> bool:
+    """Fold ``Shape`` and ``Size`` nodes whose input has a static inferred shape (exporters compute attention
+    scales and reshape targets from them at run time); True if any was folded."""
+    folded = False
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Shape", "Size") or not node.output[0] \
+                or node.output[0] in imp.weights:
+            continue
+        shape = imp.types.get(node.input[0], (None, ""))[0]
+        if shape is None:
+            continue
+        if node.op_type == "Size":
+            imp.weights[node.output[0]] = np.array(math.prod(shape), dtype=np.int64)
+        else:
+            attrs = attr_dict(node)
+            start, end = attrs.get("start", 0), attrs.get("end", len(shape))
+            imp.weights[node.output[0]] = np.array(shape, dtype=np.int64)[start:end]  # Python slicing = ONNX's
+        folded = True
+    return folded
+
+
+def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo]) -> None:
+    g = model.graph
+    live_nodes = [n for n in g.node if not all(o in imp.weights or o == "" for o in n.output)]
+    used = {i for n in live_nodes for i in n.input} | {o.name for o in g.output}
+    # small constants travel as data (shape inference may need their values); large ones only as types
+    small = {k: v for k, v in imp.weights.items() if k in used and v.size <= 4096}
+    big = [helper.make_tensor_value_info(k, elem_type(str(v.dtype)), list(v.shape))
+           for k, v in imp.weights.items() if k in used and k not in small]
+    real = [helper.make_tensor_value_info(i.name, elem_type(i.dtype), list(i.shape)) for i in inputs]
+    inits = [numpy_helper.from_array(v, k) for k, v in small.items()]
+    known = [vi for vi in g.value_info if vi.name not in imp.weights]  # e.g. shapes of custom-op outputs
+    g2 = helper.make_graph(live_nodes, g.name or "g", real + big, list(g.output), inits, value_info=known)
+    # IR 4 lets the initializers stand without a matching graph input (IR 3 shape inference ignores them)
+    m2 = helper.make_model(g2, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
+    try:
+        inferred = shape_inference.infer_shapes(m2, strict_mode=False, data_prop=True)
+    except Exception as e:
+        detail = " ".join(str(e).split())
+        raise ModelLoadError(f"{imp.label}: ONNX shape inference failed ({detail}); check the model with "
+                             "onnx.checker.check_model(model, full_check=True)") from None
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        if vi.type.HasField("tensor_type"):
+            imp.types[vi.name] = (static_shape(vi), np_dtype(vi.type.tensor_type.elem_type))
+    for i in inputs:
+        imp.types[i.name] = (i.shape, i.dtype)
+
+
+#: Operators whose outputs after the first are optional statistics: importers see those nobody reads as "".
+_OPTIONAL_OUTPUTS = {"LayerNormalization"}
+
+
+def _import_node(imp: _Importer, node: onnx.NodeProto) -> None:
+    produced, why = _map_node(imp, node)
+    if produced is None:
+        produced = _opaque(imp, node)
+        key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+        imp.opaque_reasons.setdefault(key, Counter())[why] += 1
+    imp.ir.extend(produced)
+
+
+def _map_node(imp: _Importer, node: onnx.NodeProto) -> tuple[list[Node] | None, str]:
+    """The IR nodes an ONNX node imports as through the registry, or ``None`` and why it stays opaque."""
+    default_domain = node.domain in ("", "ai.onnx")
+    importer = ops.ONNX_IMPORTERS.get(node.op_type) if default_domain else None
+    outs = list(node.output)
+    if node.op_type in _OPTIONAL_OUTPUTS:
+        outs = outs[:1] + [o if o in imp.used else "" for o in outs[1:]]
+    plain = (node.op_type, list(node.input), outs, attr_dict(node))
+    produced: list[Node] | None = None
+    why = ""
+    if not default_domain:
+        why = f"an operator of domain {node.domain!r} (only the default ONNX domain is imported)"
+    elif importer is None:
+        why = f"eqsat has no operator for {node.op_type}"
+    elif not all(i == "" or i in imp.weights or i in imp.types for i in node.input):
+        why = "an input without a static shape and type"
+    else:
+        imp.why = None
+        try:
+            result = importer(imp, plain)
+            if result is not None:
+                produced = _materialize(imp, result)
+                why = "eqsat's shape for it disagrees with ONNX shape inference"
+            else:
+                why = f"unsupported: {imp.why}" if imp.why else "an unsupported configuration"
+        except (OpError, KeyError, ValueError, TypeError) as e:
+            why = f"its import failed ({' '.join(str(e).split()) or type(e).__name__})"
+    return produced, why
+
+
+def opaque_reasons(graph: Graph) -> list[tuple[str, int, str]]:
+    """Why the opaque operators of an imported graph stayed opaque: (op type, ONNX nodes, reason), most
+    frequent type first, one entry per (type, reason) as recorded at import."""
+    def op_key(n: Node) -> str:
+        return n.p["op_type"] if n.p["domain"] in ("", "ai.onnx") else f"{n.p['domain']}:{n.p['op_type']}"
+
+    live = Counter(op_key(n) for n in {n.p["key"]: n for n in graph.nodes if n.op == "opaque"}.values())
+    recorded = graph.meta.get("opaque_reasons", {})
+    out = []
+    for op_type in sorted(live, key=lambda k: (-live[k], k)):
+        reasons = recorded.get(op_type) or {"not recorded (the graph was not imported from ONNX)": live[op_type]}
+        out += [(op_type, n, why) for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    return out
+
+
+def _materialize(imp: _Importer, result: list[ops.IRNode]) -> list[Node] | None:
+    """Turn importer output into IR nodes, checking shapes against ONNX's inference."""
+    out: list[Node] = []
+    local: dict[str, Shape] = {}
+    for op, params, ins, outs in result:
+        node = make_node(op, params, ins, outs[0])
+        shapes = [local[i] if i in local else imp.shape(i) for i in ins]
+        shape = node.spec.shape(node.p, shapes)
+        expected = imp.types.get(outs[0], (None, ""))[0]
+        if expected is not None and tuple(expected) != tuple(shape):
+            return None  # disagreement with ONNX: keep the node opaque rather than guess
+        local[outs[0]] = shape
+        out.append(node)
+    for name, shape in local.items():
+        dtype = imp.types.get(name, (None, "float32"))[1] or "float32"
+        imp.types[name] = (shape, dtype)
+    return out
+
+
+def _opaque(imp: _Importer, node: onnx.NodeProto) -> list[Node]:
+    key = f"{node.name or node.op_type}#{imp.opaque_count}"
+    imp.opaque_count += 1
+    attrs = tuple(a.SerializeToString() for a in node.attribute)
+    slots = "".join("1" if i else "0" for i in node.input)
+    ins = tuple(i for i in node.input if i)
+    out: list[Node] = []
+    for k, name in enumerate(node.output):
+        if not name:
+            continue
+        shape, dtype = imp.types.get(name, (None, ""))
+        if name in imp.weights or name not in imp.used:
+            continue  # nobody reads it (e.g. a Dropout mask): export gives the slot a fresh name
+        if shape is None or not dtype:
+            what = f"{node.op_type} node {node.name!r}" if node.name else f"a {node.op_type} node"
+            raise DynamicShapeError(f"{imp.label}: ONNX shape inference gives no static shape for {name!r} (output "
+                                    f"of {what}); eqsat needs static shapes: if its shape is fixed, add it to the "
+                                    "model's value_info (a shape that depends on input values is not supported)")
+        params = {"key": key, "index": k, "op_type": node.op_type, "domain": node.domain, "attrs": attrs,
+                  "shape": shape, "dtype": dtype, "n_outputs": len(node.output),
+                  "slots": "" if "0" not in slots else slots}
+        out.append(Node("opaque", ops.get("opaque").param_tuple(ops.get("opaque").normalize(params)), ins, name))
+    return out

@@ -1,0 +1,164 @@
+"""Small helpers over ONNX protos shared by import, export and the summary: reading a model, dtypes, shapes,
+attributes, evaluating one node."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, shape_inference
+
+from eqsat.errors import ModelReadError
+from eqsat.ops import Shape
+
+#: Ops never folded even when all inputs are constant (non-deterministic).
+
+class ModelNotFoundError(ModelReadError, FileNotFoundError):
+    """The model file does not exist."""
+
+
+def np_dtype(elem_type: int) -> str:
+    return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
+
+
+def elem_type(dtype: str) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def read_model(src: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
+    """Parse an ONNX model from a path, bytes or a ``ModelProto``; returns it and a label for messages.
+
+    Raises :class:`ModelReadError` (:class:`ModelNotFoundError` for a missing file) with a one-line message
+    for a missing, empty, truncated or non-ONNX file.
+    """
+    if isinstance(src, onnx.ModelProto):
+        return src, "<model>"
+    label = "<bytes>" if isinstance(src, bytes) else str(src)
+    hint = "check that it is a complete .onnx file (re-export or download it again)"
+    if isinstance(src, bytes | bytearray):
+        if not src:
+            raise ModelReadError(f"{label} is empty (0 bytes); {hint}")
+    else:
+        path = Path(src)
+        if not path.exists():
+            raise ModelNotFoundError(f"no such model file: {src}; check the path")
+        if path.is_dir():
+            raise ModelReadError(f"{label} is a directory, not an ONNX model file; give the path of a .onnx file")
+        try:
+            size = path.stat().st_size
+        except OSError as e:
+            raise ModelReadError(f"{label}: cannot read it ({e.strerror or e}); check its permissions") from None
+        if size == 0:
+            raise ModelReadError(f"{label} is empty (0 bytes); {hint}")
+    try:
+        model = onnx.load_from_string(bytes(src)) if isinstance(src, bytes | bytearray) else onnx.load(str(src))
+    except FileNotFoundError as e:  # external data next to the model is missing
+        raise ModelNotFoundError(f"{label}: a file it needs is missing ({e.filename or e}); keep the model's "
+                                 "external data files next to it") from None
+    except PermissionError as e:
+        raise ModelReadError(f"{label}: cannot read it ({e.strerror or e}); check its permissions") from None
+    except Exception as e:
+        detail = " ".join(f"{type(e).__name__}: {e}".split())
+        raise ModelReadError(f"{label}: not a readable ONNX model ({detail}); {hint}") from None
+    return model, label
+
+
+def static_shape(vi: onnx.ValueInfoProto) -> Shape | None:
+    t = vi.type.tensor_type
+    if not t.HasField("shape"):
+        return None
+    dims = []
+    for d in t.shape.dim:
+        if not d.HasField("dim_value") or d.dim_value < 0:
+            return None
+        dims.append(int(d.dim_value))
+    return tuple(dims)
+
+
+def attr_dict(node: onnx.NodeProto) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [x.decode("utf-8", "replace") for x in v]
+        out[a.name] = v
+    return out
+
+
+def eval_node(node: onnx.NodeProto, values: Sequence[np.ndarray | None], opset: list[onnx.OperatorSetIdProto],
+               ir_version: int) -> list[np.ndarray]:
+    """Evaluate one node on constant inputs with the ONNX reference implementation."""
+    from onnx.reference import ReferenceEvaluator
+
+    inputs = [helper.make_tensor_value_info(f"i{k}", elem_type(str(v.dtype)), list(v.shape))
+              for k, v in enumerate(values) if v is not None]
+    in_names = [f"i{k}" if v is not None else "" for k, v in enumerate(values)]
+    outs = [f"o{k}" for k in range(len(node.output))]
+    n = helper.make_node(node.op_type, in_names, outs, domain=node.domain)
+    n.attribute.extend(node.attribute)
+    g = helper.make_graph([n], "fold", inputs, [helper.make_value_info(o, onnx.TypeProto()) for o in outs])
+    m = helper.make_model(g, opset_imports=opset, ir_version=ir_version)
+    feeds = {f"i{k}": v for k, v in enumerate(values) if v is not None}
+    # onnxruntime honours old opset semantics (the reference evaluator runs e.g. Softmax-1 as Softmax-13);
+    # the reference evaluator covers what onnxruntime cannot run
+    try:
+        import onnxruntime as ort
+
+        typed = shape_inference.infer_shapes(m)
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(typed.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return [np.asarray(r) for r in sess.run(None, feeds)]
+    except Exception:
+        return [np.asarray(r) for r in ReferenceEvaluator(m).run(None, feeds)]
+
+
+def has_subgraph(node: onnx.NodeProto) -> bool:
+    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+
+
+def shape_text(name: str, dims: Sequence[int | str]) -> str:
+    return f"{name}={','.join(str(d) for d in dims)}"
+
+
+def declared_dims(vi: onnx.ValueInfoProto) -> tuple[int | str, ...] | None:
+    """Declared dimensions of a tensor: ints, symbolic names, ``"?"`` for unnamed unknowns; ``None`` when
+    even the rank is unknown."""
+    t = vi.type.tensor_type
+    if not t.HasField("shape"):
+        return None
+    return tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?")
+                 for d in t.shape.dim)
+
+
+def format_dims(dims: Sequence[int | str] | None) -> str:
+    return "[?]" if dims is None else "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def input_shape_hint(inputs: Sequence[tuple[str, Sequence[int | str] | None]]) -> str:
+    """The ``--input-shape`` options that fix the given (name, declared dims) inputs, with each dynamic
+    dimension written as its symbolic name (or ``N``) for the user to replace by a size."""
+    opts, names = [], []
+    for name, dims in inputs:
+        if dims is None:
+            opts.append(f"--input-shape {name}=d1,d2,...")
+            continue
+        shown = []
+        for d in dims:
+            if isinstance(d, int):
+                shown.append(str(d))
+            else:
+                sym = d if d.isidentifier() else "N"
+                shown.append(sym)
+                if sym not in names:
+                    names.append(sym)
+        opts.append(f"--input-shape {shape_text(name, shown)}")
+    what = f", replacing {', '.join(names)} by the size{'s' if len(names) > 1 else ''} to optimize for" if names \
+        else ""
+    return " ".join(opts) + what

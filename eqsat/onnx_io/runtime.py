@@ -1,0 +1,77 @@
+"""onnxruntime helpers: random feeds within the bounds a model's integer inputs allow, and a plain run."""
+
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+
+from eqsat.ir.graph import Graph
+from eqsat.onnx_io.protos import np_dtype, static_shape
+from eqsat.ops import Shape
+
+
+def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+#: Integer inputs are drawn from [0, INT_INPUT_BOUND): valid token ids, token types and 0/1 attention masks
+#: (a mask of 3 overflows transformers' ``(1 - mask) * float32 min`` to infinity and makes every output NaN).
+INT_INPUT_BOUND = 2
+
+
+def int_input_bounds(model: onnx.ModelProto) -> dict[str, int]:
+    """For integer graph inputs that index a constant table (``Gather`` on an initializer), the table's size
+    along the gathered axis: random indices must stay below it (a one-row token-type table, say)."""
+    tables = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    bounds: dict[str, int] = {}
+    for n in model.graph.node:
+        if n.op_type == "Gather" and len(n.input) > 1 and n.input[0] in tables:
+            axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+            dims = tables[n.input[0]]
+            if dims and -len(dims) <= axis < len(dims):
+                bounds[n.input[1]] = min(bounds.get(n.input[1], dims[axis]), dims[axis])
+    return bounds
+
+
+def random_ints(rng: np.random.Generator, shape: Shape, dtype: np.dtype, bound: int | None) -> np.ndarray:
+    """Random integers for an integer input, in [0, min(INT_INPUT_BOUND, bound))."""
+    return rng.integers(0, max(1, min(INT_INPUT_BOUND, bound or INT_INPUT_BOUND)), shape).astype(dtype)
+
+
+def random_feeds(graph_or_model: Graph | onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random values for every graph input (floats ~ N(0, 1), integers as :func:`random_ints`)."""
+    rng = np.random.default_rng(seed)
+    if isinstance(graph_or_model, Graph):
+        specs = [(i.name, i.shape, i.dtype) for i in graph_or_model.inputs]
+        bounds: dict[str, int] = {}
+    else:
+        specs = [(i.name, static_shape(i) or (), np_dtype(i.type.tensor_type.elem_type))
+                 for i in _graph_inputs(graph_or_model)]
+        bounds = int_input_bounds(graph_or_model)
+    feeds = {}
+    for name, shape, dtype in specs:
+        dt = np.dtype(dtype)
+        if dt.kind == "f":
+            feeds[name] = rng.standard_normal(shape).astype(dt)
+        elif dt.kind == "b":
+            feeds[name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            feeds[name] = random_ints(rng, shape, dt, bounds.get(name))
+    return feeds
+
+
+def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """Run a model on the CPU with onnxruntime (graph optimizations off, for a faithful reference)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 2
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = {i.name for i in sess.get_inputs()}
+    return sess.run(None, {k: v for k, v in feeds.items() if k in names})
