@@ -319,7 +319,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
+    from eqsat import __version__
+
     p = _Parser(prog="eqsat", description="ONNX superoptimizer by equality saturation")
+    p.add_argument("--version", action="version", version=f"eqsat {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     o = sub.add_parser("optimize", help="optimize an ONNX model")
