@@ -1,4 +1,5 @@
-# Shared by demo.sh and test.sh: create .venv (Python >= 3.11) and install eqsat with the given extras.
+# Shared by demo.sh and test.sh: create .venv (Python >= 3.11) and install eqsat with the given extras, at the
+# versions constraints.txt pins.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY="${PYTHON:-}"
@@ -13,4 +14,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 spec="."
 if [ -n "${EXTRAS:-}" ]; then spec=".[${EXTRAS}]"; fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec"
+# constraints.txt: the exact versions the tests run with (pyproject.toml only states the ranges eqsat accepts)
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e "$spec"
