@@ -9,9 +9,9 @@ from eqsat import models as zoo
 from eqsat.cli.app import main
 from eqsat.costs import get_cost_model
 from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
+from eqsat.ir.graph import graph_hash
 from eqsat.onnx_io import load_model, to_onnx
 from eqsat.pipeline import run as pipeline
-from eqsat.search.matching import graph_hash
 
 
 def _fake_latencies(order: str, timed: list):

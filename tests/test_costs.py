@@ -134,8 +134,8 @@ def test_weight_operands_are_part_of_the_key_and_measured_as_initializers() -> N
 
 def test_cost_keys_mark_weight_inputs() -> None:
     from eqsat import models
+    from eqsat.costs import graph_cost_keys
     from eqsat.onnx_io import load_model
-    from eqsat.pipeline.run import graph_cost_keys
 
     g = load_model(models.two_matmul_shared_input())
     keys = [k for ks in graph_cost_keys(g) for k in ks if k.op == "matmul"]
@@ -253,9 +253,9 @@ def test_a_graphs_opaque_node_is_keyed_by_content_and_timed_as_itself(monkeypatc
     import numpy as np
     import onnxruntime as ort
 
+    from eqsat.costs import graph_cost_keys
     from eqsat.costs.measured_cpu import _opaque_model
     from eqsat.onnx_io import onnx_opaque_evaluator
-    from eqsat.pipeline.run import graph_cost_keys
 
     graph = _opaque_graph()
     assert [n.op for n in graph.nodes] == ["opaque"]
@@ -283,9 +283,9 @@ def test_an_opaque_gather_of_token_ids_is_timed_with_integer_indices(monkeypatch
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
+    from eqsat.costs import graph_cost_keys
     from eqsat.costs.measured_cpu import _opaque_model
     from eqsat.onnx_io import load_model
-    from eqsat.pipeline.run import graph_cost_keys
 
     table = np.random.default_rng(1).standard_normal((1000, 64)).astype(np.float32)
     node = helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)

@@ -9,6 +9,7 @@ from typing import Any
 from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
 from eqsat.costs.cache import CachedCostModel, CostCache
+from eqsat.costs.graph import graph_cost, graph_cost_keys
 from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
 
 
@@ -28,4 +29,4 @@ def get_cost_model(name: str = "analytic", **kw: Any) -> CostModel:
 
 
 __all__ = ["CostModel", "AnalyticCostModel", "OnnxRuntimeCostModel", "CostCache",
-           "CachedCostModel", "get_cost_model"]
+           "CachedCostModel", "get_cost_model", "graph_cost", "graph_cost_keys"]

@@ -14,12 +14,13 @@ from typing import Any
 import onnx
 
 from eqsat import onnx_io
+from eqsat.costs.graph import graph_cost
 from eqsat.engine import saturation as engine
 from eqsat.engine.egraph import EGraph
+from eqsat.engine.saturation import graph_from_selection
 from eqsat.errors import EqsatError
 from eqsat.inspect.dump import EGraphDump, build_dump
-from eqsat.ir.graph import Graph
-from eqsat.ops import CostKey
+from eqsat.ir.graph import Graph, graph_hash
 from eqsat.pipeline.check import NumericCheckUnavailable, NumericReport, check_equal
 from eqsat.rules.rule import Rule
 
@@ -128,29 +129,6 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.6g}"
 
 
-def graph_cost_keys(graph: Graph) -> list[tuple[CostKey, ...]]:
-    """Cost keys of each node of an IR graph (what it runs as once exported); none for work on weights only,
-    which export precomputes."""
-    shapes = graph.shapes
-    const = set(graph.weights)
-    keys: list[tuple[CostKey, ...]] = []
-    for n in graph.nodes:
-        if n.op != "opaque" and all(i in const for i in n.inputs):  # constants and weight transforms
-            const.add(n.output)
-            keys.append(())
-        else:
-            keys.append(n.spec.cost_keys(n.p, [shapes[i] for i in n.inputs], shapes[n.output],
-                                         weights=[k for k, i in enumerate(n.inputs) if i in const]))
-    return keys
-
-
-def graph_cost(graph: Graph, cost_model: Any) -> float:
-    """Sum of per-node costs of an IR graph under ``cost_model``."""
-    keys = [k for ks in graph_cost_keys(graph) for k in ks]
-    costs = cost_model.costs(set(keys))
-    return float(sum(costs[k] for k in keys))
-
-
 def _progress_every(say: Callable[[str], None], total: int) -> Callable[[int, int], None]:
     step = max(1, total // 10)
 
@@ -159,15 +137,6 @@ def _progress_every(say: Callable[[str], None], total: int) -> Callable[[int, in
             say(f"  priced {done}/{total}")
 
     return report
-
-
-def graph_from_selection(egraph: EGraph, selection: Mapping[str, str], original: Graph,
-                         tensor_names: Mapping[str, str]) -> tuple[Graph, Graph]:
-    """The IR graph an extraction chose (``selection``: e-class -> node id of ``egraph``), as
-    read back (binary concats, as the e-graph has them) and as written (n-ary concats, dead nodes dropped),
-    both validated. Tensors keep their names from ``tensor_names`` (e-class -> name) where one is known."""
-    extracted = engine.selection_to_graph(egraph, selection, original, tensor_names, flatten=False).validate()
-    return extracted, engine.flatten_concats(extracted).live().validate()
 
 
 def default_rules(layouts: bool = True, max_ops: int = 3) -> list[Rule]:
@@ -376,8 +345,6 @@ def _other_candidates(exts: Sequence[Any], egraph: EGraph, names: Mapping[str, s
                       cost_before: float, cost_model: Any) -> list[tuple[int, Graph, float, onnx.ModelProto]]:
     """The extractions after the first as (rank, written graph, cost, model): distinct graphs no costlier than
     the original."""
-    from eqsat.search.matching import graph_hash
-
     seen = {graph_hash(first)}
     out = []
     for rank, e in enumerate(exts, start=1):

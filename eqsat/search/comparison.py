@@ -87,7 +87,7 @@ class ComparisonResult:
 
 def model_cost(model: onnx.ModelProto, cost_model: Any) -> float:
     """The cost of an ONNX model under ``cost_model``: the one function every method's result is judged by."""
-    from eqsat.pipeline.run import graph_cost
+    from eqsat.costs import graph_cost
 
     return graph_cost(onnx_io.load_model(model), cost_model)
 

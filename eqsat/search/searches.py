@@ -28,7 +28,7 @@ from eqsat.search import matching as rw
 
 
 class GraphCoster:
-    """Sum of per-node costs, the same as :func:`eqsat.pipeline.run.graph_cost`, with each operator configuration
+    """Sum of per-node costs, the same as :func:`eqsat.costs.graph_cost`, with each operator configuration
     priced once (work on weights only is free: export precomputes it)."""
 
     def __init__(self, cost_model: Any) -> None:
