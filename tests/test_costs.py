@@ -327,3 +327,20 @@ def test_opaque_nodes_fall_back_to_the_analytic_estimate_where_they_cannot_be_ti
     (key,) = spec.cost_keys(spec.normalize(p), [(2, 3)], (2, 3))
     assert dict(key.params)["op_type"] == "NoSuchOp"
     assert cm.cost(key) == pytest.approx(analytic.cost(key))
+
+
+def test_every_cost_model_implements_the_protocol(tmp_path) -> None:
+    from eqsat.gpu import CupyCostModel
+
+    analytic = AnalyticCostModel()
+    ort = OnnxRuntimeCostModel(threads=2)
+    cached = get_cost_model("measured", threads=2, cache_dir=tmp_path)
+    for m in (analytic, ort, cached):
+        assert isinstance(m, CostModel) and isinstance(m.name, str)
+    assert (analytic.is_measured, analytic.times_end_to_end, analytic.threads) == (False, False, 0)
+    assert (ort.is_measured, ort.times_end_to_end, ort.threads) == (True, True, 2)
+    assert (cached.is_measured, cached.times_end_to_end, cached.threads) == (True, True, 2)
+    in_context = cached.in_context(2**25)
+    assert in_context is not cached and (in_context.is_measured, in_context.threads) == (True, 2)
+    assert (CupyCostModel.is_measured, CupyCostModel.times_end_to_end) == (True, False)  # no GPU needed
+    assert not isinstance("analytic", CostModel)

@@ -14,7 +14,7 @@ from typing import Any
 import onnx
 
 from eqsat import onnx_io
-from eqsat.costs.graph import graph_cost
+from eqsat.costs import CostModel, get_cost_model, graph_cost
 from eqsat.engine import saturation as engine
 from eqsat.engine.egraph import EGraph
 from eqsat.engine.saturation import graph_from_selection
@@ -150,7 +150,7 @@ def default_rules(layouts: bool = True, max_ops: int = 3) -> list[Rule]:
     return corpus_or_starter(max_ops) + (list(LAYOUT_RULES) if layouts else [])
 
 
-def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model: Any = None,
+def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model: CostModel | str | None = None,
              rules: Sequence[Rule] | None = None, time_limit: float = 60.0, node_limit: int = 50_000,
              iter_limit: int = 10, multi_iters: int = 1, solver: str = "cpsat",
              input_shapes: Mapping[str, tuple[int, ...]] | None = None, check: bool = True,
@@ -180,11 +180,10 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     the dump has it (``first_iteration`` and ``rules`` per e-node); it costs saturation time and memory (the README
     gives measurements), and without ``dump_egraph`` nothing is recorded.
     """
-    from eqsat.costs import get_cost_model
     from eqsat.extract import extract, extract_top_k
 
     say = progress or (lambda msg: None)
-    cost_model = cost_model or get_cost_model("analytic")
+    cost_model = cost_model if isinstance(cost_model, CostModel) else get_cost_model(cost_model or "analytic")
     stages: dict[str, float] = {}
     # limits are checked before the model is read, so a bad one fails at once
     engine.check_seconds("time_limit", time_limit)
@@ -210,11 +209,10 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
 
     t = time.perf_counter()
     # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
-    if hasattr(cost_model, "in_context"):
-        cost_model = cost_model.in_context(graph.weight_bytes)
+    cost_model = cost_model.in_context(graph.weight_bytes)
     keys = engine.node_cost_keys(sat.egraph)
     unique = {k for ks in keys.values() for k in ks}
-    say(f"costing {len(unique)} operator configurations with {getattr(cost_model, 'name', cost_model)}")
+    say(f"costing {len(unique)} operator configurations with {cost_model.name}")
     costs = cost_model.costs(unique, progress=_progress_every(say, len(unique))) if progress else \
         cost_model.costs(unique)
     node_costs = {nid: float(sum(costs[k] for k in ks)) for nid, ks in keys.items()}
@@ -226,7 +224,7 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     after = max(0.1 * time_limit, 0.5e-3 * len(graph.nodes))
     extract_time = max(0.05, min(0.5 * time_limit, start + time_limit - after - time.perf_counter()))
     if verify_latency is None:
-        verify_latency = "onnxruntime" in getattr(cost_model, "name", "")
+        verify_latency = cost_model.times_end_to_end
     if candidates is None:
         candidates = DEFAULT_CANDIDATES if verify_latency else 1
     if candidates > 1 and verify_latency and solver == "cpsat":
@@ -314,25 +312,24 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, cost_model:
     if dump_egraph:
         t = time.perf_counter()
         dump = build_dump(sat, graph, node_costs, source=label,
-                          cost_model=getattr(cost_model, "name", type(cost_model).__name__),
+                          cost_model=cost_model.name,
                           rules=len(rules), limits=limits, extraction=chosen_ext, kept_original=kept)
         if dump_egraph is not True:
             dump.write(dump_egraph)
         stages["dump"] = time.perf_counter() - t
     return OptimizeResult(model, new_graph, graph, cost_before, cost_after, sat.iterations, sat.stop_reason,
                           sat.rules_fired, ext.status, ext.bound, ext.gap, chosen_ext.cost, stages, numeric,
-                          getattr(cost_model, "name", type(cost_model).__name__), kept, latency,
+                          cost_model.name, kept, latency,
                           (len(original_proto.graph.node), len(model.graph.node)), notes, dump, timings)
 
 
-def _latencies(models: list[onnx.ModelProto], graph: Graph, cost_model: Any) -> list[list[float]]:
+def _latencies(models: list[onnx.ModelProto], graph: Graph, cost_model: CostModel) -> list[list[float]]:
     """End-to-end latencies (ms) of ``models`` per interleaved round, with the cost model's threads (what the
     user will run)."""
     from eqsat.costs.measured_cpu import end_to_end_rounds
 
     feeds = onnx_io.random_feeds(graph, seed=0)
-    threads = getattr(getattr(cost_model, "inner", cost_model), "threads", 0)
-    return end_to_end_rounds(models, [feeds] * len(models), threads=threads, budget_s=LATENCY_BUDGET_S)
+    return end_to_end_rounds(models, [feeds] * len(models), threads=cost_model.threads, budget_s=LATENCY_BUDGET_S)
 
 
 def _round_ratio(original: Sequence[float], candidate: Sequence[float]) -> float:
@@ -342,7 +339,7 @@ def _round_ratio(original: Sequence[float], candidate: Sequence[float]) -> float
 
 
 def _other_candidates(exts: Sequence[Any], egraph: EGraph, names: Mapping[str, str], original: Graph, first: Graph,
-                      cost_before: float, cost_model: Any) -> list[tuple[int, Graph, float, onnx.ModelProto]]:
+                      cost_before: float, cost_model: CostModel) -> list[tuple[int, Graph, float, onnx.ModelProto]]:
     """The extractions after the first as (rank, written graph, cost, model): distinct graphs no costlier than
     the original."""
     seen = {graph_hash(first)}
