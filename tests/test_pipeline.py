@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from eqsat import models, onnx_io
-from eqsat.pipeline.run import NumericMismatch, optimize
+from eqsat.pipeline import NumericMismatch, optimize
 from eqsat.rules.rule import Rule
 
 
