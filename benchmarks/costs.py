@@ -48,8 +48,7 @@ def part1(models: list[str], repeats: int) -> tuple[list[dict], float]:
     """Sum of measured op costs vs end-to-end latency for zoo models."""
     from eqsat import models as zoo
     from eqsat import onnx_io
-    from eqsat.costs import get_cost_model
-    from eqsat.pipeline.run import graph_cost
+    from eqsat.costs import get_cost_model, graph_cost
 
     cm = get_cost_model("measured", threads=1)
     rows = []

@@ -103,7 +103,7 @@ def measure(graph: Graph, rules: list[Any], iters: int = 6, node_limit: int = 20
 
 def rules_from(spec: str) -> list[Any]:
     """The default rules, with the corpus read from ``spec`` unless it is ``default``."""
-    from eqsat.pipeline.run import default_rules
+    from eqsat.pipeline import default_rules
 
     if spec == "default":
         return default_rules()

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args(argv)
 
-    from eqsat.pipeline import run as pipeline
+    from eqsat import pipeline
     rows = run(args.lengths, args.time_limits)
     n_rules = len(pipeline.default_rules()) if hasattr(pipeline, "default_rules") else "?"  # older checkouts
     text = table(rows)

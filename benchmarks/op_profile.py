@@ -39,9 +39,9 @@ def _proto(name: str) -> Any:
 
 def predicted(name: str, threads: int) -> tuple[dict[str, float], Counter[str]]:
     """Predicted milliseconds and node count per IR operator under the measured CPU cost model in context."""
+    from eqsat.costs import graph_cost_keys
     from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
     from eqsat.onnx_io import load_model
-    from eqsat.pipeline.run import graph_cost_keys
 
     graph = load_model(_proto(name))
     cm = OnnxRuntimeCostModel(threads=threads).in_context(graph.weight_bytes)

@@ -242,7 +242,7 @@ TASO_SIZE4_EXAMPLES = (
 def taso_examples_derived(max_iters: int = 4) -> dict[str, int | None]:
     """For each of :data:`TASO_SIZE4_EXAMPLES`, the fewest iterations in which the committed corpus derives it
     (None: not within ``max_iters``)."""
-    from eqsat.pipeline.run import default_rules
+    from eqsat.pipeline import default_rules
     from eqsat.rules import derivable
 
     rules = default_rules()
@@ -258,7 +258,7 @@ def size4_costs(models: tuple[str, ...] = SIZE4_MODELS) -> dict[str, Any]:
     up to three operators) and with the size-4 rules added (``default_rules(max_ops=4)``), default limits."""
     from eqsat import models as zoo
     from eqsat import optimize
-    from eqsat.pipeline.run import default_rules
+    from eqsat.pipeline import default_rules
     from eqsat.rules.corpus import CORPUS4_PATH
 
     entries, meta = corpus.read_corpus(CORPUS4_PATH)
@@ -355,7 +355,7 @@ def independent_merges() -> dict[str, dict[str, Any]]:
     relu over a concat): optimized cost, e-nodes and time with them off (default) and on."""
     from eqsat import models as zoo
     from eqsat import optimize
-    from eqsat.pipeline.run import default_rules
+    from eqsat.pipeline import default_rules
     from eqsat.rules import engine_worthy
 
     extra = [r for r in corpus.load_corpus_rules() if r.multi and not engine_worthy(r)]

@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 
 
 def optimize(*args: Any, **kwargs: Any) -> Any:
-    """Optimize an ONNX model; see :func:`eqsat.pipeline.run.optimize`."""
-    from eqsat.pipeline.run import optimize as _optimize
+    """Optimize an ONNX model; see :func:`eqsat.pipeline.optimize` and :class:`eqsat.pipeline.OptimizeOptions`."""
+    from eqsat.pipeline.run import optimize as _optimize  # deferred: `import eqsat` stays light (no ortools, egglog)
 
     return _optimize(*args, **kwargs)
 

@@ -52,6 +52,7 @@ class CupyCostModel(CostModel):
     """Median CUDA-event time (ms) of each configuration on the current GPU."""
 
     name = "cupy-gpu"
+    is_measured = True
 
     def __init__(self, warmup: int = 5, repeats: int = 20) -> None:
         self.cp = _cupy()

@@ -9,9 +9,9 @@ from eqsat import models as zoo
 from eqsat.cli.app import main
 from eqsat.costs import get_cost_model
 from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
+from eqsat.ir.graph import graph_hash
 from eqsat.onnx_io import load_model, to_onnx
-from eqsat.pipeline import run as pipeline
-from eqsat.search.matching import graph_hash
+from eqsat.pipeline import candidates, optimize
 
 
 def _fake_latencies(order: str, timed: list):
@@ -29,9 +29,9 @@ def _fake_latencies(order: str, timed: list):
 @pytest.mark.parametrize("order", ["first", "last"])
 def test_the_fastest_candidate_is_written(monkeypatch: pytest.MonkeyPatch, order: str) -> None:
     timed: list = []
-    monkeypatch.setattr(pipeline, "_latencies", _fake_latencies(order, timed))
+    monkeypatch.setattr(candidates, "latencies", _fake_latencies(order, timed))
     model = zoo.builtin_models()["nasrnn_cell"]()
-    res = pipeline.optimize(model, verify_latency=True, candidates=4, latency_margin=0.0, time_limit=60)
+    res = optimize(model, verify_latency=True, candidates=4, latency_margin=0.0, time_limit=60)
     assert len(res.candidates) >= 2, "NasRNN has several near-optimal extractions"
     ranks = [c.rank for c in res.candidates]
     assert ranks == sorted(set(ranks)) and ranks[0] == 0
@@ -57,9 +57,9 @@ def test_distinct_candidates_are_distinct_graphs(monkeypatch: pytest.MonkeyPatch
     def latencies(models, graph, cost_model):
         seen.extend(models[1:])
         return [[1.0, 1.0]] * len(models)
-    monkeypatch.setattr(pipeline, "_latencies", latencies)
+    monkeypatch.setattr(candidates, "latencies", latencies)
     model = zoo.builtin_models()["nasrnn_cell"]()
-    res = pipeline.optimize(model, verify_latency=True, candidates=4, time_limit=60)
+    res = optimize(model, verify_latency=True, candidates=4, time_limit=60)
     hashes = {graph_hash(load_model(m)) for m in seen}
     assert len(hashes) == len(seen) >= 2
     assert res.kept_original  # no candidate beat the original by the margin: the model as given comes back
@@ -72,15 +72,15 @@ def test_candidate_counts_by_default_and_when_given(monkeypatch: pytest.MonkeyPa
     def latencies(models, graph, cost_model):
         calls.append(len(models))
         return [[2.0]] + [[1.0]] * (len(models) - 1)
-    monkeypatch.setattr(pipeline, "_latencies", latencies)
+    monkeypatch.setattr(candidates, "latencies", latencies)
     model = zoo.builtin_models()["nasrnn_cell"]()
-    res = pipeline.optimize(model, verify_latency=True, candidates=1, time_limit=60)
+    res = optimize(model, verify_latency=True, candidates=1, time_limit=60)
     # the original and the cost model's choice, then the two again (the choice passed)
     assert calls == [2, 2] and res.candidates == [] and not res.kept_original
-    res = pipeline.optimize(model, verify_latency=True, time_limit=60)  # with the latency check: 4 by default
-    assert 3 <= calls[2] <= 1 + pipeline.DEFAULT_CANDIDATES and len(res.candidates) == calls[2] - 1
+    res = optimize(model, verify_latency=True, time_limit=60)  # with the latency check: 4 by default
+    assert 3 <= calls[2] <= 1 + candidates.DEFAULT_CANDIDATES and len(res.candidates) == calls[2] - 1
     assert calls[3] == 2  # the fastest candidate against the original, once more
-    res = pipeline.optimize(model, time_limit=60)  # analytic costs, no latency check: nothing timed
+    res = optimize(model, time_limit=60)  # analytic costs, no latency check: nothing timed
     assert len(calls) == 4 and res.latency_ms is None
 
 
@@ -92,16 +92,16 @@ def test_a_win_that_does_not_hold_when_timed_again_keeps_the_original(monkeypatc
         if len(calls) == 1:  # the race: every candidate 10 % faster
             return [[1.1, 1.1, 1.1]] + [[1.0, 1.0, 1.0]] * (len(models) - 1)
         return [[1.0, 1.0, 1.0], [1.0, 1.01, 0.99]]  # timed again: no faster
-    monkeypatch.setattr(pipeline, "_latencies", latencies)
+    monkeypatch.setattr(candidates, "latencies", latencies)
     model = zoo.builtin_models()["nasrnn_cell"]()
-    res = pipeline.optimize(model, verify_latency=True, candidates=4, time_limit=60)
+    res = optimize(model, verify_latency=True, candidates=4, time_limit=60)
     assert calls[1:] == [2] and res.kept_original and res.model is model
     assert any("when timed again (1.000x)" in n for n in res.cost_notes)
 
 
 def test_bad_candidate_counts_are_refused() -> None:
     with pytest.raises(ValueError, match="candidates"):
-        pipeline.optimize(zoo.builtin_models()["nasrnn_cell"](), candidates=0)
+        optimize(zoo.builtin_models()["nasrnn_cell"](), candidates=0)
 
 
 def test_threads_default_to_onnxruntimes_own() -> None:
@@ -135,7 +135,7 @@ def test_costs_measure_prefills_what_optimize_reads(tmp_path, monkeypatch, capsy
     assert main(["costs", "measure", str(src), "--threads", "1"]) == 0
     assert "configurations priced" in capsys.readouterr().out
     cm = get_cost_model("measured", threads=1)
-    pipeline.optimize(str(src), cost_model=cm, verify_latency=False, time_limit=30)
+    optimize(str(src), cost_model=cm, verify_latency=False, time_limit=30)
     assert cm.hits > 0 and cm.misses == 0
 
 
@@ -146,6 +146,6 @@ def test_the_keep_decision_compares_round_by_round(monkeypatch: pytest.MonkeyPat
         original = [1.0, 1.0, 1.0, 3.0, 3.0, 3.0, 3.0]
         candidate = [1.05, 1.05, 1.05, 1.05, 3.15, 3.15, 3.15]
         return [original] + [candidate] * (len(models) - 1)
-    monkeypatch.setattr(pipeline, "_latencies", latencies)
-    res = pipeline.optimize(zoo.builtin_models()["nasrnn_cell"](), verify_latency=True, candidates=1, time_limit=60)
+    monkeypatch.setattr(candidates, "latencies", latencies)
+    res = optimize(zoo.builtin_models()["nasrnn_cell"](), verify_latency=True, candidates=1, time_limit=60)
     assert res.kept_original and any("not faster" in n for n in res.cost_notes)

@@ -10,9 +10,8 @@ import pytest
 
 from eqsat import models, onnx_io
 from eqsat.cli.app import main
-from eqsat.costs import get_cost_model
+from eqsat.costs import get_cost_model, graph_cost
 from eqsat.errors import UsageError
-from eqsat.pipeline.run import graph_cost
 from eqsat.search.comparison import METHODS, compare, model_cost
 
 REL = 1e-9

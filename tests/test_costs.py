@@ -100,7 +100,7 @@ def test_unknown_cost_model_name() -> None:
 
 @pytest.mark.gpu
 def test_cupy_model_on_a_gpu() -> None:
-    from eqsat.costs import CupyCostModel
+    from eqsat.gpu import CupyCostModel
 
     try:
         m = CupyCostModel(warmup=1, repeats=3)
@@ -134,8 +134,8 @@ def test_weight_operands_are_part_of_the_key_and_measured_as_initializers() -> N
 
 def test_cost_keys_mark_weight_inputs() -> None:
     from eqsat import models
+    from eqsat.costs import graph_cost_keys
     from eqsat.onnx_io import load_model
-    from eqsat.pipeline.run import graph_cost_keys
 
     g = load_model(models.two_matmul_shared_input())
     keys = [k for ks in graph_cost_keys(g) for k in ks if k.op == "matmul"]
@@ -253,9 +253,9 @@ def test_a_graphs_opaque_node_is_keyed_by_content_and_timed_as_itself(monkeypatc
     import numpy as np
     import onnxruntime as ort
 
+    from eqsat.costs import graph_cost_keys
     from eqsat.costs.measured_cpu import _opaque_model
     from eqsat.onnx_io import onnx_opaque_evaluator
-    from eqsat.pipeline.run import graph_cost_keys
 
     graph = _opaque_graph()
     assert [n.op for n in graph.nodes] == ["opaque"]
@@ -283,9 +283,9 @@ def test_an_opaque_gather_of_token_ids_is_timed_with_integer_indices(monkeypatch
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
+    from eqsat.costs import graph_cost_keys
     from eqsat.costs.measured_cpu import _opaque_model
     from eqsat.onnx_io import load_model
-    from eqsat.pipeline.run import graph_cost_keys
 
     table = np.random.default_rng(1).standard_normal((1000, 64)).astype(np.float32)
     node = helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)
@@ -327,3 +327,20 @@ def test_opaque_nodes_fall_back_to_the_analytic_estimate_where_they_cannot_be_ti
     (key,) = spec.cost_keys(spec.normalize(p), [(2, 3)], (2, 3))
     assert dict(key.params)["op_type"] == "NoSuchOp"
     assert cm.cost(key) == pytest.approx(analytic.cost(key))
+
+
+def test_every_cost_model_implements_the_protocol(tmp_path) -> None:
+    from eqsat.gpu import CupyCostModel
+
+    analytic = AnalyticCostModel()
+    ort = OnnxRuntimeCostModel(threads=2)
+    cached = get_cost_model("measured", threads=2, cache_dir=tmp_path)
+    for m in (analytic, ort, cached):
+        assert isinstance(m, CostModel) and isinstance(m.name, str)
+    assert (analytic.is_measured, analytic.times_end_to_end, analytic.threads) == (False, False, 0)
+    assert (ort.is_measured, ort.times_end_to_end, ort.threads) == (True, True, 2)
+    assert (cached.is_measured, cached.times_end_to_end, cached.threads) == (True, True, 2)
+    in_context = cached.in_context(2**25)
+    assert in_context is not cached and (in_context.is_measured, in_context.threads) == (True, 2)
+    assert (CupyCostModel.is_measured, CupyCostModel.times_end_to_end) == (True, False)  # no GPU needed
+    assert not isinstance("analytic", CostModel)

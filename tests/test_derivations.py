@@ -134,7 +134,7 @@ HELPERS = {"ewadd / ewmul associativity and commutativity"}
 
 @functools.lru_cache(maxsize=1)
 def default_rules() -> tuple[Rule, ...]:
-    from eqsat.pipeline.run import default_rules as d
+    from eqsat.pipeline import default_rules as d
 
     return tuple(d())
 

@@ -19,8 +19,8 @@ from eqsat.engine import saturation as engine
 from eqsat.extract import load_egraph, validate_selection
 from eqsat.extract.egraph_json import parse_egraph
 from eqsat.inspect.dump import FORMAT, VERSION, DumpError, EGraphDump, build_dump
+from eqsat.pipeline import OptimizeResult, default_rules, optimize
 from eqsat.pipeline.check import check_equal
-from eqsat.pipeline.run import OptimizeResult, default_rules, optimize
 
 
 def _crafted() -> onnx.ModelProto:

@@ -18,7 +18,7 @@ from eqsat.cli.app import main
 from eqsat.cli.egraph import class_report, stats_report
 from eqsat.engine import saturation as engine
 from eqsat.inspect.dump import DumpError, EGraphDump, build_dump
-from eqsat.pipeline.run import OptimizeResult, default_rules, optimize
+from eqsat.pipeline import OptimizeResult, default_rules, optimize
 from eqsat.rules.rule import Rule
 
 # distribute builds three e-nodes from the input graph in iteration 1; swap-products matches only what

@@ -22,7 +22,7 @@ from eqsat import models
 from eqsat.cli.app import main
 from eqsat.engine import saturation as E
 from eqsat.ir.graph import Graph, TensorInfo, make_node
-from eqsat.pipeline.run import default_rules, optimize
+from eqsat.pipeline import default_rules, optimize
 from eqsat.rules.rule import Rule
 from eqsat.rules.starter import STARTER_RULES
 

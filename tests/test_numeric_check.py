@@ -12,8 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import onnx_io
 from eqsat.cli.app import main
+from eqsat.pipeline import NumericCheckUnavailable, NumericMismatch, optimize
 from eqsat.pipeline.check import check_equal
-from eqsat.pipeline.run import NumericCheckUnavailable, NumericMismatch, optimize
 
 
 def _model(nodes, inputs, outputs, inits=(), opset: int = 17, domains=()) -> onnx.ModelProto:

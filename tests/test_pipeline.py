@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from eqsat import models, onnx_io
-from eqsat.pipeline.run import NumericMismatch, optimize
+from eqsat.pipeline import NumericMismatch, optimize
 from eqsat.rules.rule import Rule
 
 
@@ -109,3 +109,91 @@ def test_latency_verification_keeps_the_original_unless_measurably_faster() -> N
     # a negative margin accepts any timing: the cheaper extracted graph is kept
     taken = optimize(model, verify_latency=True, latency_margin=-10.0, time_limit=30)
     assert not taken.kept_original and taken.cost_after < taken.cost_before
+
+
+# -- options and stages ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("options", "error", "message"), [
+    ({"time_limit": -1.0}, ValueError, "time_limit must be a finite, positive number of seconds, got -1.0"),
+    ({"candidates": 0}, ValueError, "candidates must be at least 1, got 0"),
+    ({"node_limit": -5}, ValueError, "node_limit must be a whole number of e-nodes >= 1, got -5"),
+    ({"memory_limit_mb": float("nan")}, ValueError, "memory_limit_mb must be a whole number of MiB >= 1, got nan"),
+    ({"solver": "simplex"}, ValueError, "unknown extraction solver 'simplex'; choose one of cpsat, greedy"),
+    ({"latency_margin": float("nan")}, ValueError, "latency_margin must be a finite fraction, got nan"),
+    ({"cost_model": "abacus"}, ValueError, "unknown cost model 'abacus'"),
+    ({"cost_model": 3}, TypeError, "cost_model must be a CostModel"),
+    ({"time_limt": 10}, TypeError, "optimize() got unexpected keyword argument(s) 'time_limt'"),
+])
+def test_options_are_refused_before_the_model_is_read(options: dict, error: type, message: str) -> None:
+    from eqsat.pipeline import OptimizeOptions
+
+    with pytest.raises(error) as e:
+        optimize("/nonexistent/model.onnx", **options)  # the missing file is never opened
+    assert message in str(e.value)
+    if "time_limt" not in options:  # the same check, once, when the options object is made
+        with pytest.raises(error, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+            OptimizeOptions(**options)
+
+
+def test_an_options_object_runs_as_the_same_keywords() -> None:
+    import dataclasses
+
+    from eqsat.pipeline import OptimizeOptions
+
+    model = models.builtin_models()["two_matmul_shared_input"]()
+    opts = OptimizeOptions(time_limit=20, check=False, cost_model="analytic")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.time_limit = 5  # type: ignore[misc]
+    by_object = optimize(model, options=opts)
+    by_keywords = optimize(model, time_limit=20, check=False)
+    assert by_object.cost_after == by_keywords.cost_after and by_object.cost_model == "analytic"
+    assert by_object.numeric is None
+    checked = optimize(model, options=opts, check=True)  # keywords override the object's fields
+    assert checked.numeric is not None and checked.numeric.ok
+
+
+def test_stages_are_timed_under_the_reports_keys_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from eqsat.pipeline.stages import STAGES
+
+    model = models.builtin_models()["two_matmul_shared_input"]()
+    with caplog.at_level(logging.DEBUG, logger="eqsat.pipeline.stages"):
+        res = optimize(model, time_limit=20, dump_egraph=True)
+    assert list(res.stage_seconds) == ["import", "saturate", "cost", "extract", "export", "check", "dump"]
+    assert all(s >= 0 for s in res.stage_seconds.values())
+    logged = [r.args[0] for r in caplog.records if r.msg.startswith("stage ")]
+    assert logged == [s.name for s in STAGES if s.name != "latency"]  # not timed end to end: analytic costs
+    assert res.egraph_dump is not None and "time: dump" in res.summary()
+    res = optimize(model, time_limit=20, check=False)
+    assert list(res.stage_seconds) == ["import", "saturate", "cost", "extract", "export"]
+
+
+def test_the_pipeline_reads_the_cost_models_protocol_not_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model whose runtime times whole models gets the end-to-end check by default, with its threads; one
+    merely named like onnxruntime does not."""
+    from eqsat.costs import AnalyticCostModel
+    from eqsat.pipeline import candidates
+
+    class TimesWholeModels(AnalyticCostModel):
+        name = "formula"
+        times_end_to_end = True
+        threads = 3
+
+    class NamedLikeOnnxruntime(AnalyticCostModel):
+        name = "onnxruntime-cpu (lookalike)"
+
+    threads = []
+
+    def latencies(models_, graph, cost_model):
+        threads.append(cost_model.threads)
+        return [[2.0, 2.0, 2.0]] + [[1.0, 1.0, 1.0]] * (len(models_) - 1)
+
+    monkeypatch.setattr(candidates, "latencies", latencies)
+    model = models.builtin_models()["two_matmul_shared_input"]()
+    res = optimize(model, cost_model=TimesWholeModels(), time_limit=20)
+    assert threads and set(threads) == {3} and res.latency_ms == (2.0, 1.0) and "latency" in res.stage_seconds
+    threads.clear()
+    res = optimize(model, cost_model=NamedLikeOnnxruntime(), time_limit=20)
+    assert threads == [] and res.latency_ms is None and "latency" not in res.stage_seconds

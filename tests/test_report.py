@@ -14,8 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import models
 from eqsat.cli.app import main
+from eqsat.pipeline import default_rules, optimize
 from eqsat.pipeline import run as pipeline
-from eqsat.pipeline.run import optimize
 from eqsat.rules import starter_rules
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -141,7 +141,7 @@ def test_cli_and_api_use_the_same_default_rules(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(pipeline, "optimize", spy)
     assert main(["optimize", str(src), "-o", str(tmp_path / "out.onnx"), "-q"]) == 0
     assert seen["rules"] is None  # optimize's own default: corpus, extra and layout rules
-    names = {r.name for r in pipeline.default_rules()}
+    names = {r.name for r in default_rules()}
     assert any(n.startswith("layout-") for n in names) and "conv-batchnorm-fold" in names
 
 

@@ -17,7 +17,7 @@ BASE, _ = corpus.read_corpus()
 
 @functools.lru_cache(maxsize=2)
 def rules(max_ops: int) -> tuple:
-    from eqsat.pipeline.run import default_rules
+    from eqsat.pipeline import default_rules
 
     return tuple(default_rules(max_ops=max_ops))
 

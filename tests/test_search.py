@@ -1,7 +1,7 @@
 """The rewrite searches eqsat is compared against (eqsat.search.searches): TASO's backtracking and OCGGS's sampling.
 
 Every result is judged independently of the search's own bookkeeping: its graph is priced again by
-eqsat.pipeline.run.graph_cost and exported to ONNX and compared with the original model under onnxruntime."""
+eqsat.costs.graph_cost and exported to ONNX and compared with the original model under onnxruntime."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import time
 import pytest
 
 from eqsat import models, onnx_io
-from eqsat.costs import get_cost_model
+from eqsat.costs import get_cost_model, graph_cost
 from eqsat.engine.saturation import LimitError
 from eqsat.ir.graph import Graph
+from eqsat.pipeline import default_rules
 from eqsat.pipeline.check import check_equal
-from eqsat.pipeline.run import default_rules, graph_cost
 from eqsat.rules import corpus
 from eqsat.rules.rule import terms_graph
 from eqsat.search import searches as search

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from eqsat.errors import EqsatError, UsageError
 
 if TYPE_CHECKING:
+    from eqsat.costs import CostModel
     from eqsat.onnx_io import ModelSummary
 
 class _Parser(argparse.ArgumentParser):
@@ -106,7 +107,7 @@ def _setup_logging(quiet: bool) -> None:
     log.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
-def _cost_model(name: str, threads: int | None = None) -> Any:
+def _cost_model(name: str, threads: int | None = None) -> CostModel:
     """The cost model named by ``--costs``; ``threads`` (``--threads``) only for the measured CPU model, whose
     default is onnxruntime's own thread count."""
     from eqsat.costs import get_cost_model
@@ -126,7 +127,7 @@ def _cost_model(name: str, threads: int | None = None) -> Any:
 def _rules(name: str):
     """The rule set named on the command line; ``None`` (optimize's own default) for "default"."""
     from eqsat import rules
-    from eqsat.pipeline.run import default_rules
+    from eqsat.pipeline import default_rules
 
     if name == "size4":
         return default_rules(max_ops=4)

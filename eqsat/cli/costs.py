@@ -17,9 +17,9 @@ def _bar(done: int, total: int) -> None:
 def cmd_measure(args: argparse.Namespace) -> int:
     """Measure every operator configuration the optimizer will price for MODEL (its saturated e-graph)."""
     from eqsat import onnx_io
-    from eqsat.costs import get_cost_model
+    from eqsat.costs import CachedCostModel, get_cost_model
     from eqsat.engine import saturation as egraph
-    from eqsat.pipeline.run import default_rules
+    from eqsat.pipeline import default_rules
 
     if args.threads is not None and (args.device == "gpu" or args.threads < 0):
         print("--threads: a count >= 0 (0 = onnxruntime's default), for --device cpu only", file=sys.stderr)
@@ -32,7 +32,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     keys = {k for ks in egraph.node_cost_keys(sat.egraph).values() for k in ks}
     print(f"measuring {len(keys)} operator configurations with {model.name}", file=sys.stderr)
     costs = model.costs(keys, progress=_bar)
-    hits = getattr(model, "hits", 0)
+    hits = model.hits if isinstance(model, CachedCostModel) else 0
     print(f"{len(costs)} configurations priced ({hits} already cached); total {sum(costs.values()):.3f} ms")
     return 0
 

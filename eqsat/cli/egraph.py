@@ -384,8 +384,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from eqsat import onnx_io
     from eqsat.cli.app import _check_output, _input_shapes, _write_file
     from eqsat.extract import InvalidExtraction, validate_selection
-    from eqsat.pipeline.check import NumericCheckUnavailable, check_equal
-    from eqsat.pipeline.run import NumericMismatch
+    from eqsat.pipeline.check import NumericCheckUnavailable, NumericMismatch, check_equal
 
     out = _check_output(args.output, "-o", Path(args.model).stem + ".export.onnx")
     dump = EGraphDump.read(args.dump)

@@ -1,6 +1,6 @@
-"""Cost models: what one operator configuration costs. The analytic roofline, measured onnxruntime (CPU) and a
-disk cache; the CuPy/cuDNN GPU measurement (``eqsat.gpu``) plugs into the same interface. Imports ``eqsat.ops``,
-``eqsat.ir`` and ``eqsat.onnx_io``."""
+"""Cost models: what one operator configuration costs (the :class:`CostModel` protocol), and what a whole IR graph
+costs (:func:`graph_cost`). The analytic roofline, measured onnxruntime (CPU) and a disk cache; the CuPy/cuDNN GPU
+measurement (``eqsat.gpu``) implements the same protocol. Imports ``eqsat.ops``, ``eqsat.ir`` and ``eqsat.onnx_io``."""
 
 from __future__ import annotations
 
@@ -9,23 +9,32 @@ from typing import Any
 from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
 from eqsat.costs.cache import CachedCostModel, CostCache
+from eqsat.costs.graph import graph_cost, graph_cost_keys
 from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
+
+#: the names :func:`get_cost_model` knows
+COST_MODEL_NAMES = ("analytic", "measured", "cpu", "gpu")
+
+
+def check_cost_model_name(name: str) -> None:
+    """Raise ValueError unless :func:`get_cost_model` knows ``name``."""
+    if name not in COST_MODEL_NAMES:
+        raise ValueError(f"unknown cost model {name!r}; use analytic, measured (cpu) or gpu")
 
 
 def get_cost_model(name: str = "analytic", **kw: Any) -> CostModel:
     """A cost model by name: ``analytic`` (default), ``measured``/``cpu`` (onnxruntime, cached) or ``gpu``
     (CuPy, cached). ``cache_dir`` overrides the cache location."""
+    check_cost_model_name(name)
     cache_dir = kw.pop("cache_dir", None)
     if name == "analytic":
         return AnalyticCostModel(**kw)
     if name in ("measured", "cpu"):
         return CachedCostModel(OnnxRuntimeCostModel(**kw), CostCache(cache_dir))
-    if name == "gpu":
-        from eqsat.gpu import CupyCostModel  # the GPU plugin sits above this package (it imports eqsat.costs)
+    from eqsat.gpu import CupyCostModel  # the GPU plugin sits above this package (it imports eqsat.costs)
 
-        return CachedCostModel(CupyCostModel(**kw), CostCache(cache_dir))
-    raise ValueError(f"unknown cost model {name!r}; use analytic, measured (cpu) or gpu")
+    return CachedCostModel(CupyCostModel(**kw), CostCache(cache_dir))
 
 
-__all__ = ["CostModel", "AnalyticCostModel", "OnnxRuntimeCostModel", "CostCache",
-           "CachedCostModel", "get_cost_model"]
+__all__ = ["COST_MODEL_NAMES", "CostModel", "AnalyticCostModel", "OnnxRuntimeCostModel", "CostCache",
+           "CachedCostModel", "check_cost_model_name", "get_cost_model", "graph_cost", "graph_cost_keys"]

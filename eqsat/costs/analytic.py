@@ -22,6 +22,7 @@ class AnalyticCostModel(CostModel):
     """
 
     name = "analytic"
+    is_measured = False
 
     def __init__(self, peak_gflops: float = 50.0, bandwidth_gbs: float = 10.0, launch_overhead_ms: float = 0.005):
         self.peak_gflops = peak_gflops

@@ -1,23 +1,38 @@
-"""The cost-model interface: what one operator configuration costs, in milliseconds."""
+"""The cost-model protocol: what one operator configuration costs, in milliseconds, and what the pipeline may
+ask of the model besides (is it measured, can whole models be timed in its runtime)."""
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterable
+from typing import Protocol, runtime_checkable
 
 from eqsat.ops import CostKey
 
 Progress = Callable[[int, int], None]
 
 
-class CostModel(abc.ABC):
+@runtime_checkable
+class CostModel(Protocol):
     """Prices one operator configuration (a :class:`~eqsat.ops.CostKey`) in milliseconds.
+
+    The models here (analytic, onnxruntime, cached, CuPy) subclass it and inherit the defaults below; any
+    object with these attributes and methods is one too. The pipeline asks nothing else of a cost model: it
+    reads these attributes, never a model's name or class.
 
     Conventions shared by every model: ``reshape`` is a view and costs nothing; work on weights only is
     priced 0 by the caller (it is precomputed at export).
     """
 
+    #: how reports and e-graph dumps name the model
     name: str = "cost-model"
+    #: True when costs are timed on a device (onnxruntime, CuPy), False when they are computed (a formula)
+    is_measured: bool = False
+    #: True when whole models can be timed end to end in the runtime the costs come from (onnxruntime on this
+    #: CPU): ``optimize`` then checks by default that the optimized model runs faster
+    times_end_to_end: bool = False
+    #: intra-op threads of that runtime, for the end-to-end timings (0: the runtime's default)
+    threads: int = 0
 
     @abc.abstractmethod
     def cost(self, key: CostKey) -> float:

@@ -95,6 +95,9 @@ class CachedCostModel(CostModel):
         self.inner = inner
         self.cache = cache or CostCache()
         self.name = f"{inner.name} (cached)"
+        self.is_measured = inner.is_measured
+        self.times_end_to_end = inner.times_end_to_end
+        self.threads = inner.threads
         self._identity = inner.device_identity()
         self._device = identity_hash(self._identity)
         self.hits = 0

@@ -245,6 +245,8 @@ class OnnxRuntimeCostModel(CostModel):
     """
 
     name = "onnxruntime-cpu"
+    is_measured = True
+    times_end_to_end = True  # whole models run in the same onnxruntime, with the same threads
 
     def __init__(self, threads: int = 0, warmup: int = 3, repeats: int = 7, working_set_mb: int | None = None) -> None:
         if threads < 0:

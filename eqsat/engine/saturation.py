@@ -1172,6 +1172,15 @@ def selection_to_graph(egraph: EGraph, selection: Mapping[str, str], original: G
     return (flatten_concats(graph) if flatten else graph).live()
 
 
+def graph_from_selection(egraph: EGraph, selection: Mapping[str, str], original: Graph,
+                         tensor_names: Mapping[str, str]) -> tuple[Graph, Graph]:
+    """The IR graph an extraction chose (``selection``: e-class -> node id of ``egraph``), as
+    read back (binary concats, as the e-graph has them) and as written (n-ary concats, dead nodes dropped),
+    both validated. Tensors keep their names from ``tensor_names`` (e-class -> name) where one is known."""
+    extracted = selection_to_graph(egraph, selection, original, tensor_names, flatten=False).validate()
+    return extracted, flatten_concats(extracted).live().validate()
+
+
 def tensors_by_class(result: SaturationResult) -> dict[str, list[str]]:
     """Map e-classes to every tensor name of the input graph they hold (graph inputs, weights, intermediates,
     outputs), in the input graph's order.

@@ -363,7 +363,7 @@ class EGraphDump:
     def engine_graph(self) -> EGraph:
         """The dump's e-graph as the engine's typed object (:class:`eqsat.engine.egraph.EGraph`, with the
         dump's costs and provenance), for the functions that read one (:func:`eqsat.engine.saturation.input_terms`,
-        :func:`eqsat.pipeline.run.graph_from_selection`)."""
+        :func:`eqsat.engine.saturation.graph_from_selection`)."""
         from eqsat.engine.egraph import EClass, EGraph, ENode
 
         return EGraph(tuple(ENode(n.id, n.op, n.params, n.children, n.eclass, n.cost, n.rules) for n in self.nodes),
@@ -384,9 +384,9 @@ class EGraphDump:
 
     def to_graph(self, selection: Mapping[str, str], original: Graph) -> tuple[Graph, Graph]:
         """The IR graph a selection (e-class -> node id) chooses, read back as the pipeline does
-        (:func:`eqsat.pipeline.run.graph_from_selection`): as read and as written. ``original`` is the input graph
+        (:func:`eqsat.engine.saturation.graph_from_selection`): as read and as written. ``original`` is the input graph
         (it gives graph inputs, weights, output names and opaque nodes)."""
-        from eqsat.pipeline.run import graph_from_selection
+        from eqsat.engine.saturation import graph_from_selection
 
         return graph_from_selection(self.engine_graph, selection, original, self.tensor_names)
 

@@ -229,6 +229,20 @@ def flatten_concats(graph: Graph) -> Graph:
     return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
 
 
+def node_hashes(graph: Graph) -> dict[str, int]:
+    """A structural hash per tensor, independent of the names of computed tensors (leaves hash by name)."""
+    h: dict[str, int] = {}
+    for n in graph.nodes:
+        h[n.output] = hash((n.op, n.params, tuple(h.get(i, hash(i)) for i in n.inputs)))
+    return h
+
+
+def graph_hash(graph: Graph) -> int:
+    """A structural hash of a graph: equal for graphs that differ only in the names of computed tensors."""
+    h = node_hashes(graph)
+    return hash((tuple(sorted(h.values())), tuple(h.get(o, hash(o)) for o in graph.outputs)))
+
+
 def _fuse_producers(graph: Graph, fuse: Callable[[Node, Node, int], Node | None],
                     weights: Mapping[str, np.ndarray] | None = None) -> Graph:
     """Replace each node ``n`` by ``fuse(n, p, k)`` where ``p`` computes ``n``'s input ``k``, ``n`` is the only

@@ -1,8 +1,13 @@
 """``optimize``: ONNX -> IR -> e-graph -> costs -> extraction -> IR -> ONNX, and the numeric check against the
-original. Imports every stage's package (onnx_io, engine, costs, extract, inspect); nothing below imports it."""
+original, as a list of stages passing one state (:mod:`eqsat.pipeline.stages`) under one
+:class:`OptimizeOptions` (:mod:`eqsat.pipeline.options`); :mod:`eqsat.pipeline.result` is what it returns and
+:mod:`eqsat.pipeline.candidates` the end-to-end timing of the candidates. Imports onnx_io, engine, costs, extract,
+inspect, ir, ops and rules; nothing below imports it."""
 
-from eqsat.pipeline.check import NumericCheckUnavailable, NumericReport, check_equal
-from eqsat.pipeline.run import NumericMismatch, OptimizeResult, default_rules, graph_cost, optimize
+from eqsat.pipeline.check import NumericCheckUnavailable, NumericMismatch, NumericReport, check_equal
+from eqsat.pipeline.options import OptimizeOptions, default_rules
+from eqsat.pipeline.result import CandidateTiming, OptimizeResult
+from eqsat.pipeline.run import optimize
 
-__all__ = ["NumericCheckUnavailable", "NumericMismatch", "NumericReport", "OptimizeResult", "check_equal",
-           "default_rules", "graph_cost", "optimize"]
+__all__ = ["CandidateTiming", "NumericCheckUnavailable", "NumericMismatch", "NumericReport", "OptimizeOptions",
+           "OptimizeResult", "check_equal", "default_rules", "optimize"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -33,6 +34,10 @@ _DISTRIBUTIONS = ("normal", "uniform", "small")
 
 class NumericCheckUnavailable(EqsatError, RuntimeError):
     """The numeric check cannot run (e.g. onnxruntime cannot execute an operator of the original model)."""
+
+
+class NumericMismatch(EqsatError, RuntimeError):
+    """The optimized model does not compute what the original computes. Nothing was written."""
 
 
 @dataclass
@@ -281,6 +286,15 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
             report.ok = False
             report.problems.append(f"{c.name}: {c.problem}")
     return report
+
+
+def describe_reference(src: str | Path | bytes | onnx.ModelProto) -> str:
+    """How the report names the model the optimized one was checked against: the original as given."""
+    if isinstance(src, onnx.ModelProto):
+        return "the original model (ModelProto as given)"
+    if isinstance(src, bytes):
+        return "the original model (bytes as given)"
+    return f"the original model as given ({src})"
 
 
 def _first_line(e: BaseException) -> str:

@@ -19,7 +19,9 @@ from typing import Any
 import onnx
 
 from eqsat import onnx_io
+from eqsat.costs import CostModel, get_cost_model, graph_cost
 from eqsat.errors import UsageError
+from eqsat.pipeline import default_rules, optimize
 from eqsat.pipeline.check import NumericReport, check_equal
 
 METHODS = ("eqsat", "backtracking", "sampling")
@@ -85,16 +87,14 @@ class ComparisonResult:
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
-def model_cost(model: onnx.ModelProto, cost_model: Any) -> float:
+def model_cost(model: onnx.ModelProto, cost_model: CostModel) -> float:
     """The cost of an ONNX model under ``cost_model``: the one function every method's result is judged by."""
-    from eqsat.pipeline.run import graph_cost
-
     return graph_cost(onnx_io.load_model(model), cost_model)
 
 
 def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] = METHODS, budget: float = 60.0,
-            cost_model: Any = None, *, alpha: float = 1.05, seed: int = 0, rules: Sequence[Any] | None = None,
-            check: bool = True, progress: Callable[[str], None] | None = None,
+            cost_model: CostModel | None = None, *, alpha: float = 1.05, seed: int = 0,
+            rules: Sequence[Any] | None = None, check: bool = True, progress: Callable[[str], None] | None = None,
             name: str | None = None) -> ComparisonResult:
     """Run each of ``methods`` on ``model`` with the same rules, cost model and wall-time ``budget`` (seconds).
 
@@ -104,8 +104,6 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     is compared with the original by onnxruntime; a result that differs is reported with status ``MISMATCH``.
     ``name`` labels the model in the result (default: the file name, or the graph's name).
     """
-    from eqsat.costs import get_cost_model
-    from eqsat.pipeline.run import default_rules
     from eqsat.search.searches import check_limits
 
     methods = [methods] if isinstance(methods, str) else list(dict.fromkeys(methods))
@@ -146,18 +144,15 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
         results[method] = MethodResult(method, cost, seconds, min(best_at, seconds), trace, work, status, out,
                                        numeric, details)
         say(f"{method}: cost {cost:.6g} in {seconds:.1f} s ({status})")
-    return ComparisonResult(label, original_cost, getattr(cost_model, "name", type(cost_model).__name__), budget,
-                            results)
+    return ComparisonResult(label, original_cost, cost_model.name, budget, results)
 
 
 Runner = Callable[..., tuple[onnx.ModelProto, list[tuple[float, float]], int, dict[str, Any]]]
 
 
-def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: Any, budget: float, alpha: float,
+def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: CostModel, budget: float, alpha: float,
                seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
                                                             dict[str, Any]]:
-    from eqsat.pipeline.run import optimize
-
     t = time.perf_counter()
     res = optimize(proto, cost_model=cost_model, rules=rules, time_limit=budget, check=False, verify_latency=False)
     seconds = time.perf_counter() - t
@@ -168,7 +163,7 @@ def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model:
 
 
 def _run_search(kind: str) -> Runner:
-    def run(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: Any, budget: float, alpha: float,
+    def run(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: CostModel, budget: float, alpha: float,
             seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
                                                          dict[str, Any]]:
         from eqsat.search import searches as search

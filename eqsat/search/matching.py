@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.ir.graph import Graph, GraphError, Node, make_node
+from eqsat.ir.graph import Graph, GraphError, Node, make_node, node_hashes
 from eqsat.ops import OpError, Shape
 from eqsat.rules.rule import (
     Rule,
@@ -511,17 +511,3 @@ def rewrite(graph: Graph, match: Match, names: set[str] | None = None,
     """Apply one match to ``graph`` (convenience for tests and one-off use)."""
     names = set(graph.shapes) if names is None else names
     return apply_rewrite(graph, build_rewrite(match, graph, names, counter or itertools.count()))
-
-
-def node_hashes(graph: Graph) -> dict[str, int]:
-    """A structural hash per tensor, independent of the names of computed tensors (leaves hash by name)."""
-    h: dict[str, int] = {}
-    for n in graph.nodes:
-        h[n.output] = hash((n.op, n.params, tuple(h.get(i, hash(i)) for i in n.inputs)))
-    return h
-
-
-def graph_hash(graph: Graph) -> int:
-    """A structural hash of a graph: equal for graphs that differ only in the names of computed tensors."""
-    h = node_hashes(graph)
-    return hash((tuple(sorted(h.values())), tuple(h.get(o, hash(o)) for o in graph.outputs)))

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from eqsat.costs import CostModel
 from eqsat.ir.graph import Graph, flatten_concats, make_node
 from eqsat.ops import CostKey
 from eqsat.rules.rule import Rule
@@ -28,10 +29,10 @@ from eqsat.search import matching as rw
 
 
 class GraphCoster:
-    """Sum of per-node costs, the same as :func:`eqsat.pipeline.run.graph_cost`, with each operator configuration
+    """Sum of per-node costs, the same as :func:`eqsat.costs.graph_cost`, with each operator configuration
     priced once (work on weights only is free: export precomputes it)."""
 
-    def __init__(self, cost_model: Any) -> None:
+    def __init__(self, cost_model: CostModel) -> None:
         self.cost_model = cost_model
         self._keys: dict[tuple[Any, ...], float] = {}
         self._prices: dict[CostKey, float] = {}
@@ -220,7 +221,7 @@ def _unseen(hash_of: Callable[[], int], build: Callable[[], Graph], seen: set[in
     return h, new
 
 
-def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, alpha: float = 1.05,
+def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: CostModel, *, alpha: float = 1.05,
                  expansions: int | None = None, seconds: float = 60.0,
                  progress: Callable[[str], None] | None = None) -> SearchResult:
     """TASO's cost-based backtracking search (see the module docstring).
@@ -300,7 +301,7 @@ class _Seq:
     followups: list[_Seq] | None = None  # cost-lowering dependent children, found when ranking a raise
 
 
-def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_size: int = 20,
+def sampling(graph: Graph, rules: Sequence[Rule], cost_model: CostModel, *, sample_size: int = 20,
              depth: int | None = None, prune: bool = False, seed: int = 0, seconds: float = 60.0,
              progress: Callable[[str], None] | None = None) -> SearchResult:
     """OCGGS's sampling search (Fang et al., PVLDB'20, its sampling heuristic as its public code runs it).

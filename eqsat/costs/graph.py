@@ -1,0 +1,30 @@
+"""The cost of a whole IR graph: the sum of its nodes' costs, each node priced as what it runs as once exported."""
+
+from __future__ import annotations
+
+from eqsat.costs.base import CostModel
+from eqsat.ir.graph import Graph
+from eqsat.ops import CostKey
+
+
+def graph_cost_keys(graph: Graph) -> list[tuple[CostKey, ...]]:
+    """Cost keys of each node of an IR graph (what it runs as once exported); none for work on weights only,
+    which export precomputes."""
+    shapes = graph.shapes
+    const = set(graph.weights)
+    keys: list[tuple[CostKey, ...]] = []
+    for n in graph.nodes:
+        if n.op != "opaque" and all(i in const for i in n.inputs):  # constants and weight transforms
+            const.add(n.output)
+            keys.append(())
+        else:
+            keys.append(n.spec.cost_keys(n.p, [shapes[i] for i in n.inputs], shapes[n.output],
+                                         weights=[k for k, i in enumerate(n.inputs) if i in const]))
+    return keys
+
+
+def graph_cost(graph: Graph, cost_model: CostModel) -> float:
+    """Sum of per-node costs of an IR graph under ``cost_model``."""
+    keys = [k for ks in graph_cost_keys(graph) for k in ks]
+    costs = cost_model.costs(set(keys))
+    return float(sum(costs[k] for k in keys))

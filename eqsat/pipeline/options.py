@@ -1,0 +1,126 @@
+"""Every option of :func:`eqsat.pipeline.optimize` in one frozen object, :class:`OptimizeOptions`, validated once
+when it is made: a bad limit or name fails there, before any model is read."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eqsat.costs import CostModel, check_cost_model_name
+from eqsat.engine.saturation import Limits, check_seconds
+from eqsat.extract import SOLVERS
+from eqsat.rules import corpus_or_starter
+from eqsat.rules.layout import LAYOUT_RULES
+from eqsat.rules.rule import Rule
+
+#: Shares of ``time_limit``: saturation ends by 40 % of it from the start, extraction by 90 % (at most 50 % of
+#: its own), and what follows (export, the numeric check) keeps the last 10 %.
+SATURATION_SHARE = 0.4
+EXTRACTION_SHARE = 0.5
+AFTER_SHARE = 0.1
+
+
+def default_rules(layouts: bool = True, max_ops: int = 3) -> list[Rule]:
+    """The rules :func:`optimize` (and the CLI) use by default: the verified corpus and the hand-written
+    extra rules, plus the data-layout rules unless ``layouts`` is False. ``max_ops=4`` adds the proved rules of
+    four operators the corpus cannot derive (``optimize(model, rules=default_rules(max_ops=4))``, or
+    ``eqsat optimize --rules size4``)."""
+    return corpus_or_starter(max_ops) + (list(LAYOUT_RULES) if layouts else [])
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    """How :func:`eqsat.pipeline.optimize` runs. Every field has the default ``optimize`` has.
+
+    ``time_limit`` (seconds) bounds the whole run: 40 % for saturation and 50 % for extraction.
+    ``node_limit`` / ``iter_limit`` (and ``multi_iters``, ``memory_limit_mb``) bound the e-graph (see
+    :class:`eqsat.engine.Limits`). ``rules`` defaults to the verified corpus plus, with ``layouts``, the
+    data-layout rules (transposed-operand matmuls, NHWC convolutions): :func:`default_rules`. The result is never
+    costlier than the input under ``cost_model`` (a :class:`~eqsat.costs.CostModel`, or a name for
+    :func:`eqsat.costs.get_cost_model`; the analytic roofline model by default), and its outputs are checked
+    against the original with onnxruntime (rtol 1e-4) unless ``check`` is False; a mismatch raises
+    :class:`NumericMismatch` naming the rewrites that fired. ``solver`` is the extraction's (``cpsat`` or
+    ``greedy``); ``input_shapes`` fixes the dimensions of the model's inputs.
+
+    With ``verify_latency`` (default: when the cost model's runtime times whole models,
+    ``CostModel.times_end_to_end``) both models are also timed end to end and the original is kept unless the
+    optimized one is faster by more than ``latency_margin`` (a fraction, judged on the median over interleaved
+    rounds of the ratio of their times; gains inside timing noise do not count). With ``candidates`` > 1 and that
+    latency check, CP-SAT extracts up to that many distinct near-optimal graphs
+    (:func:`eqsat.extract.extract_top_k`), all are timed with the original, and the fastest is the one compared
+    with the original (``result.candidates`` lists them); by default 4 with the latency check, else 1. A model
+    that passes is timed against the original once more, in rounds of their own, and must pass again: the
+    fastest of several timings is the one noise favoured most.
+
+    With ``dump_egraph`` (a path, or True for the object only) the result carries the saturated e-graph with
+    costs, input terms, tensor names and the extraction's choice (``result.egraph_dump``, an
+    :class:`eqsat.inspect.dump.EGraphDump`), written to the path (missing folders created) once the run has
+    succeeded. With ``provenance`` as well, the engine records which rule built each e-node in which iteration
+    and the dump has it (``first_iteration`` and ``rules`` per e-node); it costs saturation time and memory (the
+    README gives measurements), and without ``dump_egraph`` nothing is recorded. ``progress`` receives one line
+    of text per step, for a user watching.
+
+    Invalid values raise ValueError (a negative, NaN or infinite limit: :class:`eqsat.engine.LimitError`, which
+    names the limit and what it allows); a ``cost_model`` of another type raises TypeError.
+    """
+
+    cost_model: CostModel | str | None = None
+    rules: Sequence[Rule] | None = None
+    time_limit: float = 60.0
+    node_limit: int = 50_000
+    iter_limit: int = 10
+    multi_iters: int = 1
+    solver: str = "cpsat"
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None
+    check: bool = True
+    dump_egraph: str | Path | bool | None = None
+    memory_limit_mb: int = 8192
+    layouts: bool = True
+    verify_latency: bool | None = None
+    latency_margin: float = 0.02
+    provenance: bool = False
+    candidates: int | None = None
+    progress: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        check_seconds("time_limit", self.time_limit)
+        if self.candidates is not None and self.candidates < 1:
+            raise ValueError(f"candidates must be at least 1, got {self.candidates}")
+        self.saturation_limits()  # checks the e-graph's limits
+        if self.solver not in SOLVERS:
+            raise ValueError(f"unknown extraction solver {self.solver!r}; choose one of {', '.join(SOLVERS)}")
+        if not math.isfinite(self.latency_margin):
+            raise ValueError(f"latency_margin must be a finite fraction, got {self.latency_margin!r}")
+        if isinstance(self.cost_model, str):
+            check_cost_model_name(self.cost_model)
+        elif self.cost_model is not None and not isinstance(self.cost_model, CostModel):
+            raise TypeError(f"cost_model must be a CostModel (eqsat.costs), a cost model's name or None, got "
+                            f"{type(self.cost_model).__name__}")
+        if self.rules is not None:  # an iterator is read once, here
+            object.__setattr__(self, "rules", tuple(self.rules))
+
+    def saturation_limits(self) -> Limits:
+        """The e-graph's limits, with saturation's share of the time limit (the run shortens it by the time the
+        import took)."""
+        return Limits(iter_limit=self.iter_limit, node_limit=self.node_limit,
+                      time_limit=SATURATION_SHARE * self.time_limit, multi_iters=self.multi_iters,
+                      memory_limit_mb=self.memory_limit_mb)
+
+
+OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(OptimizeOptions))
+
+
+def resolve_options(options: OptimizeOptions | None, overrides: Mapping[str, Any]) -> OptimizeOptions:
+    """``options`` (the defaults when None) with ``overrides`` (keyword arguments of ``optimize``) applied, and
+    validated."""
+    unknown = sorted(set(overrides) - OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"optimize() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; its "
+                        f"options are the fields of OptimizeOptions: {', '.join(sorted(OPTION_NAMES))}")
+    if options is None:
+        return OptimizeOptions(**overrides)
+    return dataclasses.replace(options, **overrides) if overrides else options

@@ -1,0 +1,279 @@
+"""The stages of an optimization run, in order, and the runner that times them.
+
+Each stage is a function ``(state) -> None`` that reads what the stages before it set on the :class:`State`
+and sets its own part: load (ONNX -> IR), rules, saturate (the e-graph), cost (every e-node priced), extract
+(the cheapest graph, or several candidates), export (IR -> ONNX, never costlier than the original), latency
+(the candidates timed end to end), check (the numeric check), dump (the e-graph dump) and report (the
+:class:`~eqsat.pipeline.result.OptimizeResult`). :func:`run_stages` runs the ones that apply, logs each one's
+time and records it in ``result.stage_seconds`` under the stage's key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from eqsat import onnx_io
+from eqsat.costs import CostModel, get_cost_model, graph_cost
+from eqsat.engine import saturation as engine
+from eqsat.extract import Extraction, extract, extract_top_k
+from eqsat.inspect.dump import EGraphDump, build_dump
+from eqsat.ir.graph import Graph
+from eqsat.pipeline import candidates
+from eqsat.pipeline.check import (
+    NumericCheckUnavailable,
+    NumericMismatch,
+    NumericReport,
+    check_equal,
+    describe_reference,
+)
+from eqsat.pipeline.options import AFTER_SHARE, EXTRACTION_SHARE, SATURATION_SHARE, OptimizeOptions, default_rules
+from eqsat.pipeline.result import CandidateTiming, OptimizeResult
+from eqsat.rules.rule import Rule
+
+log = logging.getLogger(__name__)
+
+
+class State:
+    """One run: its options, and what the stages have found so far (each attribute below is set by the stages
+    named beside it; a later stage reads it)."""
+
+    original: onnx.ModelProto  # load: the model as given, the reference for every check
+    label: str  # load: how messages name the model
+    graph: Graph  # load: the imported model
+    rules: list[Rule]  # rules
+    limits: engine.Limits  # saturate: the limits it ran under
+    sat: engine.SaturationResult  # saturate
+    node_costs: dict[str, float]  # cost: e-node id -> ms
+    extractions: list[Extraction]  # extract: the first choice first
+    chosen: Extraction  # extract, latency: the extraction written out
+    names: dict[str, str]  # export: e-class -> tensor name
+    new_graph: Graph  # export, latency: the graph written
+    model: onnx.ModelProto  # export, latency: the model written
+    as_given: onnx.ModelProto | None  # export: what a kept original is written as (None: re-exported)
+    cost_before: float  # export
+    cost_after: float  # export, latency
+    kept: bool  # export, latency: the original is written
+    notes: list[str]  # export, latency: why the final cost differs from the extraction's
+    latency: tuple[float, float] | None = None  # latency: median ms end to end, original and written
+    timings: list[CandidateTiming]  # latency
+    numeric: NumericReport | None = None  # check
+    dump: EGraphDump | None = None  # dump
+    result: OptimizeResult  # report
+
+    def __init__(self, source: str | Path | bytes | onnx.ModelProto, options: OptimizeOptions) -> None:
+        self.source = source
+        self.options = options
+        self.say: Callable[[str], None] = options.progress or (lambda msg: None)
+        cm = options.cost_model
+        #: the cost model; the cost stage puts it in the model's context (:meth:`CostModel.in_context`)
+        self.cost_model: CostModel = cm if isinstance(cm, CostModel) else get_cost_model(cm or "analytic")
+        self.verify_latency: bool = (options.verify_latency if options.verify_latency is not None
+                                     else self.cost_model.times_end_to_end)
+        self.candidate_count: int = (options.candidates if options.candidates is not None
+                                     else candidates.DEFAULT_CANDIDATES if self.verify_latency else 1)
+        self.timings = []
+        self.stage_seconds: dict[str, float] = {}
+        self.start = time.perf_counter()  # the time limit counts from here
+
+
+def load(s: State) -> None:
+    """Read the model (kept as given: the reference of every check) and import it into the IR."""
+    s.original, s.label = onnx_io.read_model(s.source)
+    shapes = s.options.input_shapes
+    s.graph = onnx_io.load_model(s.original, input_shapes=dict(shapes) if shapes else None, label=s.label)
+    s.say(f"imported {len(s.graph.nodes)} nodes ({sum(1 for n in s.graph.nodes if n.op == 'opaque')} opaque)")
+
+
+def choose_rules(s: State) -> None:
+    """The rules given, or the default ones."""
+    s.rules = list(s.options.rules) if s.options.rules is not None else default_rules(s.options.layouts)
+
+
+def saturate(s: State) -> None:
+    """Saturate the e-graph of the imported graph under the limits."""
+    o = s.options
+    # each stage ends by its share's deadline from the start (saturation 40 %, extraction 50 %), so time a stage
+    # overran comes out of the next one and the run stays within time_limit
+    deadline = s.start + SATURATION_SHARE * o.time_limit
+    s.limits = dataclasses.replace(o.saturation_limits(), time_limit=max(0.0, deadline - time.perf_counter()))
+    s.sat = engine.saturate(s.graph, s.rules, s.limits, provenance=bool(o.provenance and o.dump_egraph),
+                            progress=lambda it: s.say(f"  iteration {it.iteration}: {it.enodes} e-nodes, "
+                                                      f"{it.eclasses} e-classes ({it.seconds:.2f} s)"))
+
+
+def cost(s: State) -> None:
+    """Price every e-node: the operator configurations it runs as, under the cost model."""
+    # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
+    s.cost_model = s.cost_model.in_context(s.graph.weight_bytes)
+    keys = engine.node_cost_keys(s.sat.egraph)
+    unique = {k for ks in keys.values() for k in ks}
+    s.say(f"costing {len(unique)} operator configurations with {s.cost_model.name}")
+    costs = (s.cost_model.costs(unique, progress=_progress_every(s.say, len(unique))) if s.options.progress
+             else s.cost_model.costs(unique))
+    s.node_costs = {nid: float(sum(costs[k] for k in ks)) for nid, ks in keys.items()}
+
+
+def extract_graphs(s: State) -> None:
+    """Extract the cheapest graph from the costed e-graph (CP-SAT, or greedy), or with candidates > 1 and the
+    latency check that many distinct near-optimal graphs."""
+    o = s.options
+    eg = s.sat.egraph.with_costs(s.node_costs).to_serialized()
+    # what follows (export, numeric check) keeps at least 10 %; about 0.5 ms a node on 2 cores for large graphs
+    after = max(AFTER_SHARE * o.time_limit, 0.5e-3 * len(s.graph.nodes))
+    seconds = max(0.05, min(EXTRACTION_SHARE * o.time_limit, s.start + o.time_limit - after - time.perf_counter()))
+    if s.candidate_count > 1 and s.verify_latency and o.solver == "cpsat":
+        s.extractions = extract_top_k(eg, s.candidate_count, time_limit=seconds)
+        s.say(f"extracted {len(s.extractions)} candidates: costs " + ", ".join(f"{e.cost:.6g}" for e in s.extractions))
+    else:
+        s.extractions = [extract(eg, solver=o.solver, **({"time_limit": seconds} if o.solver == "cpsat" else {}))]
+    s.chosen = s.extractions[0]
+    s.say(f"extracted: cost {s.chosen.cost:.6g} ({s.chosen.status})")
+
+
+def export(s: State) -> None:
+    """Read the first choice back into the IR, price it as written and export it to ONNX; a graph costlier than
+    the original is not written: the original is kept."""
+    s.names = engine.tensor_names_by_class(s.sat)
+    extracted, s.new_graph = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.graph, s.names)
+    s.cost_before = graph_cost(s.graph, s.cost_model)
+    s.cost_after = graph_cost(s.new_graph, s.cost_model)
+    s.notes = _cost_notes(s.chosen.cost, graph_cost(extracted, s.cost_model), s.cost_after, extracted, s.new_graph)
+    s.kept = s.cost_after > s.cost_before
+    if s.kept:  # never return a costlier model
+        s.notes.append(f"the extracted graph costs {s.cost_after:.6g} as written, more than the original: "
+                       "original kept")
+        s.new_graph, s.cost_after = s.graph, s.cost_before
+    # a kept original is the model exactly as given (a re-export of its import can run slower than it), unless
+    # input_shapes fixed its dimensions: then the import with those shapes is the model asked for
+    s.as_given = s.original if not s.options.input_shapes else None
+    s.model = s.as_given if s.kept and s.as_given is not None else onnx_io.to_onnx(s.new_graph)
+
+
+def time_latency(s: State) -> None:
+    """Time the first choice and the other candidates against the original end to end; write the fastest, or
+    the original unless that one is faster by the latency margin, twice (:func:`candidates.race`)."""
+    first = candidates.Candidate(0, s.new_graph, s.cost_after, s.model)
+    others = candidates.other_candidates(s.extractions[1:], s.sat.egraph, s.names, s.graph, s.new_graph,
+                                         s.cost_before, s.cost_model)
+    margin = s.options.latency_margin
+    race = candidates.race(s.original, [first, *others], s.graph, s.cost_model, margin, s.say)
+    s.latency, s.timings = race.latency, race.timings
+    if race.winner is not first:  # a later candidate ran fastest: it is the optimized model
+        s.new_graph, s.cost_after, s.model = race.winner.graph, race.winner.cost, race.winner.model
+        s.chosen = s.extractions[race.winner.rank]
+        s.notes.append(f"candidate #{race.winner.rank} of {len(race.timings)} timed fastest "
+                       f"({race.latency[1]:.4f} ms, first choice {race.timings[0].latency_ms:.4f} ms)")
+    if not race.faster:  # the estimate did not hold: keep the original
+        s.new_graph, s.cost_after, s.kept = s.graph, s.cost_before, True
+        s.notes.append(f"end to end not faster by {margin:.0%}" + (
+            f" when timed again ({race.confirmed:.3f}x)" if race.confirmed is not None else "") + ": original kept")
+        s.model = s.as_given if s.as_given is not None else onnx_io.to_onnx(s.graph)
+
+
+def check(s: State) -> None:
+    """Check that the written model computes what the original, as given, computes; raise if it does not, or if
+    the check cannot run."""
+    s.numeric = numeric = check_equal(s.original, s.model, reference=describe_reference(s.source))
+    if not numeric.ran:
+        raise NumericCheckUnavailable(
+            f"the numeric check cannot run: {'; '.join(numeric.problems)}. Nothing was written; pass "
+            "--no-check (Python: check=False) to accept the optimized model without the check")
+    if numeric.saturated:
+        s.say("numeric check: saturated output(s): " + "; ".join(f"{c.name} ({c.saturated})"
+                                                             for c in numeric.saturated))
+    if not numeric.ok:
+        fired = ", ".join(f"{k} ({v})" for k, v in sorted(s.sat.rules_fired.items()))
+        raise NumericMismatch(f"optimized model differs from the original: {numeric.summary()}; "
+                              f"rewrites involved: {fired or 'none'}. Nothing was written.")
+
+
+def dump(s: State) -> None:
+    """The e-graph dump with costs and the choice written out, written to the path given (if one was)."""
+    s.dump = build_dump(s.sat, s.graph, s.node_costs, source=s.label, cost_model=s.cost_model.name,
+                        rules=len(s.rules), limits=s.limits, extraction=s.chosen, kept_original=s.kept)
+    if s.options.dump_egraph is not True:  # a path
+        s.dump.write(s.options.dump_egraph)
+
+
+def report(s: State) -> None:
+    """The result: the model written and the report of the run."""
+    sat, first = s.sat, s.extractions[0]  # the solver's status and bound are the first extraction's
+    s.result = OptimizeResult(
+        s.model, s.new_graph, s.graph, s.cost_before, s.cost_after, sat.iterations, sat.stop_reason,
+        sat.rules_fired, first.status, first.bound, first.gap, s.chosen.cost, s.stage_seconds, s.numeric,
+        s.cost_model.name, s.kept, s.latency, (len(s.original.graph.node), len(s.model.graph.node)), s.notes,
+        s.dump, s.timings)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the run: ``run`` when ``applies``, its time recorded under ``key`` (None: logged only)."""
+
+    name: str
+    run: Callable[[State], None]
+    key: str | None
+    applies: Callable[[State], bool] = lambda s: True
+
+
+#: The run, in order. The keys are those of ``OptimizeResult.stage_seconds`` (the report and the benchmarks
+#: read them): choosing the rules and assembling the result are not timed there.
+STAGES: tuple[Stage, ...] = (
+    Stage("load", load, "import"),
+    Stage("rules", choose_rules, None),
+    Stage("saturate", saturate, "saturate"),
+    Stage("cost", cost, "cost"),
+    Stage("extract", extract_graphs, "extract"),
+    Stage("export", export, "export"),
+    Stage("latency", time_latency, "latency", lambda s: s.verify_latency and not s.kept),
+    Stage("check", check, "check", lambda s: s.options.check),
+    Stage("dump", dump, "dump", lambda s: bool(s.options.dump_egraph)),
+    Stage("report", report, None),
+)
+
+
+def run_stages(state: State, stages: Sequence[Stage] = STAGES) -> None:
+    """Run the ``stages`` that apply to ``state`` in order; log each one's time (DEBUG on this module's logger)
+    and record it in ``state.stage_seconds`` under its key."""
+    for stage in stages:
+        if not stage.applies(state):
+            continue
+        t = time.perf_counter()
+        stage.run(state)
+        seconds = time.perf_counter() - t
+        if stage.key is not None:
+            state.stage_seconds[stage.key] = seconds
+        log.debug("stage %s: %.3f s (%.3f s since the start)", stage.name, seconds, time.perf_counter() - state.start)
+
+
+def _progress_every(say: Callable[[str], None], total: int) -> Callable[[int, int], None]:
+    step = max(1, total // 10)
+
+    def report(done: int, total: int) -> None:
+        if done % step == 0 or done == total:
+            say(f"  priced {done}/{total}")
+
+    return report
+
+
+def _cost_notes(extraction_cost: float, extracted_cost: float, final_cost: float, extracted: Graph,
+                final: Graph) -> list[str]:
+    """Why the final cost differs from the extraction's objective, one note per cause."""
+    notes = []
+    tol = 1e-9 * max(1.0, abs(extraction_cost))
+    if abs(extracted_cost - extraction_cost) > tol:
+        aliases = sum(1 for n in extracted.nodes if n.op == "reshape" and n.output in extracted.outputs
+                      and n.p["shape"] == extracted.shapes[n.inputs[0]])
+        why = f"{aliases} identity node(s) for outputs that share a tensor" if aliases else "graph read-back"
+        notes.append(f"{extracted_cost - extraction_cost:+.4g} ms: {why}")
+    if abs(final_cost - extracted_cost) > tol:
+        merged = sum(1 for n in extracted.nodes if n.op == "concat") - sum(1 for n in final.nodes if n.op == "concat")
+        notes.append(f"{final_cost - extracted_cost:+.4g} ms: {merged} binary concat(s) merged into n-ary ones")
+    return notes
+
