@@ -15,7 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import models, onnx_io
 from eqsat.cli.app import main
-from eqsat.engine import saturation as engine
+from eqsat.engine.limits import Limits
+from eqsat.engine.readback import tensors_by_class
+from eqsat.engine.saturation import saturate
 from eqsat.extract import load_egraph, validate_selection
 from eqsat.extract.egraph_json import parse_egraph
 from eqsat.inspect.dump import FORMAT, VERSION, DumpError, EGraphDump, build_dump
@@ -138,12 +140,12 @@ def test_in_input_marks_the_input_graphs_terms(runs: dict[str, Any]) -> None:
 def test_in_input_at_iteration_zero_leaves_out_only_the_sibling_merge() -> None:
     """With no iterations the e-graph is the input graph plus the n-way sibling merge compile_graph offers."""
     graph = onnx_io.load_model(_crafted())
-    sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=0, time_limit=20))
+    sat = saturate(graph, default_rules(), Limits(iter_limit=0, time_limit=20))
     dump = build_dump(sat, graph, {})
     added = sorted(n.op for n in dump.nodes if not n.in_input)
     assert added == ["concat", "concat", "matmul", "split", "split", "split"]  # weights stacked, one matmul, splits
     plain = onnx_io.load_model(models.two_matmul_shared_input(batch=8, hidden=16))  # two siblings: no merge
-    sat = engine.saturate(plain, default_rules(), engine.Limits(iter_limit=0, time_limit=20))
+    sat = saturate(plain, default_rules(), Limits(iter_limit=0, time_limit=20))
     assert all(n.in_input for n in build_dump(sat, plain, {}).nodes)
 
 
@@ -160,14 +162,14 @@ def test_tensor_names_are_found_in_their_classes(runs: dict[str, Any]) -> None:
         assert dump.class_of_tensor(out) == root
     assert dump.shape(dump.class_of_tensor("cat")) == (4, 24)
     # the engine's own record (egglog's let names) agrees with the walk
-    sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=2, time_limit=20))
+    sat = saturate(graph, default_rules(), Limits(iter_limit=2, time_limit=20))
     walked = {c.id: list(c.tensors) for c in build_dump(sat, graph, {}).classes if c.tensors}
-    assert engine.tensors_by_class(sat) == walked
+    assert tensors_by_class(sat) == walked
 
 
 def test_the_dump_of_another_model_is_refused() -> None:
     graph = onnx_io.load_model(_crafted())
-    sat = engine.saturate(graph, [], engine.Limits(iter_limit=1, time_limit=20))
+    sat = saturate(graph, [], Limits(iter_limit=1, time_limit=20))
     dump = build_dump(sat, graph, {})
     dump.check_input_graph(graph)
     other = onnx_io.load_model(models.two_matmul_shared_input(batch=8, hidden=16))

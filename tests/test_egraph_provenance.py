@@ -1,5 +1,6 @@
 """Provenance in e-graph dumps: the iteration in which each e-node first existed and the rules that built it
-(``eqsat.engine.saturation.compile_rule`` with ``provenance``, ``clean_serialized``, ``eqsat.inspect.dump``)."""
+(``eqsat.engine.compile.compile_rule`` with ``provenance``, ``eqsat.engine.serialize.clean_serialized``,
+``eqsat.inspect.dump``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from onnx import TensorProto, helper, numpy_helper
 from eqsat import onnx_io
 from eqsat.cli.app import main
 from eqsat.cli.egraph import class_report, stats_report
-from eqsat.engine import saturation as engine
+from eqsat.engine.compile import SIBLING_MERGE, compile_rule, compile_rules
+from eqsat.engine.limits import Limits
+from eqsat.engine.saturation import saturate
 from eqsat.inspect.dump import DumpError, EGraphDump, build_dump
 from eqsat.pipeline.run import OptimizeResult, default_rules, optimize
 from eqsat.rules.rule import Rule
@@ -90,7 +93,7 @@ def test_a_rule_of_iteration_1_and_one_of_iteration_2(two_step: OptimizeResult) 
     assert nodes["ewadd(ewmul(c,a),ewmul(c,b))"].describe_provenance() == "distribute, swap-products@3"
     # the e-graph after one iteration has exactly the e-nodes whose first iteration is at most 1
     graph = onnx_io.load_model(_two_step_model())
-    one = build_dump(engine.saturate(graph, RULES, engine.Limits(iter_limit=1, time_limit=20)), graph, {})
+    one = build_dump(saturate(graph, RULES, Limits(iter_limit=1, time_limit=20)), graph, {})
     assert set(_by_term(one)) == {k for k, n in nodes.items() if n.first_iteration <= 1}
 
 
@@ -98,9 +101,9 @@ def test_provenance_leaves_the_egraph_unchanged() -> None:
     """The rows are bookkeeping: the same e-nodes, e-classes, sizes and matches per iteration, under a node limit
     that binds (the rows do not count as e-nodes), and the same dump but for the provenance fields."""
     graph = onnx_io.load_model(_siblings_model())
-    limits = engine.Limits(iter_limit=6, node_limit=150, time_limit=120)
-    plain = engine.saturate(graph, default_rules(), limits)
-    recorded = engine.saturate(graph, default_rules(), limits, provenance=True)
+    limits = Limits(iter_limit=6, node_limit=150, time_limit=120)
+    plain = saturate(graph, default_rules(), limits)
+    recorded = saturate(graph, default_rules(), limits, provenance=True)
     assert plain.stop_reason == recorded.stop_reason == "node limit"
     assert recorded.iterations[-1].enodes <= 150
     assert not plain.egraph.provenance and all(n.rules == () for n in plain.egraph.nodes)
@@ -118,34 +121,34 @@ def test_provenance_leaves_the_egraph_unchanged() -> None:
 
 def test_sibling_merges_are_iteration_0() -> None:
     graph = onnx_io.load_model(_siblings_model())
-    sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=2, time_limit=60), provenance=True)
+    sat = saturate(graph, default_rules(), Limits(iter_limit=2, time_limit=60), provenance=True)
     dump = build_dump(sat, graph, {})
     merge = [n for n in dump.nodes if not n.in_input and n.first_iteration == 0]
     assert sorted(n.op for n in merge) == ["concat", "concat", "matmul", "split", "split", "split"]
-    assert all(n.creators == (engine.SIBLING_MERGE,) for n in merge)
+    assert all(n.creators == (SIBLING_MERGE,) for n in merge)
     # every other e-node has a provenance: the input graph's, or a rule's in iteration 1 or 2
     assert all(n.first_iteration is not None for n in dump.nodes)
     assert {n.first_iteration for n in dump.nodes if not n.in_input and n not in merge} == {1, 2}
-    assert all(n.creators and engine.SIBLING_MERGE not in n.creators for n in dump.nodes
+    assert all(n.creators and SIBLING_MERGE not in n.creators for n in dump.nodes
                if n.first_iteration and n.first_iteration > 0)
 
 
 def test_rules_compile_the_same_without_provenance() -> None:
     for rule in default_rules()[:40] + RULES:
         for d in rule.directions():
-            plain = engine.compile_rule(d)
-            assert engine.compile_rule(d, provenance=False) == plain and "prov_" not in plain
-            recorded = engine.compile_rule(d, provenance=True)
+            plain = compile_rule(d)
+            assert compile_rule(d, provenance=False) == plain and "prov_" not in plain
+            recorded = compile_rule(d, provenance=True)
             builds = any(t.startswith("(") for t in d.rhs)  # a right-hand side that is a variable builds nothing
             assert ("(= __it (cur_iter))" in recorded) == builds == (f'{json.dumps(d.name)}) __it)' in recorded)
-    text = engine.compile_rule(DISTRIBUTE, provenance=True)
+    text = compile_rule(DISTRIBUTE, provenance=True)
     for row in ("(set (prov_ewmul v_x v_y \"distribute\") __it)", "(set (prov_ewmul v_x v_z \"distribute\") __it)",
                 "(set (prov_ewadd (ewmul v_x v_y) (ewmul v_x v_z) \"distribute\") __it)"):
         assert row in text
     # deduplication is by the rule without provenance (the rows name the rule): the same rule set either way
     twin = Rule("twin", DISTRIBUTE.lhs, DISTRIBUTE.rhs)
-    assert len(engine.compile_rules([DISTRIBUTE, twin], provenance=True)) == \
-        len(engine.compile_rules([DISTRIBUTE, twin])) == 1
+    assert len(compile_rules([DISTRIBUTE, twin], provenance=True)) == \
+        len(compile_rules([DISTRIBUTE, twin])) == 1
 
 
 def test_the_dump_round_trips_and_version_1_files_still_read(two_step: OptimizeResult, tmp_path: Path) -> None:

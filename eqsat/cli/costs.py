@@ -16,9 +16,8 @@ def _bar(done: int, total: int) -> None:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     """Measure every operator configuration the optimizer will price for MODEL (its saturated e-graph)."""
-    from eqsat import onnx_io
+    from eqsat import engine, onnx_io
     from eqsat.costs import get_cost_model
-    from eqsat.engine import saturation as egraph
     from eqsat.pipeline.run import default_rules
 
     if args.threads is not None and (args.device == "gpu" or args.threads < 0):
@@ -27,9 +26,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     model = get_cost_model("gpu") if args.device == "gpu" else get_cost_model("measured", threads=args.threads or 0)
     graph = onnx_io.load_model(args.model, input_shapes=dict(args.input_shape or []))
     model = model.in_context(graph.weight_bytes)  # as optimize will price it
-    sat = egraph.saturate(graph, default_rules(), egraph.Limits(iter_limit=args.iter_limit,
-                                                                     time_limit=args.time_limit))
-    keys = {k for ks in egraph.node_cost_keys(sat.egraph).values() for k in ks}
+    sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=args.iter_limit,
+                                                                time_limit=args.time_limit))
+    keys = {k for ks in engine.node_cost_keys(sat.egraph).values() for k in ks}
     print(f"measuring {len(keys)} operator configurations with {model.name}", file=sys.stderr)
     costs = model.costs(keys, progress=_bar)
     hits = getattr(model, "hits", 0)

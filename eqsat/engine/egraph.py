@@ -1,6 +1,6 @@
 """The engine's saturated e-graph as one immutable, typed object.
 
-:func:`eqsat.engine.saturation.clean_serialized` makes it from egglog's serialization (the only place that reads
+:func:`eqsat.engine.serialize.clean_serialized` makes it from egglog's serialization (the only place that reads
 egglog's JSON); :func:`eqsat.engine.saturation.saturate` returns it (``SaturationResult.egraph``), and the cost
 step, the extractors, the read-back of an extraction and the e-graph dump read it. It extends the extraction's
 :class:`eqsat.extract.SerializedEGraph` with what the cost models and the IR need: operator parameters, e-class

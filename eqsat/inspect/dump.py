@@ -18,7 +18,7 @@ extract`` read it as is, with eqsat's fields beside the standard ones::
 
 ``children`` are node ids, as extraction-gym wants: each names the first node of the child's e-class (the
 object keeps child e-classes). ``onnx_op`` is written for opaque nodes only. A node's shape is its class's.
-``in_input`` marks the terms of the imported input graph (:func:`eqsat.engine.saturation.input_terms`: the input graph
+``in_input`` marks the terms of the imported input graph (:func:`eqsat.engine.readback.input_terms`: the input graph
 walked bottom-up and each term looked up by operator, parameters and child e-classes, which is exact);
 ``tensors`` names the input graph's tensors each class holds (found by the same walk); ``chosen`` marks the
 extraction's selection (one node per e-class reachable from the roots).
@@ -29,7 +29,7 @@ the input graph, or of an n-way sibling merge the engine adds before iteration 1
 -> the first iteration in which that rule's right-hand side built the e-node, ordered by iteration then
 name (``"sibling-merge"`` for the engine's sibling merges; the input graph's own terms are no rule's, but a
 rule that built one again later is listed). The engine records it exactly
-(:func:`eqsat.engine.saturation.compile_rule`): a rule's action writes a row per term it builds, and a
+(:func:`eqsat.engine.compile.compile_rule`): a rule's action writes a row per term it builds, and a
 right-hand side merged only after its shape check still dates from the iteration whose rule built it. Version 1
 files read with no provenance.
 
@@ -53,7 +53,8 @@ from eqsat.errors import EqsatError
 
 if TYPE_CHECKING:
     from eqsat.engine.egraph import EGraph
-    from eqsat.engine.saturation import Limits, SaturationResult
+    from eqsat.engine.limits import Limits
+    from eqsat.engine.saturation import SaturationResult
     from eqsat.extract import Extraction, SerializedEGraph
     from eqsat.ir.graph import Graph
 
@@ -362,7 +363,7 @@ class EGraphDump:
     @cached_property
     def engine_graph(self) -> EGraph:
         """The dump's e-graph as the engine's typed object (:class:`eqsat.engine.egraph.EGraph`, with the
-        dump's costs and provenance), for the functions that read one (:func:`eqsat.engine.saturation.input_terms`,
+        dump's costs and provenance), for the functions that read one (:func:`eqsat.engine.readback.input_terms`,
         :func:`eqsat.pipeline.run.graph_from_selection`)."""
         from eqsat.engine.egraph import EClass, EGraph, ENode
 
@@ -372,7 +373,7 @@ class EGraphDump:
     def check_input_graph(self, graph: Graph, *, model: str = "the model") -> None:
         """Raise :class:`DumpError` unless ``graph`` (an imported model) is the input graph of this dump: each
         of its terms is in the e-graph, and they are exactly the nodes marked ``in_input``."""
-        from eqsat.engine.saturation import input_terms
+        from eqsat.engine.readback import input_terms
 
         terms = input_terms(self.engine_graph, graph)
         marked = {n.id for n in self.nodes if n.in_input}
@@ -638,7 +639,7 @@ def build_dump(sat: SaturationResult, graph: Graph, costs: Mapping[str, float], 
     the rule set and ``limits`` the saturation limits used. Provenance comes with ``sat`` when the engine
     recorded it (:func:`eqsat.engine.saturation.saturate` with ``provenance``): an input term's first iteration is 0,
     another node's the smallest iteration of its rows."""
-    from eqsat.engine import saturation as engine
+    from eqsat.engine import readback as engine
     eg = sat.egraph
     terms = engine.input_terms(eg, graph)
     if terms.missing:  # an engine bug: the e-graph saturate returned always holds its input graph

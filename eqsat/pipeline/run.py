@@ -13,12 +13,11 @@ from typing import Any
 
 import onnx
 
-from eqsat import onnx_io
-from eqsat.engine import saturation as engine
+from eqsat import engine, onnx_io
 from eqsat.engine.egraph import EGraph
 from eqsat.errors import EqsatError
 from eqsat.inspect.dump import EGraphDump, build_dump
-from eqsat.ir.graph import Graph
+from eqsat.ir.graph import Graph, flatten_concats
 from eqsat.ops import CostKey
 from eqsat.pipeline.check import NumericCheckUnavailable, NumericReport, check_equal
 from eqsat.rules.rule import Rule
@@ -167,7 +166,7 @@ def graph_from_selection(egraph: EGraph, selection: Mapping[str, str], original:
     read back (binary concats, as the e-graph has them) and as written (n-ary concats, dead nodes dropped),
     both validated. Tensors keep their names from ``tensor_names`` (e-class -> name) where one is known."""
     extracted = engine.selection_to_graph(egraph, selection, original, tensor_names, flatten=False).validate()
-    return extracted, engine.flatten_concats(extracted).live().validate()
+    return extracted, flatten_concats(extracted).live().validate()
 
 
 def default_rules(layouts: bool = True, max_ops: int = 3) -> list[Rule]:

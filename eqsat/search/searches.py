@@ -122,8 +122,8 @@ class _Clock:
 
 
 def check_limits(alpha: float, expansions: int | None, seconds: float, what: str = "expansions") -> None:
-    """Raise :class:`~eqsat.engine.saturation.LimitError` for a meaningless alpha, count (``what``) or time budget."""
-    from eqsat.engine.saturation import LimitError, check_seconds
+    """Raise :class:`~eqsat.engine.errors.LimitError` for a meaningless alpha, count (``what``) or time budget."""
+    from eqsat.engine.limits import LimitError, check_seconds
 
     check_seconds("budget seconds", seconds)
     if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha >= 1.0):
@@ -321,7 +321,7 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
 
     check_limits(1.0, depth, seconds, "depth")
     if not isinstance(sample_size, int) or sample_size < 2:
-        from eqsat.engine.saturation import LimitError
+        from eqsat.engine.errors import LimitError
 
         raise LimitError(f"sample_size must be a whole number >= 2, got {sample_size!r}")
     clock = _Clock(seconds)
