@@ -13,6 +13,7 @@ from eqsat import ops
 from eqsat.engine.egraph import EGraph, ENode
 from eqsat.engine.saturation import SaturationResult
 from eqsat.ir.graph import Graph, Node, flatten_concats, make_node
+from eqsat.ir.names import NameAllocator
 
 __all__ = ["weight_only_classes", "node_cost_keys", "selection_to_graph", "tensors_by_class", "tensor_names_by_class",
            "InputTerms", "input_terms"]
@@ -62,18 +63,12 @@ def selection_to_graph(egraph: EGraph, selection: Mapping[str, str], original: G
     nodes = egraph.node
     opaque = {(n.p["key"], n.p["index"]): n for n in original.nodes if n.op == "opaque"}
     names: dict[str, str] = {}
-    used: set[str] = {i.name for i in original.inputs} | set(original.weights)
+    used = NameAllocator([i.name for i in original.inputs] + list(original.weights))
     ir: list[Node] = []
     tensor_of_class = dict(tensor_of_class or {})
 
     def fresh(cls: str) -> str:
-        base = tensor_of_class.get(cls) or f"t_{cls}"
-        name, k = base, 0
-        while name in used:
-            k += 1
-            name = f"{base}_{k}"
-        used.add(name)
-        return name
+        return used.fresh(tensor_of_class.get(cls) or f"t_{cls}")
 
     def list_items(cls: str) -> list[str]:
         out = []
@@ -102,13 +97,13 @@ def selection_to_graph(egraph: EGraph, selection: Mapping[str, str], original: G
             orig = opaque[(p["key"], p["index"])]
             ins = list_items(n.children[0])
             name = out_names.get(cls) or fresh(cls)
-            used.add(name)
+            used.take(name)
             names[cls] = name
             ir.append(Node("opaque", orig.params, tuple(ins), name))
             return name
         ins = [visit(k) for k in n.children]
         name = out_names.get(cls) or fresh(cls)
-        used.add(name)
+        used.take(name)
         names[cls] = name
         ir.append(make_node(op, p, ins, name))
         return name

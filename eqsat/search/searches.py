@@ -147,8 +147,7 @@ class _Expander:
         self.matcher = rw.Matcher(rules)
         self.coster = coster
         self.max_nodes = max_nodes
-        self.names: set[str] = set(graph.shapes)
-        self.counter = itertools.count()
+        self.names = rw.name_allocator(graph)
 
     def neighbours(self, graph: Graph, cost: float, ghash: int,
                    clock: _Clock) -> Iterator[tuple[rw.Match, rw.Rewrite, float, Callable[[], int],
@@ -161,7 +160,7 @@ class _Expander:
             if clock.out():
                 return
             try:
-                change = rw.build_rewrite(m, graph, self.names, self.counter)
+                change = rw.build_rewrite(m, graph, self.names)
             except rw.NotApplicable:
                 continue
             dead = rw.dead_after(graph, change)
