@@ -12,7 +12,7 @@ from typing import Any
 from eqsat import ops
 from eqsat.engine.egraph import EGraph, ENode
 from eqsat.engine.saturation import SaturationResult
-from eqsat.ir.graph import Graph, Node, flatten_concats, make_node
+from eqsat.ir.graph import Graph, Node, computed_from_weights, flatten_concats, make_node
 from eqsat.ir.names import NameAllocator
 
 __all__ = ["weight_only_classes", "node_cost_keys", "selection_to_graph", "tensors_by_class", "tensor_names_by_class",
@@ -20,17 +20,18 @@ __all__ = ["weight_only_classes", "node_cost_keys", "selection_to_graph", "tenso
 
 
 def weight_only_classes(egraph: EGraph) -> set[str]:
-    """E-classes equal to a constant: a Weight, or computed by some node from weight-only classes."""
+    """Tensor e-classes equal to a constant: some node of theirs computes from weights only
+    (:func:`eqsat.ir.graph.computed_from_weights`: a Weight, a constant leaf such as const_pool, or work on
+    weight-only classes)."""
     wo: set[str] = set()
     changed = True
     while changed:
         changed = False
         for n in egraph.nodes:
             c = n.eclass
-            if c in wo or n.op in ("Input", "opaque") or egraph.eclass(c).type != "T":
+            if c in wo or n.op == "Input" or egraph.eclass(c).type != "T":
                 continue
-            # a Weight, a constant leaf (no tensor inputs, e.g. const_pool), or work on weight-only classes
-            if n.op == "Weight" or all(k in wo for k in n.children):
+            if computed_from_weights(n.op, n.children, wo):
                 wo.add(c)
                 changed = True
     return wo
@@ -43,7 +44,7 @@ def node_cost_keys(egraph: EGraph) -> dict[str, tuple[ops.CostKey, ...]]:
     keys: dict[str, tuple[ops.CostKey, ...]] = {}
     for n in egraph.nodes:
         kids = n.children
-        if n.op in ("Input", "Weight", "TNil", "TCons") or n.eclass in wo and all(k in wo for k in kids):
+        if n.op in ("Input", "Weight", "TNil", "TCons") or n.eclass in wo and computed_from_weights(n.op, kids, wo):
             keys[n.id] = ()
             continue
         in_shapes = [] if n.op == "opaque" else [egraph.shape(k) for k in kids]  # opaque: a TList child

@@ -9,7 +9,7 @@ onnx or egglog.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -201,6 +201,17 @@ class Graph:
             else:
                 env[n.output] = n.spec.evaluate(n.p, args)
         return [env[o] for o in self.outputs]
+
+
+def computed_from_weights(op: str, inputs: Iterable[str], weight_only: Container[str]) -> bool:
+    """Whether a node computes a weight-only tensor, given the ``weight_only`` tensors (or e-classes) so far: any
+    operator but ``opaque`` whose inputs are all weight-only (none, for a constant such as ``const_pool``).
+
+    A tensor is weight-only when it is a weight or such a node computes it: a constant at run time, which export
+    precomputes and cost models price at nothing. The one definition: the IR (export, the searches' costs) and
+    the e-graph (:func:`eqsat.engine.readback.weight_only_classes`) use it.
+    """
+    return op != "opaque" and all(i in weight_only for i in inputs)
 
 
 def flatten_concats(graph: Graph) -> Graph:

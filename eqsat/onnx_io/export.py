@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from eqsat.ir.graph import Graph, Node
+from eqsat.ir.graph import Graph, Node, computed_from_weights
 from eqsat.ir.names import NameAllocator
 from eqsat.onnx_io.protos import elem_type, eval_node
 from eqsat.ops import Shape
@@ -70,7 +70,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     consts: dict[str, np.ndarray] = dict(graph.weights)
     live: list[Node] = []
     for n in graph.nodes:
-        if n.op != "opaque" and all(i in consts for i in n.inputs):  # constants and weight transforms
+        if computed_from_weights(n.op, n.inputs, consts):  # constants and weight transforms
             consts[n.output] = n.spec.evaluate(n.p, [consts[i] for i in n.inputs])
         else:
             live.append(n)

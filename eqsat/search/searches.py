@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eqsat.ir.graph import Graph, flatten_concats, make_node
+from eqsat.ir.graph import Graph, computed_from_weights, flatten_concats, make_node
 from eqsat.ops import CostKey
 from eqsat.rules.rule import Rule
 from eqsat.search import matching as rw
@@ -55,7 +55,7 @@ class GraphCoster:
         const = set(graph.weights)
         costs: dict[str, float] = {}
         for n in graph.nodes:
-            if n.op != "opaque" and all(i in const for i in n.inputs):
+            if computed_from_weights(n.op, n.inputs, const):
                 const.add(n.output)
                 costs[n.output] = 0.0
             else:
@@ -139,6 +139,16 @@ def _strip(graph: Graph) -> Graph:
     return graph
 
 
+class _Either:
+    """Membership in either of two sets (the weight-only tensors of a graph and of a rewrite's new nodes)."""
+
+    def __init__(self, a: set[str], b: set[str]) -> None:
+        self.a, self.b = a, b
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.a or name in self.b
+
+
 class _Expander:
     """Generates the graphs one rule application away from a graph, pricing each from its parent's costs
     (only the nodes a rewrite adds or leaves dead change) and building it only when asked."""
@@ -168,15 +178,16 @@ class _Expander:
             if len(graph.nodes) - len(gone) + len(change.added) >= self.max_nodes:
                 continue
             new_shapes = dict(change.shapes)
-            new_const = set()
+            new_const: set[str] = set()
+            weight_only = _Either(const, new_const)
             c = cost - sum(costs[t] for t in gone)
             for n in change.added:
-                if n.op != "opaque" and all(i in const or i in new_const for i in n.inputs):
+                if computed_from_weights(n.op, n.inputs, weight_only):
                     new_const.add(n.output)
                     continue
                 ins = [new_shapes.get(i) or shapes[i] for i in n.inputs]
                 c += self.coster.node_cost(n, ins, new_shapes[n.output],
-                                           tuple(k for k, i in enumerate(n.inputs) if i in const or i in new_const))
+                                           tuple(k for k, i in enumerate(n.inputs) if i in weight_only))
             roots_const = [r in const for r in m.roots]
             stands_for = dict(change.replace)
             for o in dict.fromkeys(graph.outputs):  # an output replaced by an existing tensor gets an identity
