@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -18,6 +17,7 @@ from eqsat import onnx_io
 from eqsat.cli.app import main
 from eqsat.cli.egraph import class_report, stats_report
 from eqsat.engine.compile import SIBLING_MERGE, compile_rule, compile_rules
+from eqsat.engine.egraph import EGraph, ENode
 from eqsat.engine.limits import Limits
 from eqsat.engine.saturation import saturate
 from eqsat.inspect.dump import DumpError, EGraphDump, build_dump
@@ -60,18 +60,18 @@ def two_step() -> OptimizeResult:
     return res
 
 
-def _by_term(dump: EGraphDump) -> dict[str, Any]:
+def _by_term(dump: EGraphDump) -> dict[str, ENode]:
     """Each node by its term over tensor names, e.g. ``ewmul(c,a)`` (the classes of the two-step model)."""
-    names = {c.id: c.tensors[0] for c in dump.classes if c.tensors}
+    names = dump.tensor_names
 
     def term(cls: str) -> str:
         if cls in names:
             return names[cls]
-        n = dump.members(cls)[0]
+        n = dump.egraph.members(cls)[0]
         return f"{n.op}({','.join(term(k) for k in n.children)})"
 
     return {f"{n.op}({','.join(term(k) for k in n.children)})" if n.children else n.op + n.p["name"]: n
-            for n in dump.nodes}
+            for n in dump.egraph.nodes}
 
 
 def test_a_rule_of_iteration_1_and_one_of_iteration_2(two_step: OptimizeResult) -> None:
@@ -80,21 +80,27 @@ def test_a_rule_of_iteration_1_and_one_of_iteration_2(two_step: OptimizeResult) 
     nodes = _by_term(dump)
     assert set(nodes) == {"Inputa", "Inputb", "Inputc", "ewadd(a,b)", "ewmul(c,s)", "ewmul(c,a)", "ewmul(c,b)",
                           "ewadd(ewmul(c,a),ewmul(c,b))", "ewadd(ewmul(c,b),ewmul(c,a))"}
+    first, creators = dump.first_iteration, dump.creators
     for key in ("Inputa", "Inputb", "Inputc", "ewadd(a,b)", "ewmul(c,s)"):  # the input graph
-        assert nodes[key].in_input and nodes[key].first_iteration == 0 and nodes[key].creators == ()
+        assert nodes[key].id in dump.input_nodes and first(nodes[key]) == 0 and creators(nodes[key]) == ()
     for key in ("ewmul(c,a)", "ewmul(c,b)", "ewadd(ewmul(c,a),ewmul(c,b))"):  # distribute's, in iteration 1
-        assert nodes[key].first_iteration == 1 and nodes[key].creators == ("distribute",), key
+        assert first(nodes[key]) == 1 and creators(nodes[key]) == ("distribute",), key
     swapped = nodes["ewadd(ewmul(c,b),ewmul(c,a))"]
-    assert swapped.first_iteration == 2 and swapped.rules == (("swap-products", 2),)
+    assert first(swapped) == 2 and swapped.rules == (("swap-products", 2),)
     # swap-products rebuilds the products (its right-hand side) in iteration 2 and distribute's sum (matching
     # its own output) in iteration 3: later builders are listed with their own first iteration
     assert nodes["ewmul(c,a)"].rules == (("distribute", 1), ("swap-products", 2))
     assert nodes["ewadd(ewmul(c,a),ewmul(c,b))"].rules == (("distribute", 1), ("swap-products", 3))
-    assert nodes["ewadd(ewmul(c,a),ewmul(c,b))"].describe_provenance() == "distribute, swap-products@3"
+    assert dump.describe_provenance(nodes["ewadd(ewmul(c,a),ewmul(c,b))"]) == "distribute, swap-products@3"
     # the e-graph after one iteration has exactly the e-nodes whose first iteration is at most 1
     graph = onnx_io.load_model(_two_step_model())
     one = build_dump(saturate(graph, RULES, Limits(iter_limit=1, time_limit=20)), graph, {})
-    assert set(_by_term(one)) == {k for k, n in nodes.items() if n.first_iteration <= 1}
+    assert set(_by_term(one)) == {k for k, n in nodes.items() if first(n) <= 1}
+
+
+def _without_rules(egraph: EGraph) -> EGraph:
+    """The e-graph as recorded without provenance."""
+    return dataclasses.replace(egraph, provenance=False, nodes=tuple(n._replace(rules=()) for n in egraph.nodes))
 
 
 def test_provenance_leaves_the_egraph_unchanged() -> None:
@@ -108,14 +114,12 @@ def test_provenance_leaves_the_egraph_unchanged() -> None:
     assert recorded.iterations[-1].enodes <= 150
     assert not plain.egraph.provenance and all(n.rules == () for n in plain.egraph.nodes)
     assert recorded.egraph.provenance and any(n.rules for n in recorded.egraph.nodes)
-    assert dataclasses.replace(recorded.egraph, provenance=False,
-                               nodes=tuple(n._replace(rules=()) for n in recorded.egraph.nodes)) == plain.egraph
+    assert _without_rules(recorded.egraph) == plain.egraph
     assert [(i.enodes, i.eclasses, i.matches) for i in recorded.iterations] == \
         [(i.enodes, i.eclasses, i.matches) for i in plain.iterations]
     a, b = build_dump(plain, graph, {}), build_dump(recorded, graph, {})
     assert b.provenance and not a.provenance
-    stripped = tuple(dataclasses.replace(n, first_iteration=None, rules=()) for n in b.nodes)
-    assert dataclasses.replace(b, provenance=False, nodes=stripped, saturation=None) == \
+    assert dataclasses.replace(b, egraph=_without_rules(b.egraph), first_iterations={}, saturation=None) == \
         dataclasses.replace(a, saturation=None)  # (saturation differs in its seconds)
 
 
@@ -123,14 +127,14 @@ def test_sibling_merges_are_iteration_0() -> None:
     graph = onnx_io.load_model(_siblings_model())
     sat = saturate(graph, default_rules(), Limits(iter_limit=2, time_limit=60), provenance=True)
     dump = build_dump(sat, graph, {})
-    merge = [n for n in dump.nodes if not n.in_input and n.first_iteration == 0]
+    first, creators = dump.first_iteration, dump.creators
+    merge = [n for n in dump.egraph.nodes if n.id not in dump.input_nodes and first(n) == 0]
     assert sorted(n.op for n in merge) == ["concat", "concat", "matmul", "split", "split", "split"]
-    assert all(n.creators == (SIBLING_MERGE,) for n in merge)
+    assert all(creators(n) == (SIBLING_MERGE,) for n in merge)
     # every other e-node has a provenance: the input graph's, or a rule's in iteration 1 or 2
-    assert all(n.first_iteration is not None for n in dump.nodes)
-    assert {n.first_iteration for n in dump.nodes if not n.in_input and n not in merge} == {1, 2}
-    assert all(n.creators and SIBLING_MERGE not in n.creators for n in dump.nodes
-               if n.first_iteration and n.first_iteration > 0)
+    assert all(first(n) is not None for n in dump.egraph.nodes)
+    assert {first(n) for n in dump.egraph.nodes if n.id not in dump.input_nodes and n not in merge} == {1, 2}
+    assert all(creators(n) and SIBLING_MERGE not in creators(n) for n in dump.egraph.nodes if first(n))
 
 
 def test_rules_compile_the_same_without_provenance() -> None:
@@ -167,9 +171,8 @@ def test_the_dump_round_trips_and_version_1_files_still_read(two_step: OptimizeR
     old = tmp_path / "v1.json"
     old.write_text(json.dumps(data))
     v1 = EGraphDump.read(old)
-    assert not v1.provenance and all(n.first_iteration is None and n.rules == () for n in v1.nodes)
-    assert v1 == dataclasses.replace(dump, provenance=False, nodes=tuple(
-        dataclasses.replace(n, first_iteration=None, rules=()) for n in dump.nodes))
+    assert not v1.provenance and not v1.first_iterations and all(n.rules == () for n in v1.egraph.nodes)
+    assert v1 == dataclasses.replace(dump, egraph=_without_rules(dump.egraph), first_iterations={})
     assert "provenance: not recorded" in stats_report(v1) and "added per iteration by rule" not in stats_report(v1)
     assert "not recorded" in class_report(v1, "y") and " iter " not in class_report(v1, "y")
     # written again it is a version-2 file without provenance, read back equal
@@ -218,7 +221,7 @@ def test_optimize_provenance_on_the_command_line(tmp_path: Path, capsys: pytest.
                  "--time-limit", "20"]) == 0
     capsys.readouterr()
     d = EGraphDump.read(dump)
-    assert d.provenance and all(n.first_iteration is not None for n in d.nodes)
+    assert d.provenance and all(d.first_iteration(n) is not None for n in d.egraph.nodes)
     assert main(["optimize", str(src), "-o", str(out), "--dump-egraph", str(dump), "-q", "--time-limit", "20"]) == 0
     capsys.readouterr()
     assert not EGraphDump.read(dump).provenance  # opt-in

@@ -24,8 +24,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from eqsat.engine.egraph import ENode
 from eqsat.errors import UsageError
-from eqsat.inspect.dump import FORMAT, LIST_OPS, DumpError, DumpNode, EGraphDump, is_dump, load_json
+from eqsat.inspect.dump import FORMAT, LIST_OPS, DumpError, EGraphDump, is_dump, load_json
 
 __all__ = ["register", "stats_report", "class_report", "plain_report", "print_egraph_file", "is_json_file"]
 
@@ -61,7 +62,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]], right: set[int]
 
 
 def _tensor_note(dump: EGraphDump, cls: str, limit: int = 2) -> str:
-    names = dump.eclass(cls).tensors
+    names = dump.tensors_of(cls)
     if not names:
         return ""
     return ", ".join(names[:limit]) + (f" (+{len(names) - limit})" if len(names) > limit else "")
@@ -69,12 +70,12 @@ def _tensor_note(dump: EGraphDump, cls: str, limit: int = 2) -> str:
 
 def _class_ref(dump: EGraphDump, cls: str) -> str:
     """``T-5 (matmul2)``; a list class as its items, ``[T-0 (x), T-2]``."""
-    c = dump.eclass(cls)
+    c = dump.egraph.eclass(cls)
     if c.type == "TList":
         items, seen = [], set()
         while cls not in seen:
             seen.add(cls)
-            node = dump.members(cls)[0]
+            node = dump.egraph.members(cls)[0]
             if node.op != "TCons":
                 break
             items.append(_class_ref(dump, node.children[0]))
@@ -86,15 +87,16 @@ def _class_ref(dump: EGraphDump, cls: str) -> str:
 
 def stats_report(dump: EGraphDump, path: str = "") -> str:
     """The ``eqsat egraph stats`` report of a dump."""
-    nodes = [n for n in dump.nodes if n.op not in LIST_OPS]
-    lists = len(dump.nodes) - len(nodes)
-    n_in = sum(n.in_input for n in nodes)
-    tensors = [c for c in dump.classes if c.type == "T"]
+    eg = dump.egraph
+    nodes = [n for n in eg.nodes if n.op not in LIST_OPS]
+    lists = len(eg.nodes) - len(nodes)
+    n_in = sum(n.id in dump.input_nodes for n in nodes)
+    tensors = [c for c in eg.classes if c.type == "T"]
     lines = [f"e-graph dump {path or '-'} ({FORMAT} v{EGraphDump.VERSION}) of {dump.source or '(unknown model)'}, "
              f"costs: {dump.cost_model or '-'}, provenance: "
              + ("recorded" if dump.provenance else "not recorded (eqsat optimize --dump-egraph PATH --provenance)")]
     rows = [("e-graph", f"{len(nodes)} e-nodes ({n_in} from the input graph, {len(nodes) - n_in} added), "
-                        f"{len(tensors)} e-classes, {len(dump.roots)} root(s)"
+                        f"{len(tensors)} e-classes, {len(eg.roots)} root(s)"
                         + (f"; {lists} list node(s) for opaque nodes' inputs" if lists else ""))]
     sat = dump.saturation
     if sat is not None:
@@ -129,57 +131,59 @@ def stats_report(dump: EGraphDump, path: str = "") -> str:
                         right={0, 1, 2, 3, 4, 5})
 
     if dump.provenance:
-        lines += ["", *_provenance_table(nodes)]
+        lines += ["", *_provenance_table(dump, nodes)]
 
     lines += ["", "operators (e-nodes)"]
     ops: dict[str, list[int]] = {}
     for n in nodes:
-        row = ops.setdefault(n.label, [0, 0, 0])
-        row[0 if n.in_input else 1] += 1
-        row[2] += n.chosen
+        row = ops.setdefault(dump.label(n), [0, 0, 0])
+        row[0 if n.id in dump.input_nodes else 1] += 1
+        row[2] += n.id in dump.chosen
     orows = [(op, a, b, c) for op, (a, b, c) in sorted(ops.items(), key=lambda kv: (-sum(kv[1][:2]), kv[0]))]
     lines += _table(("operator", "input", "added", "chosen"), orows, right={1, 2, 3})
 
     lines += ["", "largest e-classes"]
-    biggest = sorted(tensors, key=lambda c: -len(dump.members(c.id)))[:10]
+    biggest = sorted(tensors, key=lambda c: -len(eg.members(c.id)))[:10]
     crows = []
     for c in biggest:
-        members = dump.members(c.id)
-        chosen = next((n.label for n in members if n.chosen), "-")
+        members = eg.members(c.id)
+        chosen = next((dump.label(n) for n in members if n.id in dump.chosen), "-")
         crows.append((c.id, len(members), "[" + ", ".join(map(str, c.shape or ())) + "]", chosen,
                       _tensor_note(dump, c.id) or "-"))
     lines += _table(("e-class", "e-nodes", "shape", "chosen", "tensors"), crows, right={1})
 
     if ext is not None:
         ch = dump.changes()
-        def real(ns: Iterable[DumpNode]) -> list[DumpNode]:
+        def real(ns: Iterable[ENode]) -> list[ENode]:
             return [n for n in ns if n.op not in LIST_OPS]
         replaced = [(a, b) for _, a, b in ch.replaced if b.op not in LIST_OPS]
         added, removed = real(ch.added), real(ch.removed)
         lines += ["", f"what the extraction changed ({len(ch.kept)} e-classes kept their input node, "
                       f"{len(replaced)} replaced, {len(added)} added, {len(removed)} input nodes no longer computed)"]
-        rows = [("chosen, not in the input", _counts([b.label for _, b in replaced] + [n.label for n in added])),
-                ("in the input, not chosen", _counts([a.label for a, _ in replaced] + [n.label for n in removed])),
-                ("replaced", _counts(f"{a.label} -> {b.label}" for a, b in replaced)),
-                ("added (new tensors)", _counts(n.label for n in added)),
-                ("removed", _counts(n.label for n in removed))]
+        label = dump.label
+        rows = [("chosen, not in the input", _counts([label(b) for _, b in replaced] + [label(n) for n in added])),
+                ("in the input, not chosen", _counts([label(a) for a, _ in replaced] + [label(n) for n in removed])),
+                ("replaced", _counts(f"{label(a)} -> {label(b)}" for a, b in replaced)),
+                ("added (new tensors)", _counts(label(n) for n in added)),
+                ("removed", _counts(label(n) for n in removed))]
         width = max(len(k) for k, _ in rows)
         lines += [f"  {k:<{width}}  {v}" for k, v in rows]
     return "\n".join(lines)
 
 
-def _provenance_table(nodes: list[DumpNode]) -> list[str]:
+def _provenance_table(dump: EGraphDump, nodes: list[ENode]) -> list[str]:
     """E-nodes added per iteration, by the rules that built them in it (their first iteration)."""
-    per: dict[int | None, list[DumpNode]] = {}
+    per: dict[int | None, list[ENode]] = {}
     for n in nodes:
-        per.setdefault(n.first_iteration, []).append(n)
+        per.setdefault(dump.first_iteration(n), []).append(n)
     rows = []
     for k in sorted(per, key=lambda k: -1 if k is None else k):
         group = per[k]
         if k == 0:
-            by = Counter("input graph" if n.in_input else r for n in group for r in (n.creators or ("input",)))
+            by = Counter("input graph" if n.id in dump.input_nodes else r for n in group
+                         for r in (dump.creators(n) or ("input",)))
         else:
-            by = Counter(r for n in group for r in (n.creators or ("(unknown)",)))
+            by = Counter(r for n in group for r in (dump.creators(n) or ("(unknown)",)))
         top = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
         shown = ", ".join(f"{r} {c}" for r, c in top[:5]) + (f" (+{len(top) - 5} more)" if len(top) > 5 else "")
         rows.append(("?" if k is None else k, len(group), shown))
@@ -191,33 +195,38 @@ def _provenance_table(nodes: list[DumpNode]) -> list[str]:
 def class_report(dump: EGraphDump, key: str) -> str:
     """The ``eqsat egraph show`` report: one e-class, by class id, tensor name or e-node id."""
     cls = dump.find_class(key)
-    c = dump.eclass(cls)
-    members = dump.members(cls)
-    chosen = next((n for n in members if n.chosen), None)
+    eg = dump.egraph
+    c = eg.eclass(cls)
+    members = eg.members(cls)
+    inputs = dump.input_nodes
+    chosen = next((n for n in members if n.id in dump.chosen), None)
     shape = "a list of an opaque node's inputs" if c.type == "TList" else \
         "tensor [" + ", ".join(map(str, c.shape or ())) + "]"
-    holds = f"; holds {', '.join(c.tensors)}" if c.tensors else ""
-    root = "; a root (graph output)" if cls in dump.roots else ""
+    tensors = dump.tensors_of(cls)
+    holds = f"; holds {', '.join(tensors)}" if tensors else ""
+    root = "; a root (graph output)" if cls in eg.roots else ""
     lines = [f"e-class {cls}: {shape}{holds}{root}",
-             f"{len(members)} e-node(s), {sum(n.in_input for n in members)} from the input graph; chosen: "
-             + (f"{chosen.id} ({chosen.label})" if chosen else
+             f"{len(members)} e-node(s), {sum(n.id in inputs for n in members)} from the input graph; chosen: "
+             + (f"{chosen.id} ({dump.label(chosen)})" if chosen else
                 "none" if dump.extraction is not None else "none (no extraction recorded)")]
-    parents = dump.parents(cls)
+    parents = eg.parents(cls)
     if parents:
         used = sorted({p.eclass for p in parents}, key=lambda k: (k not in dump.selection, k))
         more = f" (+{len(used) - 8} more)" if len(used) > 8 else ""
         lines.append(f"used by {len(parents)} e-node(s) in: " + ", ".join(_class_ref(dump, u) for u in used[:8])
                      + more)
     lines.append("")
-    order = sorted(members, key=lambda n: (not n.chosen, not n.in_input, n.cost, n.id))
+    order = sorted(members, key=lambda n: (n.id not in dump.chosen, n.id not in inputs, n.cost, n.id))
     if dump.provenance:
-        rows = [("*" if n.chosen else "", n.id, n.describe(), _fmt(n.cost), "input" if n.in_input else "added",
-                 "-" if n.first_iteration is None else n.first_iteration, n.describe_provenance(),
+        rows = [("*" if n.id in dump.chosen else "", n.id, dump.describe(n), _fmt(n.cost),
+                 "input" if n.id in inputs else "added",
+                 "-" if dump.first_iteration(n) is None else dump.first_iteration(n), dump.describe_provenance(n),
                  ", ".join(_class_ref(dump, k) for k in n.children) or "-") for n in order]
         lines += _table(("", "e-node", "operator", "cost (ms)", "origin", "iter", "built by", "children"), rows,
                         right={3, 5})
     else:
-        rows = [("*" if n.chosen else "", n.id, n.describe(), _fmt(n.cost), "input" if n.in_input else "added",
+        rows = [("*" if n.id in dump.chosen else "", n.id, dump.describe(n), _fmt(n.cost),
+                 "input" if n.id in inputs else "added",
                  ", ".join(_class_ref(dump, k) for k in n.children) or "-") for n in order]
         lines += _table(("", "e-node", "operator", "cost (ms)", "origin", "children"), rows, right={3})
     lines.append("")
@@ -400,7 +409,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     graph = onnx_io.load_model(proto, input_shapes=_input_shapes(args.input_shape), label=label)
     dump.check_input_graph(graph, model=args.model)
     try:
-        cost = validate_selection(dump.serialized, selection)
+        cost = validate_selection(dump.egraph.serialized, selection)
     except InvalidExtraction as e:
         raise UsageError(f"--selection {source} does not fit the dump {args.dump}: {e}") from None
     _, written = dump.to_graph(selection, graph)
