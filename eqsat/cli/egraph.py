@@ -19,13 +19,19 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
+import subprocess
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from eqsat.cli.common import check_output, input_shapes, parse_shape, write_file
 from eqsat.engine.egraph import ENode
 from eqsat.errors import UsageError
+from eqsat.extract import InvalidExtraction, validate_selection
+from eqsat.extract.egraph_json import parse_egraph
+from eqsat.inspect.draw import select, to_dot, to_html
 from eqsat.inspect.dump import FORMAT, LIST_OPS, DumpError, EGraphDump, is_dump, load_json
 
 __all__ = ["register", "stats_report", "class_report", "plain_report", "print_egraph_file", "is_json_file"]
@@ -243,8 +249,6 @@ def class_report(dump: EGraphDump, key: str) -> str:
 
 def plain_report(data: Mapping[str, Any], path: str) -> str:
     """Sizes and operators of extraction-gym JSON without eqsat's block."""
-    from eqsat.extract.egraph_json import parse_egraph
-
     try:
         eg = parse_egraph(data)
     except ValueError as e:
@@ -311,21 +315,13 @@ RENDER_FORMATS = ("dot", "svg", "png", "pdf")
 
 
 def _drawing(args: argparse.Namespace, max_nodes: int) -> Any:
-    from eqsat.inspect.draw import select
-
     dump = EGraphDump.read(args.dump)
     return select(dump, args.around, args.depth, args.chosen_only, max_nodes)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     """``eqsat egraph render DUMP -o OUT.svg|.dot [--around CLASS|TENSOR --depth N] [--chosen-only]``."""
-    import shutil
-    import subprocess
-
-    from eqsat.cli.app import _check_output, _write_file
-    from eqsat.inspect.draw import to_dot
-
-    out = _check_output(args.output, "-o", "egraph.svg")
+    out = check_output(args.output, "-o", "egraph.svg")
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in RENDER_FORMATS:
         raise UsageError(f"-o {args.output}: give a file ending in {', '.join('.' + f for f in RENDER_FORMATS)} "
@@ -334,13 +330,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     dot = to_dot(drawing)
     size = f"{len(drawing.nodes)} e-nodes in {len(drawing.classes)} e-classes"
     if fmt == "dot":
-        _write_file(out, lambda p: p.write_text(dot, encoding="utf-8"))
+        write_file(out, lambda p: p.write_text(dot, encoding="utf-8"))
         print(f"wrote {out} ({size}; draw it with: dot -Tsvg {out} -o {out.with_suffix('.svg')})")
         return 0
     exe = shutil.which("dot")
     if exe is None:
         text = out.with_suffix(".dot")
-        _write_file(text, lambda p: p.write_text(dot, encoding="utf-8"))
+        write_file(text, lambda p: p.write_text(dot, encoding="utf-8"))
         raise GraphvizMissing(f"Graphviz's 'dot' is not installed, so no {out}: wrote {text} ({size}) instead; "
                               f"install Graphviz (apt install graphviz, or brew install graphviz) and run "
                               f"'dot -T{fmt} {text} -o {out}', or give -o with .dot")
@@ -352,20 +348,17 @@ def cmd_render(args: argparse.Namespace) -> int:
             raise UsageError(f"Graphviz's dot failed on the drawing (exit {done.returncode}: "
                              f"{why[-1] if why else 'no message'}); write the text with -o {out.with_suffix('.dot')}")
 
-    _write_file(out, draw)
+    write_file(out, draw)
     print(f"wrote {out} ({size})")
     return 0
 
 
 def cmd_view(args: argparse.Namespace) -> int:
     """``eqsat egraph view DUMP -o OUT.html [--around CLASS|TENSOR --depth N] [--chosen-only]``."""
-    from eqsat.cli.app import _check_output, _write_file
-    from eqsat.inspect.draw import to_html
-
-    out = _check_output(args.output, "-o", "egraph.html")
+    out = check_output(args.output, "-o", "egraph.html")
     drawing = _drawing(args, args.max_nodes)
     page = to_html(drawing)
-    _write_file(out, lambda p: p.write_text(page, encoding="utf-8"))
+    write_file(out, lambda p: p.write_text(page, encoding="utf-8"))
     print(f"wrote {out} ({len(drawing.nodes)} e-nodes in {len(drawing.classes)} e-classes; one file, works "
           "offline: open it in a browser)")
     return 0
@@ -388,15 +381,14 @@ def _read_selection(path: str) -> dict[str, str]:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``eqsat egraph export DUMP --model ORIGINAL.onnx [--selection SEL.json] -o OUT.onnx``."""
+    # lazy: onnx, eqsat.onnx_io and the pipeline load in about 0.2 s; the CLI starts without them
     import onnx
 
     from eqsat import onnx_io
-    from eqsat.cli.app import _check_output, _input_shapes, _write_file
-    from eqsat.extract import InvalidExtraction, validate_selection
     from eqsat.pipeline.check import NumericCheckUnavailable, check_equal
     from eqsat.pipeline.run import NumericMismatch
 
-    out = _check_output(args.output, "-o", Path(args.model).stem + ".export.onnx")
+    out = check_output(args.output, "-o", Path(args.model).stem + ".export.onnx")
     dump = EGraphDump.read(args.dump)
     if args.selection:
         selection, source = _read_selection(args.selection), args.selection
@@ -406,7 +398,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.dump} records no extraction; give one with --selection SEL.json (e.g. from "
                              f"'eqsat extract {args.dump} --out SEL.json')")
     proto, label = onnx_io.read_model(args.model)
-    graph = onnx_io.load_model(proto, input_shapes=_input_shapes(args.input_shape), label=label)
+    graph = onnx_io.load_model(proto, input_shapes=input_shapes(args.input_shape), label=label)
     dump.check_input_graph(graph, model=args.model)
     try:
         cost = validate_selection(dump.egraph.serialized, selection)
@@ -423,7 +415,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         if not numeric.ok:
             raise NumericMismatch(f"the exported model differs from the original: {numeric.summary()}. Nothing "
                                   "was written.")
-    _write_file(out, lambda p: onnx.save(model, str(p)))
+    write_file(out, lambda p: onnx.save(model, str(p)))
     rows = [("selection", f"{source}: {len(selection)} e-classes"),
             ("cost", f"{_fmt(cost)} ms under the dump's costs ({dump.cost_model or '-'})"
              + ("" if dump.extraction is None or not math.isfinite(dump.extraction.cost) else
@@ -455,8 +447,6 @@ _DESCRIPTION = """Read the e-graph dumps 'eqsat optimize --dump-egraph' writes.
 
 def register(subparsers: Any) -> None:
     """Add ``eqsat egraph {stats,show,render,view,export}``."""
-    from eqsat.cli.app import _parse_shape
-
     p = subparsers.add_parser("egraph", help="read e-graph dumps (eqsat optimize --dump-egraph): stats, show, render, "
                                              "view, export",
                               description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -494,7 +484,7 @@ def register(subparsers: Any) -> None:
                    help="e-class -> e-node ids ('eqsat extract --out' output or a bare object); default: the "
                         "dump's own choice")
     e.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="missing folders are created")
-    e.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224",
+    e.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224",
                    help="the input shapes the dump was made with, for a model with dynamic dimensions (repeatable)")
     e.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric check")
     e.set_defaults(func=cmd_export)
