@@ -121,9 +121,7 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
     With ``provenance`` (a program compiled with it) the ``cur_iter`` counter is set to each iteration's number
     before its rules run, so the provenance rows the rules write carry it.
     """
-    # egglog loads in about 0.2 s: imported where the engine runs, so that importing eqsat.engine (the CLI, dumps,
-    # costs) stays light
-    from egglog import bindings as b
+    from egglog import bindings as b  # lazy: 0.2-0.4 s to load; importing eqsat.engine (CLI, dumps) stays light
 
     t_start = time.perf_counter()
     deadline = t_start + limits.time_limit if deadline is None else deadline

@@ -226,7 +226,7 @@ def to_dot(d: Drawing) -> str:
 def visualizer_files() -> tuple[str, str]:
     """The JavaScript module and the stylesheet of the interactive e-graph visualizer the egglog package ships
     (``egglog/visualizer.js``, ``visualizer.css``); :class:`DumpError` if this egglog has none."""
-    import egglog
+    import egglog  # lazy: 0.2-0.4 s to load, for 'view' only (the CLI imports this module at start-up)
 
     folder = Path(egglog.__file__).parent
     try:

@@ -19,8 +19,12 @@ from typing import Any
 import onnx
 
 from eqsat import onnx_io
+from eqsat.costs import get_cost_model
 from eqsat.errors import UsageError
 from eqsat.pipeline.check import NumericReport, check_equal
+from eqsat.pipeline.run import default_rules, graph_cost, optimize
+from eqsat.search import searches as search
+from eqsat.search.searches import check_limits
 
 METHODS = ("eqsat", "backtracking", "sampling")
 
@@ -87,8 +91,6 @@ class ComparisonResult:
 
 def model_cost(model: onnx.ModelProto, cost_model: Any) -> float:
     """The cost of an ONNX model under ``cost_model``: the one function every method's result is judged by."""
-    from eqsat.pipeline.run import graph_cost
-
     return graph_cost(onnx_io.load_model(model), cost_model)
 
 
@@ -104,10 +106,6 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     is compared with the original by onnxruntime; a result that differs is reported with status ``MISMATCH``.
     ``name`` labels the model in the result (default: the file name, or the graph's name).
     """
-    from eqsat.costs import get_cost_model
-    from eqsat.pipeline.run import default_rules
-    from eqsat.search.searches import check_limits
-
     methods = [methods] if isinstance(methods, str) else list(dict.fromkeys(methods))
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
@@ -156,8 +154,6 @@ Runner = Callable[..., tuple[onnx.ModelProto, list[tuple[float, float]], int, di
 def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: Any, budget: float, alpha: float,
                seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
                                                             dict[str, Any]]:
-    from eqsat.pipeline.run import optimize
-
     t = time.perf_counter()
     res = optimize(proto, cost_model=cost_model, rules=rules, time_limit=budget, check=False, verify_latency=False)
     seconds = time.perf_counter() - t
@@ -171,7 +167,6 @@ def _run_search(kind: str) -> Runner:
     def run(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: Any, budget: float, alpha: float,
             seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
                                                          dict[str, Any]]:
-        from eqsat.search import searches as search
         if kind == "backtracking":
             res = search.backtracking(graph, rules, cost_model, alpha=alpha, seconds=budget, progress=say)
         else:

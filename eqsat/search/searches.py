@@ -16,11 +16,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from eqsat.engine.errors import LimitError
+from eqsat.engine.limits import check_seconds
 from eqsat.ir.graph import Graph, computed_from_weights, flatten_concats, make_node
 from eqsat.ops import CostKey
 from eqsat.rules.rule import Rule
@@ -123,8 +126,6 @@ class _Clock:
 
 def check_limits(alpha: float, expansions: int | None, seconds: float, what: str = "expansions") -> None:
     """Raise :class:`~eqsat.engine.errors.LimitError` for a meaningless alpha, count (``what``) or time budget."""
-    from eqsat.engine.limits import LimitError, check_seconds
-
     check_seconds("budget seconds", seconds)
     if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha >= 1.0):
         raise LimitError(f"alpha must be a finite number >= 1.0, got {alpha!r}")
@@ -327,12 +328,8 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: Any, *, sample_siz
     that created them), so independent steps are tried in one order only. OCGGS's code selects the top graphs
     deterministically; ``seed`` breaks ties between equal costs.
     """
-    import random
-
     check_limits(1.0, depth, seconds, "depth")
     if not isinstance(sample_size, int) or sample_size < 2:
-        from eqsat.engine.errors import LimitError
-
         raise LimitError(f"sample_size must be a whole number >= 2, got {sample_size!r}")
     clock = _Clock(seconds)
     say = progress or (lambda msg: None)
