@@ -199,6 +199,9 @@ class EGraphDump:
         """Whether the run recorded provenance (first iterations, and the rules that built each e-node)."""
         return self.egraph.provenance
 
+    def __hash__(self) -> int:  # the mappings are not hashable; equal dumps agree on these fields
+        return hash((self.source, self.cost_model, self.egraph, self.input_nodes, self.chosen))
+
     # -- what the dump knows about e-nodes and e-classes ---------------------------------------------------
     def first_iteration(self, node: ENode) -> int | None:
         """The iteration in which ``node`` first existed; None without provenance."""
