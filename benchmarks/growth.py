@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.engine import saturation as E
+from eqsat import engine as E
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 
 OUT = Path(__file__).parent / "results" / "growth.md"

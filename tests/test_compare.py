@@ -143,7 +143,7 @@ def test_the_package_level_compare_is_the_comparison_api(small_model, cost_model
 def test_a_bad_alpha_is_refused_before_any_method_runs(small_model, cost_model) -> None:
     import time
 
-    from eqsat.engine.saturation import LimitError
+    from eqsat.engine.errors import LimitError
 
     t = time.perf_counter()
     with pytest.raises(LimitError, match="alpha"):

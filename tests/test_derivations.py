@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from eqsat.engine.saturation import Limits, saturate
+from eqsat.engine.limits import Limits
+from eqsat.engine.saturation import saturate
 from eqsat.rules import corpus, derivable, engine_worthy
 from eqsat.rules.rule import Rule, check_condition, evaluate, parse, terms_graph
 

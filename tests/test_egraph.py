@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eqsat.engine import saturation as E
+from eqsat.engine.compile import compile_rules
+from eqsat.engine.limits import Limits
+from eqsat.engine.readback import node_cost_keys, selection_to_graph, tensor_names_by_class
+from eqsat.engine.saturation import saturate
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.rules.rule import Rule
 from eqsat.rules.starter import STARTER_RULES
@@ -47,8 +50,8 @@ def _zoo_of_ops() -> Graph:
 
 def test_registry_shape_rules_agree_with_python_shapes() -> None:
     g = _zoo_of_ops()
-    res = E.saturate(g, [], E.Limits(iter_limit=0), in_process=True)
-    by_name = E.tensor_names_by_class(res)
+    res = saturate(g, [], Limits(iter_limit=0), in_process=True)
+    by_name = tensor_names_by_class(res)
     assert len(by_name) >= len(g.nodes)
     for cls, tensor in by_name.items():
         assert res.egraph.shape(cls) == g.shapes[tensor], tensor
@@ -63,7 +66,7 @@ def _two_matmuls() -> Graph:
 
 
 def test_two_matmuls_sharing_an_input_get_a_fused_form() -> None:
-    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(iter_limit=3), in_process=True)
+    res = saturate(_two_matmuls(), STARTER_RULES, Limits(iter_limit=3), in_process=True)
     nodes = res.egraph.nodes
     fused = [n for n in nodes if n.op == "matmul" and res.egraph.shape(n.eclass) == (8, 48)]
     assert fused, "matmul over concatenated weights is missing"
@@ -77,7 +80,7 @@ def test_ill_shaped_right_hand_side_is_not_merged() -> None:
     rng = np.random.default_rng(0)
     g = Graph((TensorInfo("x", (3, 4)),), {"w": _w(rng, 3, 4)}, (make_node("ewadd", {}, ["x", "w"], "y"),),
               ("y",)).validate()
-    res = E.saturate(g, [bad], E.Limits(iter_limit=2), in_process=True)
+    res = saturate(g, [bad], Limits(iter_limit=2), in_process=True)
     root = res.egraph.roots[0]
     ops_in_root = {n.op for n in res.egraph.members(root)}
     assert ops_in_root == {"ewadd"}
@@ -87,18 +90,18 @@ def test_ill_shaped_right_hand_side_is_not_merged() -> None:
 
 def test_limits_stop_saturation() -> None:
     g = _two_matmuls()
-    res = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=0), in_process=True)
+    res = saturate(g, STARTER_RULES, Limits(iter_limit=0), in_process=True)
     assert len(res.iterations) == 1 and res.stop_reason == "iteration limit"
-    res = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=10, node_limit=1), in_process=True)
+    res = saturate(g, STARTER_RULES, Limits(iter_limit=10, node_limit=1), in_process=True)
     assert res.stop_reason == "node limit" and len(res.iterations) == 1
-    res = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=10, time_limit=0.0), in_process=True)
+    res = saturate(g, STARTER_RULES, Limits(iter_limit=10, time_limit=0.0), in_process=True)
     assert res.stop_reason == "time limit"
 
 
 def test_child_process_matches_in_process() -> None:
     g = _two_matmuls()
-    a = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=3), in_process=True)
-    b = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=3))
+    a = saturate(g, STARTER_RULES, Limits(iter_limit=3), in_process=True)
+    b = saturate(g, STARTER_RULES, Limits(iter_limit=3))
     assert [it.enodes for it in a.iterations] == [it.enodes for it in b.iterations]
     assert a.egraph.num_nodes == b.egraph.num_nodes
     assert a.egraph == b.egraph  # the e-graph crosses the process boundary intact
@@ -113,8 +116,8 @@ def test_memory_limit_keeps_the_last_complete_iteration() -> None:
         nodes.append(make_node("ewadd", {}, [prev, f"w{i}"], f"a{i}"))
         prev = f"a{i}"
     g = Graph((TensorInfo("x", (4, 4)),), w, tuple(nodes), (prev,)).validate()
-    res = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=30, node_limit=10**9, time_limit=120,
-                                                memory_limit_mb=600))
+    res = saturate(g, STARTER_RULES, Limits(iter_limit=30, node_limit=10**9, time_limit=120,
+                                            memory_limit_mb=600))
     assert 1 <= len(res.iterations) - 1 < 30
     assert res.stop_reason == "memory limit"  # the real reason (it used to say "iteration limit" after a rerun)
     assert res.egraph.roots and res.egraph.num_nodes > len(g.nodes)
@@ -124,27 +127,27 @@ def test_duplicate_rule_names_are_rejected() -> None:
     r = Rule("dup", ("(relu ?x)",), ("(relu ?x)",))
     r2 = Rule("dup", ("(tanh ?x)",), ("(tanh ?x)",))
     with pytest.raises(ValueError, match="duplicate"):
-        E.compile_rules([r, r2])
+        compile_rules([r, r2])
 
 
 def test_selection_round_trip_preserves_semantics() -> None:
     from eqsat.extract import extract_greedy, load_egraph
 
     g = _zoo_of_ops()
-    res = E.saturate(g, STARTER_RULES, E.Limits(iter_limit=2), in_process=True)
+    res = saturate(g, STARTER_RULES, Limits(iter_limit=2), in_process=True)
     costed = res.egraph.with_costs({n.id: 1.0 for n in res.egraph.nodes})
     assert all(n.cost == 0.0 for n in res.egraph.nodes)  # a new object: the engine's is unchanged
     assert load_egraph(costed).cost_of(res.egraph.nodes[0].id) == 1.0
     sel = extract_greedy(costed.to_serialized()).selection
-    g2 = E.selection_to_graph(res.egraph, sel, g, E.tensor_names_by_class(res)).validate()
+    g2 = selection_to_graph(res.egraph, sel, g, tensor_names_by_class(res)).validate()
     x = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype(np.float32)
     np.testing.assert_allclose(g2.evaluate({"x": x})[0], g.evaluate({"x": x})[0], rtol=1e-4, atol=1e-4)
     assert g2.outputs == g.outputs
 
 
 def test_cost_keys_mark_weight_operands() -> None:
-    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(iter_limit=3), in_process=True)
-    keys = E.node_cost_keys(res.egraph)
+    res = saturate(_two_matmuls(), STARTER_RULES, Limits(iter_limit=3), in_process=True)
+    keys = node_cost_keys(res.egraph)
     matmuls = [k for n in res.egraph.nodes if n.op == "matmul" for k in keys[n.id]]
     # x @ w and x @ concat(w1, w2): the right operand is a weight (the concat of weights is precomputed)
     assert matmuls and all(k.weights == (1,) for k in matmuls)
@@ -159,7 +162,7 @@ def test_broadcast_shape_rule_gives_no_shape_to_dims_that_do_not_broadcast() -> 
     g = Graph((TensorInfo("a", (1, 4)), TensorInfo("b", (1, 2))), {},
               (make_node("relu", {}, ["a"], "ra"), make_node("relu", {}, ["b"], "rb")), ("ra", "rb"))
     wrong = Rule("wrong", ("(relu ?a)", "(relu ?b)"), ("(relu (ewadd ?a ?b))", "(relu ?b)"))
-    res = E.saturate(g, [wrong], E.Limits(iter_limit=2), in_process=True)
+    res = saturate(g, [wrong], Limits(iter_limit=2), in_process=True)
     nodes = res.egraph.nodes
     assert not [n for n in nodes if n.op == "ewadd" and len(set(n.children)) == 2]
     assert [n for n in nodes if n.op == "ewadd"]  # a + a, b + b: the rule did fire

@@ -15,7 +15,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import models, onnx_io
 from eqsat.cli.app import main
-from eqsat.engine import saturation as engine
+from eqsat.engine.egraph import EGraph
+from eqsat.engine.limits import Limits
+from eqsat.engine.readback import tensors_by_class
+from eqsat.engine.saturation import saturate
 from eqsat.extract import load_egraph, validate_selection
 from eqsat.extract.egraph_json import parse_egraph
 from eqsat.inspect.dump import FORMAT, VERSION, DumpError, EGraphDump, build_dump
@@ -90,9 +93,9 @@ def test_the_file_is_extraction_gym_json_with_an_eqsat_block(runs: dict[str, Any
     assert [it["enodes"] for it in data["eqsat"]["saturation"]["iterations"]] == [it.enodes for it in res.iterations]
     eg = parse_egraph(data)  # the extractors' own reader
     dump = res.egraph_dump
-    assert eg.num_nodes == len(dump.nodes) and eg.num_classes == len(dump.classes)
-    assert eg.root_classes == dump.roots
-    for n in dump.nodes:
+    assert eg.num_nodes == len(dump.egraph.nodes) and eg.num_classes == len(dump.egraph.classes)
+    assert eg.root_classes == dump.egraph.roots
+    for n in dump.egraph.nodes:
         assert eg.op_of(n.id) == n.op and eg.class_of(n.id) == n.eclass and eg.cost_of(n.id) == n.cost
         assert set(eg.child_classes(n.id)) == set(n.children)
     # eqsat extract reads it and finds the pipeline's extraction cost
@@ -109,7 +112,7 @@ def test_chosen_nodes_are_the_pipelines_selection(runs: dict[str, Any]) -> None:
         dump = res.egraph_dump
         assert dump.extraction is not None and dump.extraction.status == res.solver_status
         selection = dump.selection
-        assert len(selection) == sum(n.chosen for n in dump.nodes)  # one chosen node per class
+        assert len(selection) == len(dump.chosen)  # one chosen node per class
         assert validate_selection(load_egraph(dump.to_json()), selection) == pytest.approx(res.extraction_cost)
         graph = onnx_io.load_model(onnx.load(str(model)))
         _, written = dump.to_graph(selection, graph)
@@ -120,54 +123,55 @@ def test_in_input_marks_the_input_graphs_terms(runs: dict[str, Any]) -> None:
     graph = onnx_io.load_model(_crafted())
     dump = runs["crafted"][1].egraph_dump
     # by the graph: 4 leaves, 3 matmuls, the opaque node with its input list (TNil, TCons), 2 concat links, relu
-    assert sum(n.in_input for n in dump.nodes) == 4 + 3 + 3 + 2 + 1
-    marked = [n for n in dump.nodes if n.in_input]
+    assert len(dump.input_nodes) == 4 + 3 + 3 + 2 + 1
+    marked = [n for n in dump.egraph.nodes if n.id in dump.input_nodes]
     ops = sorted(n.op for n in marked)
     assert ops == sorted(["Input", "Weight", "Weight", "Weight", "matmul", "matmul", "matmul", "opaque", "TNil",
                           "TCons", "concat", "concat", "relu"])
     # each input node computes its tensor's class
     for n in graph.nodes:
         cls = dump.class_of_tensor(n.output)
-        assert any(m.in_input and m.op == n.op for m in dump.members(cls)), n
-    opaque = next(n for n in dump.nodes if n.op == "opaque")
-    assert opaque.onnx_op == "Hardmax" and opaque.label == "opaque:Hardmax"
-    assert dump.eclass(opaque.children[0]).type == "TList"
-    assert all(n.onnx_op is None for n in dump.nodes if n.op != "opaque")
+        assert any(m.id in dump.input_nodes and m.op == n.op for m in dump.egraph.members(cls)), n
+    opaque = next(n for n in dump.egraph.nodes if n.op == "opaque")
+    assert dump.onnx_ops == {opaque.id: "Hardmax"} and dump.label(opaque) == "opaque:Hardmax"
+    assert dump.egraph.eclass(opaque.children[0]).type == "TList"
 
 
 def test_in_input_at_iteration_zero_leaves_out_only_the_sibling_merge() -> None:
     """With no iterations the e-graph is the input graph plus the n-way sibling merge compile_graph offers."""
     graph = onnx_io.load_model(_crafted())
-    sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=0, time_limit=20))
+    sat = saturate(graph, default_rules(), Limits(iter_limit=0, time_limit=20))
     dump = build_dump(sat, graph, {})
-    added = sorted(n.op for n in dump.nodes if not n.in_input)
+    added = sorted(n.op for n in dump.egraph.nodes if n.id not in dump.input_nodes)
     assert added == ["concat", "concat", "matmul", "split", "split", "split"]  # weights stacked, one matmul, splits
     plain = onnx_io.load_model(models.two_matmul_shared_input(batch=8, hidden=16))  # two siblings: no merge
-    sat = engine.saturate(plain, default_rules(), engine.Limits(iter_limit=0, time_limit=20))
-    assert all(n.in_input for n in build_dump(sat, plain, {}).nodes)
+    sat = saturate(plain, default_rules(), Limits(iter_limit=0, time_limit=20))
+    dump = build_dump(sat, plain, {})
+    assert dump.input_nodes == {n.id for n in dump.egraph.nodes}
 
 
 def test_tensor_names_are_found_in_their_classes(runs: dict[str, Any]) -> None:
     graph = onnx_io.load_model(_crafted())
     dump = runs["crafted"][1].egraph_dump
     names = [i.name for i in graph.inputs] + list(graph.weights) + [n.output for n in graph.nodes]
-    assert sorted(t for c in dump.classes for t in c.tensors) == sorted(names)
+    assert sorted(t for ts in dump.tensors.values() for t in ts) == sorted(names)
+    members = dump.egraph.members
     for i in graph.inputs:
-        assert any(n.op == "Input" and n.p == {"name": i.name} for n in dump.members(dump.class_of_tensor(i.name)))
+        assert any(n.op == "Input" and n.p == {"name": i.name} for n in members(dump.class_of_tensor(i.name)))
     for w in graph.weights:
-        assert any(n.op == "Weight" and n.p == {"name": w} for n in dump.members(dump.class_of_tensor(w)))
-    for out, root in zip(graph.outputs, dump.roots, strict=True):  # the outputs are the roots, in order
+        assert any(n.op == "Weight" and n.p == {"name": w} for n in members(dump.class_of_tensor(w)))
+    for out, root in zip(graph.outputs, dump.egraph.roots, strict=True):  # the outputs are the roots, in order
         assert dump.class_of_tensor(out) == root
-    assert dump.shape(dump.class_of_tensor("cat")) == (4, 24)
+    assert dump.egraph.shape(dump.class_of_tensor("cat")) == (4, 24)
     # the engine's own record (egglog's let names) agrees with the walk
-    sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=2, time_limit=20))
-    walked = {c.id: list(c.tensors) for c in build_dump(sat, graph, {}).classes if c.tensors}
-    assert engine.tensors_by_class(sat) == walked
+    sat = saturate(graph, default_rules(), Limits(iter_limit=2, time_limit=20))
+    walked = {c: list(ts) for c, ts in build_dump(sat, graph, {}).tensors.items()}
+    assert tensors_by_class(sat) == walked
 
 
 def test_the_dump_of_another_model_is_refused() -> None:
     graph = onnx_io.load_model(_crafted())
-    sat = engine.saturate(graph, [], engine.Limits(iter_limit=1, time_limit=20))
+    sat = saturate(graph, [], Limits(iter_limit=1, time_limit=20))
     dump = build_dump(sat, graph, {})
     dump.check_input_graph(graph)
     other = onnx_io.load_model(models.two_matmul_shared_input(batch=8, hidden=16))
@@ -176,7 +180,7 @@ def test_the_dump_of_another_model_is_refused() -> None:
 
 
 def test_reading_refuses_what_is_not_a_dump() -> None:
-    good = EGraphDump("m", "analytic", (), (), ()).to_json()
+    good = EGraphDump("m", "analytic", EGraph((), (), ())).to_json()
     with pytest.raises(DumpError, match="no 'eqsat' block"):
         EGraphDump.from_json({k: v for k, v in good.items() if k != "eqsat"})
     with pytest.raises(DumpError, match="newer than this eqsat reads"):
@@ -238,7 +242,7 @@ def test_show_by_class_tensor_and_node(runs: dict[str, Any], tmp_path: Path,
     assert main(["egraph", "show", str(path), cls]) == 0
     assert capsys.readouterr().out == by_tensor
     assert f"e-class {cls}: tensor [4, 8]; holds m1; a root" in by_tensor
-    assert all(m.id in by_tensor for m in dump.members(cls))
+    assert all(m.id in by_tensor for m in dump.egraph.members(cls))
     assert "(x)" in by_tensor and "(w1)" in by_tensor  # children by class id and tensor name
     chosen = [line for line in by_tensor.splitlines() if line.strip().startswith("*")]
     assert len(chosen) == 1 and dump.selection[cls] in chosen[0]
@@ -248,7 +252,7 @@ def test_show_by_class_tensor_and_node(runs: dict[str, Any], tmp_path: Path,
     assert main(["egraph", "show", str(path), h]) == 0
     out = capsys.readouterr().out
     assert "opaque:Hardmax" in out and f"[{dump.class_of_tensor('m0')} (m0)]" in out
-    node = dump.members(h)[0].id
+    node = dump.egraph.members(h)[0].id
     assert main(["egraph", "show", str(path), node]) == 0
     assert capsys.readouterr().out == out
 
@@ -335,7 +339,7 @@ def test_errors_are_one_line_with_status_2(runs: dict[str, Any], tmp_path: Path,
     assert main(["egraph", "export", str(path), "--model", str(model), "--selection", str(sel), "-o", str(out)]) == 2
     assert "does not fit the dump" in _error_line(capsys)
     dump = runs["crafted"][1].egraph_dump
-    root = dump.roots[0]
+    root = dump.egraph.roots[0]
     sel.write_text(json.dumps({"selection": {root: dump.selection[root]}}))  # children not selected
     assert main(["egraph", "export", str(path), "--model", str(model), "--selection", str(sel), "-o", str(out)]) == 2
     assert "which is not selected" in _error_line(capsys)
@@ -417,13 +421,13 @@ def test_render_dot_draws_classes_as_clusters_and_marks_the_choice(runs: dict[st
     assert main(["egraph", "render", str(path), "-o", str(out), "--max-nodes", "1000"]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     dot = _read_dot(out.read_text())
-    drawn = [n for n in dump.nodes if n.op not in ("TNil", "TCons")]
+    drawn = [n for n in dump.egraph.nodes if n.op not in ("TNil", "TCons")]
     assert _drawn_classes(dot) == {n.eclass for n in drawn}  # list classes are plumbing, not drawn
     assert {k.removeprefix("n:") for k in dot["nodes"] if k.startswith("n:")} == {n.id for n in drawn}
     for n in drawn:
         attrs = dot["nodes"]["n:" + n.id]
-        assert ("filled" in attrs) == n.chosen, n.id  # the extraction's choice is filled
-        assert ("peripheries=2" in attrs) == n.in_input, n.id  # input terms have a double border
+        assert ("filled" in attrs) == (n.id in dump.chosen), n.id  # the extraction's choice is filled
+        assert ("peripheries=2" in attrs) == (n.id in dump.input_nodes), n.id  # input terms have a double border
         assert f"n:{n.id}" in dot["clusters"][f"cluster_{n.eclass}"]
     # every child e-class is reached by an edge; the opaque node points at its input list's items
     opaque = next(n for n in drawn if n.op == "opaque")
@@ -440,8 +444,9 @@ def test_render_around_keeps_the_classes_within_depth(runs: dict[str, Any], tmp_
     start = dump.class_of_tensor("m1")
 
     def near(cls: str) -> set[str]:
-        out = {c for n in dump.members(cls) for c in n.children} | {p.eclass for p in dump.parents(cls)}
-        return {c for c in out if dump.eclass(c).type == "T"}
+        eg = dump.egraph
+        out = {c for n in eg.members(cls) for c in n.children} | {p.eclass for p in eg.parents(cls)}
+        return {c for c in out if eg.eclass(c).type == "T"}
 
     expected = {0: {start}, 1: {start} | near(start)}
     expected[2] = expected[1] | {c for k in expected[1] for c in near(k)}
@@ -454,7 +459,7 @@ def test_render_around_keeps_the_classes_within_depth(runs: dict[str, Any], tmp_
         # classes a drawn node uses but the drawing leaves out are stubs with dashed edges
         stubs = {k for k in dot["nodes"] if k.startswith("x:")}
         assert all("dashed" in a for t, h, a in dot["edges"] if h in stubs)
-    assert len(expected[1]) < len(expected[2]) < len({n.eclass for n in dump.nodes})
+    assert len(expected[1]) < len(expected[2]) < len({n.eclass for n in dump.egraph.nodes})
     # by class id, the same drawing
     assert main(["egraph", "render", str(path), "-o", str(tmp_path / "c.dot"), "--around", start, "--depth", "1"]) == 0
     capsys.readouterr()
@@ -470,7 +475,7 @@ def test_render_chosen_only_and_the_size_limit(runs: dict[str, Any], tmp_path: P
     assert main(["egraph", "render", str(path), "-o", str(out), "--chosen-only"]) == 0
     capsys.readouterr()
     dot = _read_dot(out.read_text())
-    chosen = {n.id for n in dump.nodes if n.chosen and n.op not in ("TNil", "TCons")}
+    chosen = {n.id for n in dump.egraph.nodes if n.id in dump.chosen and n.op not in ("TNil", "TCons")}
     assert {k.removeprefix("n:") for k in dot["nodes"] if k.startswith("n:")} == chosen
     assert all("filled" in a for k, a in dot["nodes"].items() if k.startswith("n:"))
     # too many e-nodes without --around: refused with the way out
@@ -541,12 +546,12 @@ def test_view_writes_one_offline_html_file_with_the_dump(runs: dict[str, Any], t
     # the data: egraph-serialize JSON of the drawn nodes, the chosen ones not greyed out ("subsumed")
     m = re.search(r'<script type="application/json" id="egraph-data">(.*?)</script>', page, re.S)
     data = json.loads(m.group(1))
-    drawn = {n.id: n for n in dump.nodes if n.op not in ("TNil", "TCons")}
+    drawn = {n.id: n for n in dump.egraph.nodes if n.op not in ("TNil", "TCons")}
     assert set(data["nodes"]) == set(drawn)
     for nid, n in data["nodes"].items():
-        assert n["subsumed"] == (not drawn[nid].chosen) and n["eclass"] == drawn[nid].eclass
+        assert n["subsumed"] == (nid not in dump.chosen) and n["eclass"] == drawn[nid].eclass
         assert all(k in data["nodes"] for k in n["children"])
-    assert data["root_eclasses"] == list(dump.roots)
+    assert data["root_eclasses"] == list(dump.egraph.roots)
     assert data["class_data"][dump.class_of_tensor("m1")]["tensors"] == "m1"
     assert "chosen e-nodes" in page and "sibling-merge" in page  # the table, with provenance
 

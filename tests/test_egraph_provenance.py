@@ -1,12 +1,12 @@
 """Provenance in e-graph dumps: the iteration in which each e-node first existed and the rules that built it
-(``eqsat.engine.saturation.compile_rule`` with ``provenance``, ``clean_serialized``, ``eqsat.inspect.dump``)."""
+(``eqsat.engine.compile.compile_rule`` with ``provenance``, ``eqsat.engine.serialize.clean_serialized``,
+``eqsat.inspect.dump``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -16,7 +16,10 @@ from onnx import TensorProto, helper, numpy_helper
 from eqsat import onnx_io
 from eqsat.cli.app import main
 from eqsat.cli.egraph import class_report, stats_report
-from eqsat.engine import saturation as engine
+from eqsat.engine.compile import SIBLING_MERGE, compile_rule, compile_rules
+from eqsat.engine.egraph import EGraph, ENode
+from eqsat.engine.limits import Limits
+from eqsat.engine.saturation import saturate
 from eqsat.inspect.dump import DumpError, EGraphDump, build_dump
 from eqsat.pipeline import OptimizeResult, default_rules, optimize
 from eqsat.rules.rule import Rule
@@ -57,18 +60,18 @@ def two_step() -> OptimizeResult:
     return res
 
 
-def _by_term(dump: EGraphDump) -> dict[str, Any]:
+def _by_term(dump: EGraphDump) -> dict[str, ENode]:
     """Each node by its term over tensor names, e.g. ``ewmul(c,a)`` (the classes of the two-step model)."""
-    names = {c.id: c.tensors[0] for c in dump.classes if c.tensors}
+    names = dump.tensor_names
 
     def term(cls: str) -> str:
         if cls in names:
             return names[cls]
-        n = dump.members(cls)[0]
+        n = dump.egraph.members(cls)[0]
         return f"{n.op}({','.join(term(k) for k in n.children)})"
 
     return {f"{n.op}({','.join(term(k) for k in n.children)})" if n.children else n.op + n.p["name"]: n
-            for n in dump.nodes}
+            for n in dump.egraph.nodes}
 
 
 def test_a_rule_of_iteration_1_and_one_of_iteration_2(two_step: OptimizeResult) -> None:
@@ -77,75 +80,79 @@ def test_a_rule_of_iteration_1_and_one_of_iteration_2(two_step: OptimizeResult) 
     nodes = _by_term(dump)
     assert set(nodes) == {"Inputa", "Inputb", "Inputc", "ewadd(a,b)", "ewmul(c,s)", "ewmul(c,a)", "ewmul(c,b)",
                           "ewadd(ewmul(c,a),ewmul(c,b))", "ewadd(ewmul(c,b),ewmul(c,a))"}
+    first, creators = dump.first_iteration, dump.creators
     for key in ("Inputa", "Inputb", "Inputc", "ewadd(a,b)", "ewmul(c,s)"):  # the input graph
-        assert nodes[key].in_input and nodes[key].first_iteration == 0 and nodes[key].creators == ()
+        assert nodes[key].id in dump.input_nodes and first(nodes[key]) == 0 and creators(nodes[key]) == ()
     for key in ("ewmul(c,a)", "ewmul(c,b)", "ewadd(ewmul(c,a),ewmul(c,b))"):  # distribute's, in iteration 1
-        assert nodes[key].first_iteration == 1 and nodes[key].creators == ("distribute",), key
+        assert first(nodes[key]) == 1 and creators(nodes[key]) == ("distribute",), key
     swapped = nodes["ewadd(ewmul(c,b),ewmul(c,a))"]
-    assert swapped.first_iteration == 2 and swapped.rules == (("swap-products", 2),)
+    assert first(swapped) == 2 and swapped.rules == (("swap-products", 2),)
     # swap-products rebuilds the products (its right-hand side) in iteration 2 and distribute's sum (matching
     # its own output) in iteration 3: later builders are listed with their own first iteration
     assert nodes["ewmul(c,a)"].rules == (("distribute", 1), ("swap-products", 2))
     assert nodes["ewadd(ewmul(c,a),ewmul(c,b))"].rules == (("distribute", 1), ("swap-products", 3))
-    assert nodes["ewadd(ewmul(c,a),ewmul(c,b))"].describe_provenance() == "distribute, swap-products@3"
+    assert dump.describe_provenance(nodes["ewadd(ewmul(c,a),ewmul(c,b))"]) == "distribute, swap-products@3"
     # the e-graph after one iteration has exactly the e-nodes whose first iteration is at most 1
     graph = onnx_io.load_model(_two_step_model())
-    one = build_dump(engine.saturate(graph, RULES, engine.Limits(iter_limit=1, time_limit=20)), graph, {})
-    assert set(_by_term(one)) == {k for k, n in nodes.items() if n.first_iteration <= 1}
+    one = build_dump(saturate(graph, RULES, Limits(iter_limit=1, time_limit=20)), graph, {})
+    assert set(_by_term(one)) == {k for k, n in nodes.items() if first(n) <= 1}
+
+
+def _without_rules(egraph: EGraph) -> EGraph:
+    """The e-graph as recorded without provenance."""
+    return dataclasses.replace(egraph, provenance=False, nodes=tuple(n._replace(rules=()) for n in egraph.nodes))
 
 
 def test_provenance_leaves_the_egraph_unchanged() -> None:
     """The rows are bookkeeping: the same e-nodes, e-classes, sizes and matches per iteration, under a node limit
     that binds (the rows do not count as e-nodes), and the same dump but for the provenance fields."""
     graph = onnx_io.load_model(_siblings_model())
-    limits = engine.Limits(iter_limit=6, node_limit=150, time_limit=120)
-    plain = engine.saturate(graph, default_rules(), limits)
-    recorded = engine.saturate(graph, default_rules(), limits, provenance=True)
+    limits = Limits(iter_limit=6, node_limit=150, time_limit=120)
+    plain = saturate(graph, default_rules(), limits)
+    recorded = saturate(graph, default_rules(), limits, provenance=True)
     assert plain.stop_reason == recorded.stop_reason == "node limit"
     assert recorded.iterations[-1].enodes <= 150
     assert not plain.egraph.provenance and all(n.rules == () for n in plain.egraph.nodes)
     assert recorded.egraph.provenance and any(n.rules for n in recorded.egraph.nodes)
-    assert dataclasses.replace(recorded.egraph, provenance=False,
-                               nodes=tuple(n._replace(rules=()) for n in recorded.egraph.nodes)) == plain.egraph
+    assert _without_rules(recorded.egraph) == plain.egraph
     assert [(i.enodes, i.eclasses, i.matches) for i in recorded.iterations] == \
         [(i.enodes, i.eclasses, i.matches) for i in plain.iterations]
     a, b = build_dump(plain, graph, {}), build_dump(recorded, graph, {})
     assert b.provenance and not a.provenance
-    stripped = tuple(dataclasses.replace(n, first_iteration=None, rules=()) for n in b.nodes)
-    assert dataclasses.replace(b, provenance=False, nodes=stripped, saturation=None) == \
+    assert dataclasses.replace(b, egraph=_without_rules(b.egraph), first_iterations={}, saturation=None) == \
         dataclasses.replace(a, saturation=None)  # (saturation differs in its seconds)
 
 
 def test_sibling_merges_are_iteration_0() -> None:
     graph = onnx_io.load_model(_siblings_model())
-    sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=2, time_limit=60), provenance=True)
+    sat = saturate(graph, default_rules(), Limits(iter_limit=2, time_limit=60), provenance=True)
     dump = build_dump(sat, graph, {})
-    merge = [n for n in dump.nodes if not n.in_input and n.first_iteration == 0]
+    first, creators = dump.first_iteration, dump.creators
+    merge = [n for n in dump.egraph.nodes if n.id not in dump.input_nodes and first(n) == 0]
     assert sorted(n.op for n in merge) == ["concat", "concat", "matmul", "split", "split", "split"]
-    assert all(n.creators == (engine.SIBLING_MERGE,) for n in merge)
+    assert all(creators(n) == (SIBLING_MERGE,) for n in merge)
     # every other e-node has a provenance: the input graph's, or a rule's in iteration 1 or 2
-    assert all(n.first_iteration is not None for n in dump.nodes)
-    assert {n.first_iteration for n in dump.nodes if not n.in_input and n not in merge} == {1, 2}
-    assert all(n.creators and engine.SIBLING_MERGE not in n.creators for n in dump.nodes
-               if n.first_iteration and n.first_iteration > 0)
+    assert all(first(n) is not None for n in dump.egraph.nodes)
+    assert {first(n) for n in dump.egraph.nodes if n.id not in dump.input_nodes and n not in merge} == {1, 2}
+    assert all(creators(n) and SIBLING_MERGE not in creators(n) for n in dump.egraph.nodes if first(n))
 
 
 def test_rules_compile_the_same_without_provenance() -> None:
     for rule in default_rules()[:40] + RULES:
         for d in rule.directions():
-            plain = engine.compile_rule(d)
-            assert engine.compile_rule(d, provenance=False) == plain and "prov_" not in plain
-            recorded = engine.compile_rule(d, provenance=True)
+            plain = compile_rule(d)
+            assert compile_rule(d, provenance=False) == plain and "prov_" not in plain
+            recorded = compile_rule(d, provenance=True)
             builds = any(t.startswith("(") for t in d.rhs)  # a right-hand side that is a variable builds nothing
             assert ("(= __it (cur_iter))" in recorded) == builds == (f'{json.dumps(d.name)}) __it)' in recorded)
-    text = engine.compile_rule(DISTRIBUTE, provenance=True)
+    text = compile_rule(DISTRIBUTE, provenance=True)
     for row in ("(set (prov_ewmul v_x v_y \"distribute\") __it)", "(set (prov_ewmul v_x v_z \"distribute\") __it)",
                 "(set (prov_ewadd (ewmul v_x v_y) (ewmul v_x v_z) \"distribute\") __it)"):
         assert row in text
     # deduplication is by the rule without provenance (the rows name the rule): the same rule set either way
     twin = Rule("twin", DISTRIBUTE.lhs, DISTRIBUTE.rhs)
-    assert len(engine.compile_rules([DISTRIBUTE, twin], provenance=True)) == \
-        len(engine.compile_rules([DISTRIBUTE, twin])) == 1
+    assert len(compile_rules([DISTRIBUTE, twin], provenance=True)) == \
+        len(compile_rules([DISTRIBUTE, twin])) == 1
 
 
 def test_the_dump_round_trips_and_version_1_files_still_read(two_step: OptimizeResult, tmp_path: Path) -> None:
@@ -164,9 +171,8 @@ def test_the_dump_round_trips_and_version_1_files_still_read(two_step: OptimizeR
     old = tmp_path / "v1.json"
     old.write_text(json.dumps(data))
     v1 = EGraphDump.read(old)
-    assert not v1.provenance and all(n.first_iteration is None and n.rules == () for n in v1.nodes)
-    assert v1 == dataclasses.replace(dump, provenance=False, nodes=tuple(
-        dataclasses.replace(n, first_iteration=None, rules=()) for n in dump.nodes))
+    assert not v1.provenance and not v1.first_iterations and all(n.rules == () for n in v1.egraph.nodes)
+    assert v1 == dataclasses.replace(dump, egraph=_without_rules(dump.egraph), first_iterations={})
     assert "provenance: not recorded" in stats_report(v1) and "added per iteration by rule" not in stats_report(v1)
     assert "not recorded" in class_report(v1, "y") and " iter " not in class_report(v1, "y")
     # written again it is a version-2 file without provenance, read back equal
@@ -215,7 +221,7 @@ def test_optimize_provenance_on_the_command_line(tmp_path: Path, capsys: pytest.
                  "--time-limit", "20"]) == 0
     capsys.readouterr()
     d = EGraphDump.read(dump)
-    assert d.provenance and all(n.first_iteration is not None for n in d.nodes)
+    assert d.provenance and all(d.first_iteration(n) is not None for n in d.egraph.nodes)
     assert main(["optimize", str(src), "-o", str(out), "--dump-egraph", str(dump), "-q", "--time-limit", "20"]) == 0
     capsys.readouterr()
     assert not EGraphDump.read(dump).provenance  # opt-in

@@ -21,6 +21,7 @@ import pytest
 from eqsat import models
 from eqsat.cli.app import main
 from eqsat.engine import saturation as E
+from eqsat.engine.limits import Limits, StopReason
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.pipeline import default_rules, optimize
 from eqsat.rules.rule import Rule
@@ -82,9 +83,9 @@ def test_saturation_stops_at_its_time_limit() -> None:
     """An e-graph that would grow for minutes (the ewadd chain, no node limit) stops in time, saying so."""
     limit = 3.0
     t0 = time.perf_counter()
-    res = E.saturate(_ewadd_chain(), STARTER_RULES, E.Limits(iter_limit=100, node_limit=10**9, time_limit=limit))
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, Limits(iter_limit=100, node_limit=10**9, time_limit=limit))
     wall = time.perf_counter() - t0
-    assert res.stop_reason == E.StopReason.TIME_LIMIT
+    assert res.stop_reason == StopReason.TIME_LIMIT
     assert wall <= 1.1 * limit, wall
     assert len(res.iterations) >= 3 and res.egraph.roots
 
@@ -109,7 +110,7 @@ def test_engine_killed_past_the_deadline_keeps_iteration_zero(monkeypatch: pytes
     limit = 1.0
     t0 = time.perf_counter()
     with caplog.at_level(logging.WARNING, logger="eqsat.engine.saturation"):
-        res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(time_limit=limit))
+        res = E.saturate(_two_matmuls(), STARTER_RULES, Limits(time_limit=limit))
     wall = time.perf_counter() - t0
     assert res.stop_reason == "time limit" and len(res.iterations) == 1
     assert {n.op for n in res.egraph.nodes} == {"Input", "Weight", "matmul", "relu"}
@@ -131,7 +132,7 @@ def test_engine_that_dies_keeps_iteration_zero_and_says_memory_limit(monkeypatch
         real(*args[:4], die, **kw)
 
     monkeypatch.setattr(E, "_saturate_in_process", dies)
-    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(time_limit=30))
+    res = E.saturate(_two_matmuls(), STARTER_RULES, Limits(time_limit=30))
     assert res.stop_reason == "memory limit" and len(res.iterations) == 1
     assert res.egraph.roots
 
@@ -142,7 +143,7 @@ def test_engine_that_dies_keeps_iteration_zero_and_says_memory_limit(monkeypatch
 def test_node_limit_holds_against_a_two_output_rule_with_quadratic_matches() -> None:
     """200 products by one weight: 40 000 pairs, 4 new e-nodes each, against a 5 000 e-node limit."""
     res = E.saturate(_chain_graph(200), [*STARTER_RULES, FUSE_SHARED_RHS],
-                     E.Limits(iter_limit=10, node_limit=5_000, time_limit=60), in_process=True)
+                     Limits(iter_limit=10, node_limit=5_000, time_limit=60), in_process=True)
     assert all(it.enodes <= 5_000 for it in res.iterations)
     assert res.egraph.num_nodes <= 5_000
     assert res.stop_reason == "node limit"
@@ -153,7 +154,7 @@ def test_node_limit_holds_during_an_exploding_iteration() -> None:
     """Associativity and commutativity on the ewadd chain: one iteration goes from 31 k to 730 k e-nodes
     unchecked (a limit checked between iterations ends far past it); with a 50 k limit every iteration, and the
     e-graph handed on, stay within it."""
-    res = E.saturate(_ewadd_chain(), STARTER_RULES, E.Limits(iter_limit=20, node_limit=50_000, time_limit=60))
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, Limits(iter_limit=20, node_limit=50_000, time_limit=60))
     assert max(it.enodes for it in res.iterations) <= 50_000
     assert res.egraph.num_nodes <= 50_000
     assert res.stop_reason == "node limit"
@@ -162,7 +163,7 @@ def test_node_limit_holds_during_an_exploding_iteration() -> None:
 
 
 def test_node_limit_below_the_input_graph_stops_before_the_first_iteration() -> None:
-    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(node_limit=1), in_process=True)
+    res = E.saturate(_two_matmuls(), STARTER_RULES, Limits(node_limit=1), in_process=True)
     assert res.stop_reason == "node limit" and len(res.iterations) == 1
 
 
@@ -170,33 +171,33 @@ def test_node_limit_below_the_input_graph_stops_before_the_first_iteration() -> 
 
 
 def test_stop_reason_saturated() -> None:
-    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(iter_limit=50), in_process=True)
-    assert res.stop_reason == E.StopReason.SATURATED
+    res = E.saturate(_two_matmuls(), STARTER_RULES, Limits(iter_limit=50), in_process=True)
+    assert res.stop_reason == StopReason.SATURATED
     assert str(res.stop_reason) == "saturated" and f"stopped: {res.stop_reason}" == "stopped: saturated"
     assert len(res.iterations) - 1 < 50
 
 
 def test_stop_reason_iteration_limit() -> None:
-    res = E.saturate(_ewadd_chain(), STARTER_RULES, E.Limits(iter_limit=2), in_process=True)
-    assert res.stop_reason == E.StopReason.ITERATION_LIMIT and len(res.iterations) == 3
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, Limits(iter_limit=2), in_process=True)
+    assert res.stop_reason == StopReason.ITERATION_LIMIT and len(res.iterations) == 3
 
 
 def test_stop_reason_node_limit_not_iteration_limit() -> None:
     """The issue's report: the node limit stopped it, and the report said "iteration limit"."""
-    res = E.saturate(_ewadd_chain(), STARTER_RULES, E.Limits(iter_limit=10, node_limit=2_000), in_process=True)
-    assert res.stop_reason == E.StopReason.NODE_LIMIT and str(res.stop_reason) == "node limit"
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, Limits(iter_limit=10, node_limit=2_000), in_process=True)
+    assert res.stop_reason == StopReason.NODE_LIMIT and str(res.stop_reason) == "node limit"
     assert len(res.iterations) - 1 < 10
 
 
 def test_stop_reason_time_limit() -> None:
-    res = E.saturate(_two_matmuls(), STARTER_RULES, E.Limits(time_limit=0.0), in_process=True)
-    assert res.stop_reason == E.StopReason.TIME_LIMIT and str(res.stop_reason) == "time limit"
+    res = E.saturate(_two_matmuls(), STARTER_RULES, Limits(time_limit=0.0), in_process=True)
+    assert res.stop_reason == StopReason.TIME_LIMIT and str(res.stop_reason) == "time limit"
 
 
 def test_stop_reason_memory_limit() -> None:
     res = E.saturate(_ewadd_chain(), STARTER_RULES,
-                     E.Limits(iter_limit=30, node_limit=10**9, time_limit=60, memory_limit_mb=200), in_process=True)
-    assert res.stop_reason == E.StopReason.MEMORY_LIMIT and str(res.stop_reason) == "memory limit"
+                     Limits(iter_limit=30, node_limit=10**9, time_limit=60, memory_limit_mb=200), in_process=True)
+    assert res.stop_reason == StopReason.MEMORY_LIMIT and str(res.stop_reason) == "memory limit"
     assert len(res.iterations) - 1 >= 2
 
 
@@ -213,7 +214,7 @@ def test_stop_reason_memory_limit() -> None:
 ])
 def test_negative_nan_or_infinite_limits_are_rejected(name: str, value: object, allowed: str) -> None:
     with pytest.raises(ValueError, match=name) as e:
-        E.Limits(**{name: value})
+        Limits(**{name: value})
     assert allowed in str(e.value) and f"got {value!r}" in str(e.value)
 
 

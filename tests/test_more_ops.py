@@ -340,7 +340,9 @@ def test_reduce_mean_shape_rules_cover_every_axis_set() -> None:
 
 
 def test_egraph_shape_rules_give_the_new_operators_their_shapes() -> None:
-    from eqsat.engine import saturation as E
+    from eqsat.engine.limits import Limits
+    from eqsat.engine.readback import tensor_names_by_class
+    from eqsat.engine.saturation import saturate
     nodes = (make_node("pad", {"pads": (0, 0, 1, 2, 0, 0, 3, 0), "value": -1.0}, ["x"], "p"),  # (2, 3, 8, 7)
              make_node("clip", {"low": 0.0, "high": 6.0}, ["p"], "c"),
              make_node("clip", {"low": -INF, "high": 1.5}, ["c"], "c2"),
@@ -349,8 +351,8 @@ def test_egraph_shape_rules_give_the_new_operators_their_shapes() -> None:
              make_node("reduce_mean", {"axes": (1,), "keepdims": 0}, ["m0"], "m00"),  # (3,)
              make_node("reduce_mean", {"axes": (0, 1, 2, 3), "keepdims": 0}, ["c2"], "all"))  # ()
     g = Graph((TensorInfo("x", (2, 3, 4, 5)),), {}, nodes, ("m1", "m00", "all")).validate()
-    res = E.saturate(g, [], E.Limits(iter_limit=0), in_process=True)
-    by_name = E.tensor_names_by_class(res)
+    res = saturate(g, [], Limits(iter_limit=0), in_process=True)
+    by_name = tensor_names_by_class(res)
     shaped = {tensor: res.egraph.shape(cls) for cls, tensor in by_name.items()}
     for n in nodes:
         assert shaped[n.output] == g.shapes[n.output], n.output

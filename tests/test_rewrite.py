@@ -125,7 +125,7 @@ def test_an_ill_shaped_right_hand_side_is_not_applicable() -> None:
     ms = {m.roots[0]: m for m in all_matches([unsound], g)}
     assert set(ms) == {square, wide}  # matching does not price the right-hand side
     with pytest.raises(rw.NotApplicable):
-        rw.build_rewrite(ms[wide], g, set(g.shapes), itertools.count())
+        rw.build_rewrite(ms[wide], g, rw.name_allocator(g))
     new = rw.rewrite(g, ms[square])
     assert new.producers[square].op == "matmul"
     assert new.shapes[square] == (4, 4)

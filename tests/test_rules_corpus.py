@@ -9,7 +9,8 @@ import re
 import pytest
 
 from eqsat.engine.egraph import EGraph, ENode
-from eqsat.engine.saturation import Limits, saturate
+from eqsat.engine.limits import Limits
+from eqsat.engine.saturation import saturate
 from eqsat.rules import corpus
 from eqsat.rules import generator as gen
 from eqsat.rules.cli import NUMERIC_RANDOM_SHAPES
@@ -51,7 +52,7 @@ def _ops(text: str) -> list[str]:
 
 
 def test_engine_rules_compile() -> None:
-    from eqsat.engine.saturation import compile_rules
+    from eqsat.engine.compile import compile_rules
 
     rules = corpus.load_corpus_rules()
     assert rules and all(isinstance(r, Rule) for r in rules)

@@ -13,7 +13,7 @@ import pytest
 
 from eqsat import models, onnx_io
 from eqsat.costs import get_cost_model, graph_cost
-from eqsat.engine.saturation import LimitError
+from eqsat.engine.errors import LimitError
 from eqsat.ir.graph import Graph
 from eqsat.pipeline import default_rules
 from eqsat.pipeline.check import check_equal

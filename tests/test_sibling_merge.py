@@ -8,7 +8,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import eqsat
 from eqsat import onnx_io
-from eqsat.engine import saturation as E
+from eqsat.engine.compile import sibling_groups
+from eqsat.engine.limits import Limits
+from eqsat.engine.saturation import saturate
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 
 
@@ -25,11 +27,11 @@ def _matmul_siblings(n: int, k: int = 8) -> Graph:
 
 
 def test_groups_need_three_siblings_with_a_shared_input() -> None:
-    groups = E.sibling_groups(_matmul_siblings(3))
+    groups = sibling_groups(_matmul_siblings(3))
     assert len(groups) == 1
     members, (axes, split_axis) = groups[0]
     assert [m.output for m in members] == ["m0", "m1", "m2"] and axes == (1,) and split_axis == 1
-    assert E.sibling_groups(_matmul_siblings(2)) == []  # pairs are the two-output rules' job
+    assert sibling_groups(_matmul_siblings(2)) == []  # pairs are the two-output rules' job
 
 
 def test_convs_merge_only_with_equal_parameters_and_kernels() -> None:
@@ -41,7 +43,7 @@ def test_convs_merge_only_with_equal_parameters_and_kernels() -> None:
     nodes = [make_node("conv2d", same, ["x", "k1", "b1"], "c1"), make_node("conv2d", same, ["x", "k2", "b2"], "c2"),
              make_node("conv2d", same, ["x", "k3", "b3"], "c3"), make_node("conv2d", {}, ["x", "k4", "b4"], "c4")]
     g = Graph((TensorInfo("x", shapes["x"]),), w, tuple(nodes), ("c1", "c2", "c3", "c4")).validate()
-    groups = E.sibling_groups(g)
+    groups = sibling_groups(g)
     assert [[m.output for m in ms] for ms, _ in groups] == [["c1", "c2", "c3"]]  # c4: another kernel size
     assert groups[0][1] == ((0, 0), 1)
 
@@ -72,7 +74,7 @@ def test_five_siblings_become_one_matmul_and_stay_equal() -> None:
 def test_the_merge_is_an_alternative_not_a_replacement() -> None:
     """The e-graph keeps each original product next to its slice of the merged one."""
     g = onnx_io.load_model(_model(3))
-    sat = E.saturate(g, [], E.Limits(iter_limit=0))
+    sat = saturate(g, [], Limits(iter_limit=0))
     classes: dict[str, set[str]] = {}
     for node in sat.egraph.nodes:
         classes.setdefault(node.eclass, set()).add(node.op)

@@ -107,7 +107,7 @@ def test_optimizer_moves_a_transpose_across_softmax() -> None:
 def test_float_parameters_parse_print_compile_and_encode() -> None:
     """Float literals (an epsilon, a clip bound) in patterns: parsed as floats, printed back, rendered for egglog
     as the registry's float literal, and encoded for Z3 so that 6 and 6.0 are the same bound."""
-    from eqsat.engine.saturation import compile_rules
+    from eqsat.engine.compile import compile_rules
     from eqsat.rules.rule import Rule, pretty, split_args, unparse
 
     e = parse("(clip :low -inf :high 6 (layernorm :axis 1 :epsilon 1e-05 ?x ?g ?b))")

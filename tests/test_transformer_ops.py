@@ -423,7 +423,9 @@ def test_optimize_a_graph_with_the_transformer_ops() -> None:
 
 
 def test_egraph_shape_rules_give_the_new_operators_their_shapes() -> None:
-    from eqsat.engine import saturation as E
+    from eqsat.engine.limits import Limits
+    from eqsat.engine.readback import tensor_names_by_class
+    from eqsat.engine.saturation import saturate
     from eqsat.ir.graph import Graph, TensorInfo, make_node
 
     w = {"g": _w(4, 6), "b": _w(4, 6), "g1": _w(6), "b1": _w(6), "k": _w(1, 5, 6, 3)}
@@ -434,8 +436,8 @@ def test_egraph_shape_rules_give_the_new_operators_their_shapes() -> None:
              make_node("matmul", {}, ["gt", "k"], "mm"),  # (2, 1, 4, 6) @ (1, 5, 6, 3) -> (2, 5, 4, 3)
              make_node("matmul", {}, ["q", "mm"], "att"))  # (2, 5, 7, 4) @ (2, 5, 4, 3) -> (2, 5, 7, 3)
     g = Graph((TensorInfo("x", (2, 1, 4, 6)), TensorInfo("q", (2, 5, 7, 4))), w, nodes, ("att",)).validate()
-    res = E.saturate(g, [], E.Limits(iter_limit=0), in_process=True)
-    by_name = E.tensor_names_by_class(res)
+    res = saturate(g, [], Limits(iter_limit=0), in_process=True)
+    by_name = tensor_names_by_class(res)
     shaped = {tensor: res.egraph.shape(cls) for cls, tensor in by_name.items()}
     for n in nodes:
         assert shaped[n.output] == g.shapes[n.output], n.output

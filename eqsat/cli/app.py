@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -19,8 +20,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from eqsat.errors import EqsatError, UsageError
+from eqsat import rules
+from eqsat.cli.common import check_output, input_shapes, parse_shape, write_file
+from eqsat.cli.egraph import is_json_file, print_egraph_file
+from eqsat.costs import get_cost_model
+from eqsat.errors import DynamicShapeError, EqsatError, InputShapeError, ModelLoadError, ModelReadError, UsageError
 
+# onnx, eqsat.onnx_io, eqsat.pipeline, eqsat.models and eqsat.search.comparison (about 0.2 s together) are imported
+# by the commands that use them, so that the CLI starts (and --help answers) without them
 if TYPE_CHECKING:
     from eqsat.costs import CostModel
     from eqsat.onnx_io import ModelSummary
@@ -31,29 +38,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print ``PROG: error: MESSAGE; run 'PROG --help' for usage`` and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message}; run '{self.prog} --help' for usage\n")
-
-
-def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """``NAME=d1,d2,...`` as (name, dims); the argparse type of ``--input-shape``. Sizes are checked when the
-    model is loaded (positive, matching the input)."""
-    name, sep, dims = text.rpartition("=")
-    try:
-        if not sep or not name:
-            raise ValueError
-        return name, tuple(int(d) for d in dims.split(",") if d.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected NAME=d1,d2,... (e.g. input=1,3,224,224), got {text!r}") from None
-
-
-def _input_shapes(given: Sequence[tuple[str, tuple[int, ...]]] | None) -> dict[str, tuple[int, ...]]:
-    """The ``--input-shape`` options as a dict; an input given twice with different shapes is an error."""
-    out: dict[str, tuple[int, ...]] = {}
-    for name, dims in given or []:
-        if name in out and out[name] != dims:
-            raise UsageError(f"--input-shape gives {name!r} twice ({','.join(map(str, out[name]))} and "
-                             f"{','.join(map(str, dims))}); give it once")
-        out[name] = dims
-    return out
 
 
 def _progress(quiet: bool) -> Callable[[str], None]:
@@ -110,8 +94,6 @@ def _setup_logging(quiet: bool) -> None:
 def _cost_model(name: str, threads: int | None = None) -> CostModel:
     """The cost model named by ``--costs``; ``threads`` (``--threads``) only for the measured CPU model, whose
     default is onnxruntime's own thread count."""
-    from eqsat.costs import get_cost_model
-
     if threads is not None and name not in ("measured", "cpu"):
         raise UsageError(f"--threads {threads}: applies to measured CPU costs only; add --costs measured")
     if threads is not None and threads < 0:
@@ -126,39 +108,11 @@ def _cost_model(name: str, threads: int | None = None) -> CostModel:
 
 def _rules(name: str):
     """The rule set named on the command line; ``None`` (optimize's own default) for "default"."""
-    from eqsat import rules
-    from eqsat.pipeline import default_rules
+    from eqsat.pipeline import default_rules  # lazy: CLI start-up (see the imports)
 
     if name == "size4":
         return default_rules(max_ops=4)
     return rules.starter_rules() if name == "starter" else None
-
-
-def _check_output(path: str, option: str, example: str) -> Path:
-    """Fail at once, before any work, when ``path`` cannot be written as a file. Missing folders on the way
-    are fine: they are created when the file is written (only after everything else succeeded)."""
-    p = Path(path)
-    if p.is_dir() or path.endswith(("/", os.sep)):
-        raise UsageError(f"{option} {path} names a directory; give a file path, e.g. {option} {p / example}")
-    folder = p.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise UsageError(f"{option} {path}: {folder} is a file, not a folder; choose another path")
-    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"{option} {path}: no permission to write there; choose another path")
-    return p
-
-
-def _write_file(out: Path, write: Callable[[Path], None]) -> None:
-    """Create ``out``'s folders and write it through a temporary file, so a failure leaves nothing behind."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -167,18 +121,18 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     The paths are checked before any work; missing folders are created when writing. Nothing is written
     unless the whole run succeeds (the e-graph dump is written after the model, with the extraction's choice).
     """
-    import onnx
+    import onnx  # lazy: CLI start-up (see the imports)
 
     from eqsat.pipeline.run import optimize
 
-    out = _check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
-    dump = _check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None
+    out = check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
+    dump = check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None
     if dump is not None and dump.resolve() == out.resolve():
         raise UsageError(f"-o and --dump-egraph name the same file {out}; give two different paths")
     if args.provenance and dump is None:
         raise UsageError("--provenance records which rule built each e-node for the e-graph dump; give "
                          "--dump-egraph PATH too")
-    shapes = _input_shapes(args.input_shape)
+    shapes = input_shapes(args.input_shape)
     if args.candidates is not None and args.candidates < 1:
         raise UsageError(f"--candidates {args.candidates}: give at least 1")
     cost_model = _cost_model(args.costs, args.threads)
@@ -188,7 +142,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                    solver=args.solver, input_shapes=shapes, check=not args.no_check,
                    dump_egraph=dump is not None, provenance=args.provenance,
                    progress=say)  # the dump object only: written here
-    _write_file(out, lambda p: onnx.save(res.model, str(p)))
+    write_file(out, lambda p: onnx.save(res.model, str(p)))
     if dump is not None and res.egraph_dump is not None:
         res.egraph_dump.write(dump)  # creates missing folders, through a temporary file
     print(res.summary())
@@ -203,15 +157,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     model eqsat cannot import (dynamic shapes, control flow), what the ONNX file declares and how to fix it.
     A JSON file is an e-graph: an eqsat dump gets the ``eqsat egraph stats`` report, plain extraction-gym JSON
     its sizes and operators."""
-    from eqsat import onnx_io
-    from eqsat.cli.egraph import is_json_file, print_egraph_file
-    from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError
+    from eqsat import onnx_io  # lazy: CLI start-up (see the imports)
 
     if is_json_file(args.model):
         return print_egraph_file(args.model)
     model, label = onnx_io.read_model(args.model)
     try:
-        g = onnx_io.load_model(model, input_shapes=_input_shapes(args.input_shape), label=label)
+        g = onnx_io.load_model(model, input_shapes=input_shapes(args.input_shape), label=label)
     except (ModelReadError, InputShapeError):
         raise
     except ModelLoadError as e:
@@ -263,7 +215,8 @@ def _describe(s: ModelSummary, reason: str) -> None:
 
 def _named_model(name: str, option: str) -> Any:
     """A built-in or zoo model by name, as a ``ModelProto``."""
-    from eqsat import models
+    from eqsat import models  # lazy: CLI start-up (see the imports)
+
     builders = models.builtin_models()
     if name in builders:
         return builders[name]()
@@ -275,11 +228,9 @@ def _named_model(name: str, option: str) -> Any:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare eqsat with the backtracking and sampling searches on one model; print a table."""
-    import json
+    from eqsat.search.comparison import METHODS, compare  # lazy: CLI start-up (see the imports)
 
-    from eqsat.search.comparison import METHODS, compare
-
-    out = _check_output(args.json, "--json", "compare.json") if args.json else None
+    out = check_output(args.json, "--json", "compare.json") if args.json else None
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
@@ -293,25 +244,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   alpha=args.alpha, seed=args.seed, check=not args.no_check, progress=_progress(args.quiet), name=name)
     print(res.table())
     if out is not None:
-        _write_file(out, lambda p: p.write_text(json.dumps(res.as_dict(), indent=1) + "\n"))
+        write_file(out, lambda p: p.write_text(json.dumps(res.as_dict(), indent=1) + "\n"))
         print(f"\nwrote {out}")
     return 0 if all(r.status == "ok" for r in res.methods.values()) else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Optimize a built-in model end to end and print the report."""
-    import onnx
+    import onnx  # lazy: CLI start-up (see the imports)
 
     from eqsat.pipeline.run import optimize
 
-    out = _check_output(args.output, "-o", f"{args.model}.opt.onnx") if args.output else None
+    out = check_output(args.output, "-o", f"{args.model}.opt.onnx") if args.output else None
     model = _named_model(args.model, "--model")
     cost_model = _cost_model(args.costs, args.threads)
     say = _progress(args.quiet)
     say(f"demo: optimizing the built-in model {args.model!r}")
     res = optimize(model, cost_model=cost_model, time_limit=args.time_limit, progress=say)
     if out is not None:
-        _write_file(out, lambda p: onnx.save(res.model, str(p)))
+        write_file(out, lambda p: onnx.save(res.model, str(p)))
     print(res.summary())
     if out is not None:
         print(f"\nwrote {out}")
@@ -339,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--provenance", action="store_true",
                    help="with --dump-egraph: record the iteration and rule(s) that built each e-node (costs "
                         "saturation time and memory, see the README)")
-    o.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224",
+    o.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224",
                    help="fix a dynamic input shape (repeatable)")
     o.add_argument("--costs", default="analytic", help="cost model: analytic (default), measured/cpu, gpu")
     o.add_argument("--threads", type=int, default=None, metavar="N",
@@ -359,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("inspect", help="op histogram, shapes and opaque ops of a model (any ONNX model), or the "
                                        "report of an e-graph (JSON: an eqsat dump or extraction-gym)")
     i.add_argument("model", metavar="FILE")
-    i.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224")
+    i.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224")
     i.set_defaults(func=cmd_inspect)
 
     d = sub.add_parser("demo", help="optimize a built-in model")

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from eqsat import engine
+from eqsat.cli.common import parse_shape
+from eqsat.costs import CachedCostModel, CostCache, get_cost_model
+
 
 def _bar(done: int, total: int) -> None:
     width = 30
@@ -16,9 +20,8 @@ def _bar(done: int, total: int) -> None:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     """Measure every operator configuration the optimizer will price for MODEL (its saturated e-graph)."""
+    # lazy: eqsat.onnx_io and the pipeline load in about 0.2 s; the CLI starts without them
     from eqsat import onnx_io
-    from eqsat.costs import CachedCostModel, get_cost_model
-    from eqsat.engine import saturation as egraph
     from eqsat.pipeline import default_rules
 
     if args.threads is not None and (args.device == "gpu" or args.threads < 0):
@@ -27,9 +30,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     model = get_cost_model("gpu") if args.device == "gpu" else get_cost_model("measured", threads=args.threads or 0)
     graph = onnx_io.load_model(args.model, input_shapes=dict(args.input_shape or []))
     model = model.in_context(graph.weight_bytes)  # as optimize will price it
-    sat = egraph.saturate(graph, default_rules(), egraph.Limits(iter_limit=args.iter_limit,
-                                                                     time_limit=args.time_limit))
-    keys = {k for ks in egraph.node_cost_keys(sat.egraph).values() for k in ks}
+    sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=args.iter_limit,
+                                                                time_limit=args.time_limit))
+    keys = {k for ks in engine.node_cost_keys(sat.egraph).values() for k in ks}
     print(f"measuring {len(keys)} operator configurations with {model.name}", file=sys.stderr)
     costs = model.costs(keys, progress=_bar)
     hits = model.hits if isinstance(model, CachedCostModel) else 0
@@ -39,8 +42,6 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """List cached costs (device hash, key, milliseconds)."""
-    from eqsat.costs import CostCache
-
     cache = CostCache(args.cache_dir)
     entries = cache.entries()
     print(f"cache {cache.path}: {len(entries)} entries")
@@ -53,14 +54,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``eqsat costs measure|show`` to the main CLI."""
-    from eqsat.cli.app import _parse_shape
-
     p = subparsers.add_parser("costs", help="measured operator costs and their cache")
     sub = p.add_subparsers(dest="costs_command", required=True)
     m = sub.add_parser("measure", help="prefill the cost cache for a model")
     m.add_argument("model")
     m.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    m.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224")
+    m.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224")
     m.add_argument("--iter-limit", type=int, default=10)
     m.add_argument("--threads", type=int, default=None, metavar="N",
                    help="onnxruntime intra-op threads (default: onnxruntime's own; 0 = that default)")

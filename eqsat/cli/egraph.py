@@ -19,13 +19,20 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
+import subprocess
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from eqsat.cli.common import check_output, input_shapes, parse_shape, write_file
+from eqsat.engine.egraph import ENode
 from eqsat.errors import UsageError
-from eqsat.inspect.dump import FORMAT, LIST_OPS, DumpError, DumpNode, EGraphDump, is_dump, load_json
+from eqsat.extract import InvalidExtraction, validate_selection
+from eqsat.extract.egraph_json import parse_egraph
+from eqsat.inspect.draw import select, to_dot, to_html
+from eqsat.inspect.dump import FORMAT, LIST_OPS, DumpError, EGraphDump, is_dump, load_json
 
 __all__ = ["register", "stats_report", "class_report", "plain_report", "print_egraph_file", "is_json_file"]
 
@@ -61,7 +68,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]], right: set[int]
 
 
 def _tensor_note(dump: EGraphDump, cls: str, limit: int = 2) -> str:
-    names = dump.eclass(cls).tensors
+    names = dump.tensors_of(cls)
     if not names:
         return ""
     return ", ".join(names[:limit]) + (f" (+{len(names) - limit})" if len(names) > limit else "")
@@ -69,12 +76,12 @@ def _tensor_note(dump: EGraphDump, cls: str, limit: int = 2) -> str:
 
 def _class_ref(dump: EGraphDump, cls: str) -> str:
     """``T-5 (matmul2)``; a list class as its items, ``[T-0 (x), T-2]``."""
-    c = dump.eclass(cls)
+    c = dump.egraph.eclass(cls)
     if c.type == "TList":
         items, seen = [], set()
         while cls not in seen:
             seen.add(cls)
-            node = dump.members(cls)[0]
+            node = dump.egraph.members(cls)[0]
             if node.op != "TCons":
                 break
             items.append(_class_ref(dump, node.children[0]))
@@ -86,15 +93,16 @@ def _class_ref(dump: EGraphDump, cls: str) -> str:
 
 def stats_report(dump: EGraphDump, path: str = "") -> str:
     """The ``eqsat egraph stats`` report of a dump."""
-    nodes = [n for n in dump.nodes if n.op not in LIST_OPS]
-    lists = len(dump.nodes) - len(nodes)
-    n_in = sum(n.in_input for n in nodes)
-    tensors = [c for c in dump.classes if c.type == "T"]
+    eg = dump.egraph
+    nodes = [n for n in eg.nodes if n.op not in LIST_OPS]
+    lists = len(eg.nodes) - len(nodes)
+    n_in = sum(n.id in dump.input_nodes for n in nodes)
+    tensors = [c for c in eg.classes if c.type == "T"]
     lines = [f"e-graph dump {path or '-'} ({FORMAT} v{EGraphDump.VERSION}) of {dump.source or '(unknown model)'}, "
              f"costs: {dump.cost_model or '-'}, provenance: "
              + ("recorded" if dump.provenance else "not recorded (eqsat optimize --dump-egraph PATH --provenance)")]
     rows = [("e-graph", f"{len(nodes)} e-nodes ({n_in} from the input graph, {len(nodes) - n_in} added), "
-                        f"{len(tensors)} e-classes, {len(dump.roots)} root(s)"
+                        f"{len(tensors)} e-classes, {len(eg.roots)} root(s)"
                         + (f"; {lists} list node(s) for opaque nodes' inputs" if lists else ""))]
     sat = dump.saturation
     if sat is not None:
@@ -129,57 +137,59 @@ def stats_report(dump: EGraphDump, path: str = "") -> str:
                         right={0, 1, 2, 3, 4, 5})
 
     if dump.provenance:
-        lines += ["", *_provenance_table(nodes)]
+        lines += ["", *_provenance_table(dump, nodes)]
 
     lines += ["", "operators (e-nodes)"]
     ops: dict[str, list[int]] = {}
     for n in nodes:
-        row = ops.setdefault(n.label, [0, 0, 0])
-        row[0 if n.in_input else 1] += 1
-        row[2] += n.chosen
+        row = ops.setdefault(dump.label(n), [0, 0, 0])
+        row[0 if n.id in dump.input_nodes else 1] += 1
+        row[2] += n.id in dump.chosen
     orows = [(op, a, b, c) for op, (a, b, c) in sorted(ops.items(), key=lambda kv: (-sum(kv[1][:2]), kv[0]))]
     lines += _table(("operator", "input", "added", "chosen"), orows, right={1, 2, 3})
 
     lines += ["", "largest e-classes"]
-    biggest = sorted(tensors, key=lambda c: -len(dump.members(c.id)))[:10]
+    biggest = sorted(tensors, key=lambda c: -len(eg.members(c.id)))[:10]
     crows = []
     for c in biggest:
-        members = dump.members(c.id)
-        chosen = next((n.label for n in members if n.chosen), "-")
+        members = eg.members(c.id)
+        chosen = next((dump.label(n) for n in members if n.id in dump.chosen), "-")
         crows.append((c.id, len(members), "[" + ", ".join(map(str, c.shape or ())) + "]", chosen,
                       _tensor_note(dump, c.id) or "-"))
     lines += _table(("e-class", "e-nodes", "shape", "chosen", "tensors"), crows, right={1})
 
     if ext is not None:
         ch = dump.changes()
-        def real(ns: Iterable[DumpNode]) -> list[DumpNode]:
+        def real(ns: Iterable[ENode]) -> list[ENode]:
             return [n for n in ns if n.op not in LIST_OPS]
         replaced = [(a, b) for _, a, b in ch.replaced if b.op not in LIST_OPS]
         added, removed = real(ch.added), real(ch.removed)
         lines += ["", f"what the extraction changed ({len(ch.kept)} e-classes kept their input node, "
                       f"{len(replaced)} replaced, {len(added)} added, {len(removed)} input nodes no longer computed)"]
-        rows = [("chosen, not in the input", _counts([b.label for _, b in replaced] + [n.label for n in added])),
-                ("in the input, not chosen", _counts([a.label for a, _ in replaced] + [n.label for n in removed])),
-                ("replaced", _counts(f"{a.label} -> {b.label}" for a, b in replaced)),
-                ("added (new tensors)", _counts(n.label for n in added)),
-                ("removed", _counts(n.label for n in removed))]
+        label = dump.label
+        rows = [("chosen, not in the input", _counts([label(b) for _, b in replaced] + [label(n) for n in added])),
+                ("in the input, not chosen", _counts([label(a) for a, _ in replaced] + [label(n) for n in removed])),
+                ("replaced", _counts(f"{label(a)} -> {label(b)}" for a, b in replaced)),
+                ("added (new tensors)", _counts(label(n) for n in added)),
+                ("removed", _counts(label(n) for n in removed))]
         width = max(len(k) for k, _ in rows)
         lines += [f"  {k:<{width}}  {v}" for k, v in rows]
     return "\n".join(lines)
 
 
-def _provenance_table(nodes: list[DumpNode]) -> list[str]:
+def _provenance_table(dump: EGraphDump, nodes: list[ENode]) -> list[str]:
     """E-nodes added per iteration, by the rules that built them in it (their first iteration)."""
-    per: dict[int | None, list[DumpNode]] = {}
+    per: dict[int | None, list[ENode]] = {}
     for n in nodes:
-        per.setdefault(n.first_iteration, []).append(n)
+        per.setdefault(dump.first_iteration(n), []).append(n)
     rows = []
     for k in sorted(per, key=lambda k: -1 if k is None else k):
         group = per[k]
         if k == 0:
-            by = Counter("input graph" if n.in_input else r for n in group for r in (n.creators or ("input",)))
+            by = Counter("input graph" if n.id in dump.input_nodes else r for n in group
+                         for r in (dump.creators(n) or ("input",)))
         else:
-            by = Counter(r for n in group for r in (n.creators or ("(unknown)",)))
+            by = Counter(r for n in group for r in (dump.creators(n) or ("(unknown)",)))
         top = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
         shown = ", ".join(f"{r} {c}" for r, c in top[:5]) + (f" (+{len(top) - 5} more)" if len(top) > 5 else "")
         rows.append(("?" if k is None else k, len(group), shown))
@@ -191,33 +201,38 @@ def _provenance_table(nodes: list[DumpNode]) -> list[str]:
 def class_report(dump: EGraphDump, key: str) -> str:
     """The ``eqsat egraph show`` report: one e-class, by class id, tensor name or e-node id."""
     cls = dump.find_class(key)
-    c = dump.eclass(cls)
-    members = dump.members(cls)
-    chosen = next((n for n in members if n.chosen), None)
+    eg = dump.egraph
+    c = eg.eclass(cls)
+    members = eg.members(cls)
+    inputs = dump.input_nodes
+    chosen = next((n for n in members if n.id in dump.chosen), None)
     shape = "a list of an opaque node's inputs" if c.type == "TList" else \
         "tensor [" + ", ".join(map(str, c.shape or ())) + "]"
-    holds = f"; holds {', '.join(c.tensors)}" if c.tensors else ""
-    root = "; a root (graph output)" if cls in dump.roots else ""
+    tensors = dump.tensors_of(cls)
+    holds = f"; holds {', '.join(tensors)}" if tensors else ""
+    root = "; a root (graph output)" if cls in eg.roots else ""
     lines = [f"e-class {cls}: {shape}{holds}{root}",
-             f"{len(members)} e-node(s), {sum(n.in_input for n in members)} from the input graph; chosen: "
-             + (f"{chosen.id} ({chosen.label})" if chosen else
+             f"{len(members)} e-node(s), {sum(n.id in inputs for n in members)} from the input graph; chosen: "
+             + (f"{chosen.id} ({dump.label(chosen)})" if chosen else
                 "none" if dump.extraction is not None else "none (no extraction recorded)")]
-    parents = dump.parents(cls)
+    parents = eg.parents(cls)
     if parents:
         used = sorted({p.eclass for p in parents}, key=lambda k: (k not in dump.selection, k))
         more = f" (+{len(used) - 8} more)" if len(used) > 8 else ""
         lines.append(f"used by {len(parents)} e-node(s) in: " + ", ".join(_class_ref(dump, u) for u in used[:8])
                      + more)
     lines.append("")
-    order = sorted(members, key=lambda n: (not n.chosen, not n.in_input, n.cost, n.id))
+    order = sorted(members, key=lambda n: (n.id not in dump.chosen, n.id not in inputs, n.cost, n.id))
     if dump.provenance:
-        rows = [("*" if n.chosen else "", n.id, n.describe(), _fmt(n.cost), "input" if n.in_input else "added",
-                 "-" if n.first_iteration is None else n.first_iteration, n.describe_provenance(),
+        rows = [("*" if n.id in dump.chosen else "", n.id, dump.describe(n), _fmt(n.cost),
+                 "input" if n.id in inputs else "added",
+                 "-" if dump.first_iteration(n) is None else dump.first_iteration(n), dump.describe_provenance(n),
                  ", ".join(_class_ref(dump, k) for k in n.children) or "-") for n in order]
         lines += _table(("", "e-node", "operator", "cost (ms)", "origin", "iter", "built by", "children"), rows,
                         right={3, 5})
     else:
-        rows = [("*" if n.chosen else "", n.id, n.describe(), _fmt(n.cost), "input" if n.in_input else "added",
+        rows = [("*" if n.id in dump.chosen else "", n.id, dump.describe(n), _fmt(n.cost),
+                 "input" if n.id in inputs else "added",
                  ", ".join(_class_ref(dump, k) for k in n.children) or "-") for n in order]
         lines += _table(("", "e-node", "operator", "cost (ms)", "origin", "children"), rows, right={3})
     lines.append("")
@@ -234,8 +249,6 @@ def class_report(dump: EGraphDump, key: str) -> str:
 
 def plain_report(data: Mapping[str, Any], path: str) -> str:
     """Sizes and operators of extraction-gym JSON without eqsat's block."""
-    from eqsat.extract.egraph_json import parse_egraph
-
     try:
         eg = parse_egraph(data)
     except ValueError as e:
@@ -302,21 +315,13 @@ RENDER_FORMATS = ("dot", "svg", "png", "pdf")
 
 
 def _drawing(args: argparse.Namespace, max_nodes: int) -> Any:
-    from eqsat.inspect.draw import select
-
     dump = EGraphDump.read(args.dump)
     return select(dump, args.around, args.depth, args.chosen_only, max_nodes)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     """``eqsat egraph render DUMP -o OUT.svg|.dot [--around CLASS|TENSOR --depth N] [--chosen-only]``."""
-    import shutil
-    import subprocess
-
-    from eqsat.cli.app import _check_output, _write_file
-    from eqsat.inspect.draw import to_dot
-
-    out = _check_output(args.output, "-o", "egraph.svg")
+    out = check_output(args.output, "-o", "egraph.svg")
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in RENDER_FORMATS:
         raise UsageError(f"-o {args.output}: give a file ending in {', '.join('.' + f for f in RENDER_FORMATS)} "
@@ -325,13 +330,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     dot = to_dot(drawing)
     size = f"{len(drawing.nodes)} e-nodes in {len(drawing.classes)} e-classes"
     if fmt == "dot":
-        _write_file(out, lambda p: p.write_text(dot, encoding="utf-8"))
+        write_file(out, lambda p: p.write_text(dot, encoding="utf-8"))
         print(f"wrote {out} ({size}; draw it with: dot -Tsvg {out} -o {out.with_suffix('.svg')})")
         return 0
     exe = shutil.which("dot")
     if exe is None:
         text = out.with_suffix(".dot")
-        _write_file(text, lambda p: p.write_text(dot, encoding="utf-8"))
+        write_file(text, lambda p: p.write_text(dot, encoding="utf-8"))
         raise GraphvizMissing(f"Graphviz's 'dot' is not installed, so no {out}: wrote {text} ({size}) instead; "
                               f"install Graphviz (apt install graphviz, or brew install graphviz) and run "
                               f"'dot -T{fmt} {text} -o {out}', or give -o with .dot")
@@ -343,20 +348,17 @@ def cmd_render(args: argparse.Namespace) -> int:
             raise UsageError(f"Graphviz's dot failed on the drawing (exit {done.returncode}: "
                              f"{why[-1] if why else 'no message'}); write the text with -o {out.with_suffix('.dot')}")
 
-    _write_file(out, draw)
+    write_file(out, draw)
     print(f"wrote {out} ({size})")
     return 0
 
 
 def cmd_view(args: argparse.Namespace) -> int:
     """``eqsat egraph view DUMP -o OUT.html [--around CLASS|TENSOR --depth N] [--chosen-only]``."""
-    from eqsat.cli.app import _check_output, _write_file
-    from eqsat.inspect.draw import to_html
-
-    out = _check_output(args.output, "-o", "egraph.html")
+    out = check_output(args.output, "-o", "egraph.html")
     drawing = _drawing(args, args.max_nodes)
     page = to_html(drawing)
-    _write_file(out, lambda p: p.write_text(page, encoding="utf-8"))
+    write_file(out, lambda p: p.write_text(page, encoding="utf-8"))
     print(f"wrote {out} ({len(drawing.nodes)} e-nodes in {len(drawing.classes)} e-classes; one file, works "
           "offline: open it in a browser)")
     return 0
@@ -379,14 +381,13 @@ def _read_selection(path: str) -> dict[str, str]:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``eqsat egraph export DUMP --model ORIGINAL.onnx [--selection SEL.json] -o OUT.onnx``."""
+    # lazy: onnx, eqsat.onnx_io and the pipeline load in about 0.2 s; the CLI starts without them
     import onnx
 
     from eqsat import onnx_io
-    from eqsat.cli.app import _check_output, _input_shapes, _write_file
-    from eqsat.extract import InvalidExtraction, validate_selection
     from eqsat.pipeline.check import NumericCheckUnavailable, NumericMismatch, check_equal
 
-    out = _check_output(args.output, "-o", Path(args.model).stem + ".export.onnx")
+    out = check_output(args.output, "-o", Path(args.model).stem + ".export.onnx")
     dump = EGraphDump.read(args.dump)
     if args.selection:
         selection, source = _read_selection(args.selection), args.selection
@@ -396,10 +397,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.dump} records no extraction; give one with --selection SEL.json (e.g. from "
                              f"'eqsat extract {args.dump} --out SEL.json')")
     proto, label = onnx_io.read_model(args.model)
-    graph = onnx_io.load_model(proto, input_shapes=_input_shapes(args.input_shape), label=label)
+    graph = onnx_io.load_model(proto, input_shapes=input_shapes(args.input_shape), label=label)
     dump.check_input_graph(graph, model=args.model)
     try:
-        cost = validate_selection(dump.serialized, selection)
+        cost = validate_selection(dump.egraph.serialized, selection)
     except InvalidExtraction as e:
         raise UsageError(f"--selection {source} does not fit the dump {args.dump}: {e}") from None
     _, written = dump.to_graph(selection, graph)
@@ -413,7 +414,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         if not numeric.ok:
             raise NumericMismatch(f"the exported model differs from the original: {numeric.summary()}. Nothing "
                                   "was written.")
-    _write_file(out, lambda p: onnx.save(model, str(p)))
+    write_file(out, lambda p: onnx.save(model, str(p)))
     rows = [("selection", f"{source}: {len(selection)} e-classes"),
             ("cost", f"{_fmt(cost)} ms under the dump's costs ({dump.cost_model or '-'})"
              + ("" if dump.extraction is None or not math.isfinite(dump.extraction.cost) else
@@ -445,8 +446,6 @@ _DESCRIPTION = """Read the e-graph dumps 'eqsat optimize --dump-egraph' writes.
 
 def register(subparsers: Any) -> None:
     """Add ``eqsat egraph {stats,show,render,view,export}``."""
-    from eqsat.cli.app import _parse_shape
-
     p = subparsers.add_parser("egraph", help="read e-graph dumps (eqsat optimize --dump-egraph): stats, show, render, "
                                              "view, export",
                               description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -484,7 +483,7 @@ def register(subparsers: Any) -> None:
                    help="e-class -> e-node ids ('eqsat extract --out' output or a bare object); default: the "
                         "dump's own choice")
     e.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="missing folders are created")
-    e.add_argument("--input-shape", action="append", type=_parse_shape, metavar="NAME=1,3,224,224",
+    e.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224",
                    help="the input shapes the dump was made with, for a model with dynamic dimensions (repeatable)")
     e.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric check")
     e.set_defaults(func=cmd_export)

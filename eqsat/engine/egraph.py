@@ -1,6 +1,6 @@
 """The engine's saturated e-graph as one immutable, typed object.
 
-:func:`eqsat.engine.saturation.clean_serialized` makes it from egglog's serialization (the only place that reads
+:func:`eqsat.engine.serialize.clean_serialized` makes it from egglog's serialization (the only place that reads
 egglog's JSON); :func:`eqsat.engine.saturation.saturate` returns it (``SaturationResult.egraph``), and the cost
 step, the extractors, the read-back of an extraction and the e-graph dump read it. It extends the extraction's
 :class:`eqsat.extract.SerializedEGraph` with what the cost models and the IR need: operator parameters, e-class
@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:
-    from eqsat.extract import SerializedEGraph
+from eqsat.extract.egraph_json import SerializedEGraph, parse_egraph
 
 __all__ = ["ENode", "EClass", "EGraph"]
 
@@ -114,6 +113,14 @@ class EGraph:
             out[n.eclass].append(n)
         return {k: tuple(v) for k, v in out.items()}
 
+    @cached_property
+    def _parents(self) -> dict[str, tuple[ENode, ...]]:
+        out: dict[str, dict[str, ENode]] = {c.id: {} for c in self.classes}
+        for n in self.nodes:
+            for c in n.children:
+                out[c][n.id] = n
+        return {k: tuple(v.values()) for k, v in out.items()}
+
     @property
     def num_nodes(self) -> int:
         """Number of e-nodes."""
@@ -138,6 +145,10 @@ class EGraph:
     def members(self, class_id: str) -> tuple[ENode, ...]:
         """The e-nodes of an e-class, in node order (KeyError if no such class)."""
         return self._members[class_id]
+
+    def parents(self, class_id: str) -> tuple[ENode, ...]:
+        """The e-nodes that have this e-class as a child, each once, in node order (KeyError if no such class)."""
+        return self._parents[class_id]
 
     def shape(self, class_id: str) -> tuple[int, ...] | None:
         """The shape of a tensor e-class (None for a list; KeyError if no such class)."""
@@ -171,8 +182,6 @@ class EGraph:
     @cached_property
     def serialized(self) -> SerializedEGraph:
         """The e-graph as the extractors see it (:class:`eqsat.extract.SerializedEGraph`, with the costs)."""
-        from eqsat.extract.egraph_json import parse_egraph
-
         return parse_egraph(self.to_json())
 
     def to_serialized(self) -> SerializedEGraph:

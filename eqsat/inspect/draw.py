@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from eqsat.inspect.dump import LIST_OPS, DumpError, DumpNode, EGraphDump
+from eqsat.engine.egraph import ENode
+from eqsat.inspect.dump import LIST_OPS, DumpError, EGraphDump
 
 __all__ = ["Drawing", "select", "to_dot", "to_html", "visualizer_files", "LEGEND"]
 
@@ -43,7 +44,7 @@ class Drawing:
 
     dump: EGraphDump
     classes: tuple[str, ...]
-    nodes: tuple[DumpNode, ...]
+    nodes: tuple[ENode, ...]
     edges: tuple[tuple[str, str, int], ...]
     outside: tuple[str, ...]
     title: str
@@ -55,8 +56,8 @@ def _list_items(dump: EGraphDump, cls: str) -> list[str]:
     seen: set[str] = set()
     while cls not in seen:
         seen.add(cls)
-        members = dump.members(cls)
-        node = next((n for n in members if n.chosen), members[0])
+        members = dump.egraph.members(cls)
+        node = next((n for n in members if n.id in dump.chosen), members[0])
         if node.op != "TCons":
             break
         items.append(node.children[0])
@@ -64,9 +65,9 @@ def _list_items(dump: EGraphDump, cls: str) -> list[str]:
     return items
 
 
-def _inputs(dump: EGraphDump, node: DumpNode) -> list[str]:
+def _inputs(dump: EGraphDump, node: ENode) -> list[str]:
     """A node's tensor inputs: its children, or for an opaque node the items of its input list."""
-    if node.op == "opaque" and node.children and dump.eclass(node.children[0]).type == "TList":
+    if node.op == "opaque" and node.children and dump.egraph.eclass(node.children[0]).type == "TList":
         return _list_items(dump, node.children[0])
     return list(node.children)
 
@@ -83,13 +84,13 @@ def select(dump: EGraphDump, around: str | None = None, depth: int = 2, chosen_o
     """
     if depth < 0:
         raise DumpError(f"--depth must be >= 0, got {depth}")
-    pool = [n for n in dump.nodes if n.op not in LIST_OPS and (n.chosen or not chosen_only)]
+    pool = [n for n in dump.egraph.nodes if n.op not in LIST_OPS and (n.id in dump.chosen or not chosen_only)]
     if chosen_only and not pool:
         raise DumpError("the dump records no extraction, so nothing is chosen; leave out --chosen-only")
     inputs = {n.id: _inputs(dump, n) for n in pool}
     if around is not None:
         start = dump.find_class(around)
-        if dump.eclass(start).type != "T":
+        if dump.egraph.eclass(start).type != "T":
             raise DumpError(f"{around!r} is the input list of an opaque node; give a tensor's e-class instead")
         if chosen_only and start not in dump.selection:
             raise DumpError(f"e-class {start} is not part of the extraction's choice; leave out --chosen-only")
@@ -119,7 +120,7 @@ def select(dump: EGraphDump, around: str | None = None, depth: int = 2, chosen_o
             hint = "lower --depth" + ("" if chosen_only else " or add --chosen-only")
         raise DumpError(f"{what}, more than --max-nodes {max_nodes}; {hint} (or raise --max-nodes)")
     drawn = {n.eclass for n in nodes}
-    classes = tuple(c.id for c in dump.classes if c.id in drawn)
+    classes = tuple(c.id for c in dump.egraph.classes if c.id in drawn)
     edges = tuple((n.id, c, k) for n in nodes for k, c in enumerate(inputs[n.id]))
     outside = tuple(dict.fromkeys(c for _, c, _ in edges if c not in drawn))
     return Drawing(dump, classes, nodes, edges, outside, title)
@@ -133,27 +134,29 @@ def _short(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def node_caption(node: DumpNode) -> str:
+def node_caption(dump: EGraphDump, node: ENode) -> str:
     """An e-node as one line: operator and short parameters (``matmul``, ``transpose(perm=[1 0])``)."""
-    return _short(node.describe())
+    return _short(dump.describe(node))
 
 
-def provenance_caption(node: DumpNode) -> str:
+def provenance_caption(dump: EGraphDump, node: ENode) -> str:
     """``input``, or ``it 2: rA, rB`` (the iteration and the rules that built the node first); empty when
     the dump has no provenance."""
-    if node.first_iteration is None:
+    first = dump.first_iteration(node)
+    if first is None:
         return ""
-    if node.in_input:
+    if node.id in dump.input_nodes:
         return "input"
-    return _short(f"it {node.first_iteration}: " + (", ".join(node.creators) or "?"))
+    return _short(f"it {first}: " + (", ".join(dump.creators(node)) or "?"))
 
 
 def class_caption(dump: EGraphDump, cls: str) -> str:
     """``T-5 [4, 8]`` with the input graph's tensor names (``m1, m2 (+3)``) and ``output`` for roots."""
-    c = dump.eclass(cls)
+    c = dump.egraph.eclass(cls)
+    tensors = dump.tensors_of(cls)
     shape = "[" + ", ".join(map(str, c.shape or ())) + "]"
-    names = ", ".join(c.tensors[:2]) + (f" (+{len(c.tensors) - 2})" if len(c.tensors) > 2 else "")
-    return " ".join(x for x in (cls, shape, _short(names, 30), "output" if cls in dump.roots else "") if x)
+    names = ", ".join(tensors[:2]) + (f" (+{len(tensors) - 2})" if len(tensors) > 2 else "")
+    return " ".join(x for x in (cls, shape, _short(names, 30), "output" if cls in dump.egraph.roots else "") if x)
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -176,21 +179,21 @@ def to_dot(d: Drawing) -> str:
              f"  label={_q(f'{src}: {d.title}' + chr(10) + LEGEND)}; labelloc=b; fontsize=10; fontname=Helvetica;",
              '  node [shape=box, style=rounded, fontname=Helvetica, fontsize=10, height=0.3];',
              '  edge [arrowsize=0.6, color="#444444"];']
-    members: dict[str, list[DumpNode]] = {}
+    members: dict[str, list[ENode]] = {}
     for n in d.nodes:
         members.setdefault(n.eclass, []).append(n)
     for cls in d.classes:
-        root = cls in dump.roots
+        root = cls in dump.egraph.roots
         lines.append(f"  subgraph {_q('cluster_' + cls)} {{")
         lines.append(f"    label={_q(class_caption(dump, cls))}; labelloc=t; style=rounded; fontsize=9; "
                      f"color={_q('#1f4e99' if root else '#999999')}; penwidth={2 if root else 1};")
         for n in members[cls]:
-            label = "\n".join(x for x in (node_caption(n), f"{n.cost:.4g} ms" if n.cost else "",
-                                          provenance_caption(n)) if x)
+            label = "\n".join(x for x in (node_caption(dump, n), f"{n.cost:.4g} ms" if n.cost else "",
+                                          provenance_caption(dump, n)) if x)
             attrs = [f"label={_q(label)}", f"tooltip={_q(n.id)}"]
-            if n.chosen:
+            if n.id in dump.chosen:
                 attrs += ['style="rounded,filled,bold"', 'fillcolor="#cfe3ff"', "penwidth=2"]
-            if n.in_input:
+            if n.id in dump.input_nodes:
                 attrs.append("peripheries=2")
             lines.append(f"    {_q('n:' + n.id)} [{', '.join(attrs)}];")
         lines.append("  }")
@@ -199,7 +202,7 @@ def to_dot(d: Drawing) -> str:
                      "fontcolor=gray40, fontsize=9];")
     arity = Counter(nid for nid, _, _ in d.edges)
     owner = {n.id: n.eclass for n in d.nodes}
-    target = {cls: "n:" + next((n for n in ns if n.chosen), ns[0]).id for cls, ns in members.items()}
+    target = {cls: "n:" + next((n for n in ns if n.id in dump.chosen), ns[0]).id for cls, ns in members.items()}
     for nid, child, k in d.edges:
         attrs = []
         if child in d.outside:
@@ -223,7 +226,7 @@ def to_dot(d: Drawing) -> str:
 def visualizer_files() -> tuple[str, str]:
     """The JavaScript module and the stylesheet of the interactive e-graph visualizer the egglog package ships
     (``egglog/visualizer.js``, ``visualizer.css``); :class:`DumpError` if this egglog has none."""
-    import egglog
+    import egglog  # lazy: 0.2-0.4 s to load, for 'view' only (the CLI imports this module at start-up)
 
     folder = Path(egglog.__file__).parent
     try:
@@ -270,20 +273,20 @@ def visualizer_json(d: Drawing) -> str:
     marked = dump.extraction is not None
     nodes: dict[str, dict[str, object]] = {}
     for n in d.nodes:
-        label = node_caption(n)
+        label = node_caption(dump, n)
         nodes[n.id] = {"op": label, "children": kids.get(n.id, []), "eclass": n.eclass, "cost": n.cost,
-                       "subsumed": marked and not n.chosen}
+                       "subsumed": marked and n.id not in dump.chosen}
     for c, sid in stub.items():
         nodes[sid] = {"op": "… not drawn", "children": [], "eclass": c, "cost": 0.0, "subsumed": True}
     class_data: dict[str, dict[str, str]] = {}
     for c in (*d.classes, *d.outside):
-        info = dump.eclass(c)
-        data = {"type": "outside" if c in stub else ("output" if c in dump.roots else "tensor"), "e-class": c,
+        info = dump.egraph.eclass(c)
+        data = {"type": "outside" if c in stub else ("output" if c in dump.egraph.roots else "tensor"), "e-class": c,
                 "shape": "[" + ", ".join(map(str, info.shape or ())) + "]"}
-        if info.tensors:
-            data["tensors"] = ", ".join(info.tensors)
+        if dump.tensors_of(c):
+            data["tensors"] = ", ".join(dump.tensors_of(c))
         class_data[c] = data
-    return json.dumps({"nodes": nodes, "root_eclasses": [r for r in dump.roots if r in first],
+    return json.dumps({"nodes": nodes, "root_eclasses": [r for r in dump.egraph.roots if r in first],
                        "class_data": class_data})
 
 
@@ -322,12 +325,13 @@ def to_html(d: Drawing) -> str:
                "e-node to show only what it reaches; scroll to zoom.")
     header = ("e-node", "e-class", "tensors", "operator", "cost (ms)", "origin", "first iteration", "built by")
 
-    def row(n: DumpNode) -> tuple[str, ...]:
-        return (n.id, n.eclass, ", ".join(dump.eclass(n.eclass).tensors[:3]), n.describe(), f"{n.cost:.4g}",
-                "input" if n.in_input else "added", "-" if n.first_iteration is None else str(n.first_iteration),
-                n.describe_provenance())
+    def row(n: ENode) -> tuple[str, ...]:
+        first = dump.first_iteration(n)
+        return (n.id, n.eclass, ", ".join(dump.tensors_of(n.eclass)[:3]), dump.describe(n), f"{n.cost:.4g}",
+                "input" if n.id in dump.input_nodes else "added", "-" if first is None else str(first),
+                dump.describe_provenance(n))
 
-    chosen = [n for n in d.nodes if n.chosen]
+    chosen = [n for n in d.nodes if n.id in dump.chosen]
     table = (f"<details open><summary>chosen e-nodes ({len(chosen)})</summary>"
              + _table(map(row, chosen), header) + "</details>" if chosen else "")
     table += (f"<details><summary>all e-nodes drawn ({len(d.nodes)})</summary>" + _table(map(row, d.nodes), header)

@@ -17,9 +17,10 @@ extract`` read it as is, with eqsat's fields beside the standard ones::
      "class_data": {CLASS: {"type", "shape", "tensors"}}}
 
 ``children`` are node ids, as extraction-gym wants: each names the first node of the child's e-class (the
-object keeps child e-classes). ``onnx_op`` is written for opaque nodes only. A node's shape is its class's.
-``in_input`` marks the terms of the imported input graph (:func:`eqsat.engine.saturation.input_terms`: the input graph
-walked bottom-up and each term looked up by operator, parameters and child e-classes, which is exact);
+object keeps child e-classes: its graph part is the engine's :class:`eqsat.engine.egraph.EGraph`). ``onnx_op`` is
+written for opaque nodes only. A node's shape is its class's.
+``in_input`` marks the terms of the imported input graph (:func:`eqsat.engine.readback.input_terms`: the input
+graph walked bottom-up and each term looked up by operator, parameters and child e-classes, which is exact);
 ``tensors`` names the input graph's tensors each class holds (found by the same walk); ``chosen`` marks the
 extraction's selection (one node per e-class reachable from the roots).
 
@@ -29,7 +30,7 @@ the input graph, or of an n-way sibling merge the engine adds before iteration 1
 -> the first iteration in which that rule's right-hand side built the e-node, ordered by iteration then
 name (``"sibling-merge"`` for the engine's sibling merges; the input graph's own terms are no rule's, but a
 rule that built one again later is listed). The engine records it exactly
-(:func:`eqsat.engine.saturation.compile_rule`): a rule's action writes a row per term it builds, and a
+(:func:`eqsat.engine.compile.compile_rule`): a rule's action writes a row per term it builds, and a
 right-hand side merged only after its shape check still dates from the iteration whose rule built it. Version 1
 files read with no provenance.
 
@@ -44,21 +45,22 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from eqsat.engine.egraph import EClass, EGraph, ENode, sorted_rules
+from eqsat.engine.limits import Limits
+from eqsat.engine.readback import graph_from_selection, input_terms
+from eqsat.engine.saturation import IterationStats, SaturationResult
 from eqsat.errors import EqsatError
+from eqsat.extract import Extraction
+from eqsat.ir.graph import Graph
 
-if TYPE_CHECKING:
-    from eqsat.engine.egraph import EGraph
-    from eqsat.engine.saturation import Limits, SaturationResult
-    from eqsat.extract import Extraction, SerializedEGraph
-    from eqsat.ir.graph import Graph
+__all__ = ["FORMAT", "VERSION", "DumpError", "IterationInfo", "SaturationInfo", "ExtractionInfo",
+           "ExtractionChanges", "EGraphDump", "build_dump", "load_json", "is_dump"]
 
-__all__ = ["FORMAT", "VERSION", "DumpError", "DumpNode", "DumpClass", "IterationInfo", "SaturationInfo",
-           "ExtractionInfo", "ExtractionChanges", "EGraphDump", "build_dump", "load_json", "is_dump"]
 
 FORMAT = "eqsat-egraph"
 VERSION = 2
@@ -80,76 +82,6 @@ def _pairs(mapping: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple((str(k), _frozen(v)) for k, v in mapping.items())
 
 
-@dataclass(frozen=True)
-class DumpNode:
-    """One e-node.
-
-    Attributes:
-        id: the node id (egglog's, e.g. ``function-3-matmul``).
-        op: the registry operator (``Input``, ``Weight``, ``opaque``, ``TNil``/``TCons`` for input lists).
-        params: named, decoded parameters, as ``(name, value)`` pairs (``p`` gives a dict).
-        eclass: the e-class id.
-        children: child e-class ids, in argument order.
-        cost: the node's cost under the dump's cost model (ms); 0 for leaves, lists and work on weights only.
-        onnx_op: the ONNX op type of an opaque node, else None.
-        in_input: whether the node is a term of the imported input graph.
-        chosen: whether the extraction chose it.
-        first_iteration: the saturation iteration in which the e-node first existed (0 for the input graph's
-            terms and the engine's sibling merges); None without provenance.
-        rules: (rule, iteration) for each rule whose right-hand side built the e-node, with the first
-            iteration in which it did, ordered by iteration then name; empty without provenance (and for
-            input terms no rule rebuilt).
-    """
-
-    id: str
-    op: str
-    params: tuple[tuple[str, Any], ...]
-    eclass: str
-    children: tuple[str, ...]
-    cost: float
-    onnx_op: str | None = None
-    in_input: bool = False
-    chosen: bool = False
-    first_iteration: int | None = None
-    rules: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def p(self) -> dict[str, Any]:
-        """Parameters as a dict."""
-        return dict(self.params)
-
-    @property
-    def rule_names(self) -> tuple[str, ...]:
-        """The rules that built the node, in :attr:`rules` order."""
-        return tuple(r for r, _ in self.rules)
-
-    @property
-    def creators(self) -> tuple[str, ...]:
-        """The rules that built the node in its first iteration (none for an input term)."""
-        return tuple(r for r, k in self.rules if k == self.first_iteration and not self.in_input)
-
-    def describe_provenance(self) -> str:
-        """``input``, or the creating rules, with later rebuilders as ``rule@iteration``; ``-`` when unknown."""
-        if self.first_iteration is None:
-            return "-"
-        first = set(self.creators)
-        parts = (["input"] if self.in_input else []) + [r if r in first else f"{r}@{k}" for r, k in self.rules]
-        return ", ".join(parts) or "-"
-
-    @property
-    def label(self) -> str:
-        """The operator as reports show it: ``opaque:Gather`` for an opaque node."""
-        return f"opaque:{self.onnx_op}" if self.op == "opaque" and self.onnx_op else self.op
-
-    def describe(self) -> str:
-        """``op(name=value, ...)``; opaque nodes by ONNX op type and key."""
-        if self.op == "opaque":
-            return f"{self.label}({self.p.get('key')}, output {self.p.get('index')})"
-        if not self.params:
-            return self.op
-        args = ", ".join(f"{k}={_show(v)}" for k, v in self.params)
-        return f"{self.op}({args})"
-
 
 def _show(v: Any) -> str:
     if isinstance(v, tuple):
@@ -158,16 +90,6 @@ def _show(v: Any) -> str:
         return json.dumps(v)
     return str(v)
 
-
-@dataclass(frozen=True)
-class DumpClass:
-    """One e-class: ``type`` ``"T"`` (a tensor, with its ``shape``) or ``"TList"`` (a list of an opaque node's
-    inputs, no shape), and the names of the input graph's tensors it holds."""
-
-    id: str
-    type: str
-    shape: tuple[int, ...] | None
-    tensors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -217,6 +139,7 @@ class ExtractionInfo:
     kept_original: bool = False
 
 
+
 @dataclass(frozen=True)
 class ExtractionChanges:
     """What the extraction changed against the input graph, per e-class reachable from the roots.
@@ -229,216 +152,199 @@ class ExtractionChanges:
     """
 
     kept: tuple[str, ...]
-    replaced: tuple[tuple[str, DumpNode, DumpNode], ...]
-    added: tuple[DumpNode, ...]
-    removed: tuple[DumpNode, ...]
+    replaced: tuple[tuple[str, ENode, ENode], ...]
+    added: tuple[ENode, ...]
+    removed: tuple[ENode, ...]
 
 
 @dataclass(frozen=True)
 class EGraphDump:
     """A saturated e-graph with its costs, the input graph's terms and tensor names, and the extraction's
-    choice; see the module docstring for the file format. Equal dumps write equal files."""
+    choice; see the module docstring for the file format. Equal dumps write equal files.
+
+    The graph part is the engine's :class:`eqsat.engine.egraph.EGraph` (``egraph``: e-nodes with their costs and,
+    with provenance, the rules that built them; e-classes with their shapes; the roots): look e-nodes, e-classes,
+    members, parents and shapes up there. The dump adds what a run knows about them, by node or class id.
+
+    Attributes:
+        source: the model the run optimized.
+        cost_model: the name of the cost model that priced the nodes (costs in ms).
+        egraph: the e-graph.
+        input_nodes: the e-nodes that are terms of the imported input graph.
+        chosen: the e-nodes the extraction chose (:attr:`selection` gives them by e-class).
+        tensors: e-class -> the names of the input graph's tensors it holds (classes holding none left out).
+        onnx_ops: opaque e-node -> its ONNX op type.
+        first_iterations: with provenance, e-node -> the saturation iteration in which it first existed (0 for
+            the input graph's terms and the engine's sibling merges; None when unknown); empty without.
+        saturation: how the e-graph was grown.
+        extraction: the extraction whose choice ``chosen`` is.
+    """
 
     FORMAT: ClassVar[str] = FORMAT
     VERSION: ClassVar[int] = VERSION
 
     source: str
     cost_model: str
-    nodes: tuple[DumpNode, ...]
-    classes: tuple[DumpClass, ...]
-    roots: tuple[str, ...]
+    egraph: EGraph
+    input_nodes: frozenset[str] = frozenset()
+    chosen: frozenset[str] = frozenset()
+    tensors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    onnx_ops: Mapping[str, str] = field(default_factory=dict)
+    first_iterations: Mapping[str, int | None] = field(default_factory=dict)
     saturation: SaturationInfo | None = None
     extraction: ExtractionInfo | None = None
-    provenance: bool = False  # whether the nodes carry first_iteration and rules
 
-    # -- lookups ------------------------------------------------------------------------------------------
-    @cached_property
-    def _node_index(self) -> dict[str, DumpNode]:
-        return {n.id: n for n in self.nodes}
+    @property
+    def provenance(self) -> bool:
+        """Whether the run recorded provenance (first iterations, and the rules that built each e-node)."""
+        return self.egraph.provenance
 
-    @cached_property
-    def _class_index(self) -> dict[str, DumpClass]:
-        return {c.id: c for c in self.classes}
+    def __hash__(self) -> int:  # the mappings are not hashable; equal dumps agree on these fields
+        return hash((self.source, self.cost_model, self.egraph, self.input_nodes, self.chosen))
 
-    @cached_property
-    def _members(self) -> dict[str, tuple[DumpNode, ...]]:
-        out: dict[str, list[DumpNode]] = {c.id: [] for c in self.classes}
-        for n in self.nodes:
-            out[n.eclass].append(n)
-        return {k: tuple(v) for k, v in out.items()}
+    # -- what the dump knows about e-nodes and e-classes ---------------------------------------------------
+    def first_iteration(self, node: ENode) -> int | None:
+        """The iteration in which ``node`` first existed; None without provenance."""
+        return self.first_iterations.get(node.id)
+
+    def creators(self, node: ENode) -> tuple[str, ...]:
+        """The rules that built ``node`` in its first iteration (none for an input term)."""
+        first = self.first_iteration(node)
+        return tuple(r for r, k in node.rules if k == first and node.id not in self.input_nodes)
+
+    def describe_provenance(self, node: ENode) -> str:
+        """``input``, or the creating rules, with later rebuilders as ``rule@iteration``; ``-`` when unknown."""
+        if self.first_iteration(node) is None:
+            return "-"
+        first = set(self.creators(node))
+        parts = (["input"] if node.id in self.input_nodes else []) + \
+            [r if r in first else f"{r}@{k}" for r, k in node.rules]
+        return ", ".join(parts) or "-"
+
+    def label(self, node: ENode) -> str:
+        """The operator as reports show it: ``opaque:Gather`` for an opaque node."""
+        onnx_op = self.onnx_ops.get(node.id)
+        return f"opaque:{onnx_op}" if node.op == "opaque" and onnx_op else node.op
+
+    def describe(self, node: ENode) -> str:
+        """``op(name=value, ...)``; opaque nodes by ONNX op type and key."""
+        p = node.p
+        if node.op == "opaque":
+            return f"{self.label(node)}({p.get('key')}, output {p.get('index')})"
+        if not node.params:
+            return node.op
+        return f"{node.op}({', '.join(f'{k}={_show(v)}' for k, v in node.params)})"
+
+    def tensors_of(self, class_id: str) -> tuple[str, ...]:
+        """The names of the input graph's tensors an e-class holds."""
+        return self.tensors.get(class_id, ())
 
     @cached_property
     def _tensor_index(self) -> dict[str, str]:
-        return {t: c.id for c in self.classes for t in c.tensors}
-
-    @cached_property
-    def _parents(self) -> dict[str, tuple[DumpNode, ...]]:
-        out: dict[str, dict[str, DumpNode]] = {c.id: {} for c in self.classes}
-        for n in self.nodes:
-            for c in n.children:
-                out[c][n.id] = n
-        return {k: tuple(v.values()) for k, v in out.items()}
-
-    def node(self, node_id: str) -> DumpNode:
-        """The node with this id (:class:`DumpError` if none)."""
-        try:
-            return self._node_index[node_id]
-        except KeyError:
-            raise DumpError(f"no e-node {node_id!r} in the dump") from None
-
-    def eclass(self, class_id: str) -> DumpClass:
-        """The e-class with this id (:class:`DumpError` if none)."""
-        try:
-            return self._class_index[class_id]
-        except KeyError:
-            raise DumpError(f"no e-class {class_id!r} in the dump") from None
-
-    def has_class(self, class_id: str) -> bool:
-        """Whether ``class_id`` is an e-class of the dump."""
-        return class_id in self._class_index
-
-    def has_node(self, node_id: str) -> bool:
-        """Whether ``node_id`` is an e-node of the dump."""
-        return node_id in self._node_index
-
-    def members(self, class_id: str) -> tuple[DumpNode, ...]:
-        """The e-nodes of an e-class, in file order."""
-        self.eclass(class_id)
-        return self._members[class_id]
-
-    def parents(self, class_id: str) -> tuple[DumpNode, ...]:
-        """The e-nodes that have this e-class as a child."""
-        self.eclass(class_id)
-        return self._parents[class_id]
+        return {t: c.id for c in self.egraph.classes for t in self.tensors_of(c.id)}
 
     def class_of_tensor(self, name: str) -> str | None:
         """The e-class holding the input graph's tensor ``name``, or None."""
         return self._tensor_index.get(name)
 
-    def shape(self, node_or_class: str) -> tuple[int, ...] | None:
-        """The shape of an e-class, or of an e-node (its class's); None for lists."""
-        if node_or_class in self._node_index:
-            node_or_class = self._node_index[node_or_class].eclass
-        return self.eclass(node_or_class).shape
-
     def find_class(self, key: str) -> str:
         """The e-class named by ``key``: a class id, a tensor name of the input graph, or a node id (its
         class). :class:`DumpError` with a hint when it is none of them."""
-        if key in self._class_index:
+        eg = self.egraph
+        if eg.has_class(key):
             return key
         if key in self._tensor_index:
             return self._tensor_index[key]
-        if key in self._node_index:
-            return self._node_index[key].eclass
+        if eg.has_node(key):
+            return eg.node(key).eclass
         examples = ", ".join(list(self._tensor_index)[:4])
         raise DumpError(f"no e-class, tensor or e-node named {key!r} in the dump; give an e-class id (e.g. "
-                        f"{self.roots[0] if self.roots else self.classes[0].id}) or a tensor name of the input "
+                        f"{eg.roots[0] if eg.roots else eg.classes[0].id}) or a tensor name of the input "
                         f"graph ({examples}, ...)")
 
     @property
     def selection(self) -> dict[str, str]:
         """The extraction's choice, e-class -> chosen node id (empty without an extraction)."""
-        return {n.eclass: n.id for n in self.nodes if n.chosen}
+        return {n.eclass: n.id for n in self.egraph.nodes if n.id in self.chosen}
 
     @property
     def tensor_names(self) -> dict[str, str]:
         """E-class -> one tensor name (the first in the input graph's order), for naming an exported graph."""
-        return {c.id: c.tensors[0] for c in self.classes if c.tensors}
+        return {c.id: self.tensors[c.id][0] for c in self.egraph.classes if self.tensors_of(c.id)}
 
     def with_extraction(self, selection: Mapping[str, str], info: ExtractionInfo | None) -> EGraphDump:
         """A copy with ``chosen`` set from ``selection`` (e-class -> node id) and the extraction's report."""
-        chosen = set(selection.values())
-        nodes = tuple(replace(n, chosen=n.id in chosen) if (n.id in chosen) != n.chosen else n for n in self.nodes)
-        return replace(self, nodes=nodes, extraction=info)
+        chosen = frozenset(n for n in selection.values() if self.egraph.has_node(n))
+        return replace(self, chosen=chosen, extraction=info)
 
     # -- the input graph and extractions -----------------------------------------------------------------
-    @cached_property
-    def serialized(self) -> SerializedEGraph:
-        """The dump as the extractors see it (:class:`eqsat.extract.SerializedEGraph`)."""
-        from eqsat.extract.egraph_json import parse_egraph
-
-        return parse_egraph(self.to_json())
-
-    @cached_property
-    def engine_graph(self) -> EGraph:
-        """The dump's e-graph as the engine's typed object (:class:`eqsat.engine.egraph.EGraph`, with the
-        dump's costs and provenance), for the functions that read one (:func:`eqsat.engine.saturation.input_terms`,
-        :func:`eqsat.engine.saturation.graph_from_selection`)."""
-        from eqsat.engine.egraph import EClass, EGraph, ENode
-
-        return EGraph(tuple(ENode(n.id, n.op, n.params, n.children, n.eclass, n.cost, n.rules) for n in self.nodes),
-                      tuple(EClass(c.id, c.type, c.shape) for c in self.classes), self.roots, self.provenance)
-
     def check_input_graph(self, graph: Graph, *, model: str = "the model") -> None:
         """Raise :class:`DumpError` unless ``graph`` (an imported model) is the input graph of this dump: each
         of its terms is in the e-graph, and they are exactly the nodes marked ``in_input``."""
-        from eqsat.engine.saturation import input_terms
-
-        terms = input_terms(self.engine_graph, graph)
-        marked = {n.id for n in self.nodes if n.in_input}
-        if terms.missing or terms.nodes != marked:
+        terms = input_terms(self.egraph, graph)
+        if terms.missing or terms.nodes != self.input_nodes:
             what = (f"its tensor(s) {', '.join(terms.missing[:3])} are not in the e-graph" if terms.missing else
-                    f"{len(marked ^ terms.nodes)} e-node(s) differ from the dump's input terms")
+                    f"{len(self.input_nodes ^ terms.nodes)} e-node(s) differ from the dump's input terms")
             raise DumpError(f"{model} is not the model this dump was made from ({what}); give the model given to "
                             "'eqsat optimize' (with the same --input-shape)")
 
     def to_graph(self, selection: Mapping[str, str], original: Graph) -> tuple[Graph, Graph]:
         """The IR graph a selection (e-class -> node id) chooses, read back as the pipeline does
-        (:func:`eqsat.engine.saturation.graph_from_selection`): as read and as written. ``original`` is the input graph
+        (:func:`eqsat.engine.readback.graph_from_selection`): as read and as written. ``original`` is the input graph
         (it gives graph inputs, weights, output names and opaque nodes)."""
-        from eqsat.engine.saturation import graph_from_selection
-
-        return graph_from_selection(self.engine_graph, selection, original, self.tensor_names)
+        return graph_from_selection(self.egraph, selection, original, self.tensor_names)
 
     # -- analysis -----------------------------------------------------------------------------------------
     def changes(self) -> ExtractionChanges:
         """What the extraction's choice changed against the input graph (:class:`ExtractionChanges`)."""
+        eg = self.egraph
         selection = self.selection
         kept: list[str] = []
-        replaced: list[tuple[str, DumpNode, DumpNode]] = []
-        added: list[DumpNode] = []
+        replaced: list[tuple[str, ENode, ENode]] = []
+        added: list[ENode] = []
         for cls, nid in selection.items():
-            chosen = self._node_index[nid]
-            inputs = [n for n in self._members[cls] if n.in_input]
-            if chosen.in_input:
+            chosen = eg.node(nid)
+            inputs = [n for n in eg.members(cls) if n.id in self.input_nodes]
+            if chosen.id in self.input_nodes:
                 kept.append(cls)
             elif inputs:
                 replaced.append((cls, inputs[0], chosen))
             else:
                 added.append(chosen)
-        removed = tuple(n for n in self.nodes if n.in_input and n.eclass not in selection)
+        removed = tuple(n for n in eg.nodes if n.id in self.input_nodes and n.eclass not in selection)
         return ExtractionChanges(tuple(kept), tuple(replaced), tuple(added), removed)
 
     # -- the file format ----------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """The dump as a JSON-ready object (tuples stand for arrays); :meth:`from_json` reads it back equal."""
         first: dict[str, str] = {}
-        for n in self.nodes:
+        for n in self.egraph.nodes:
             first.setdefault(n.eclass, n.id)
         nodes: dict[str, Any] = {}
-        for n in self.nodes:
+        for n in self.egraph.nodes:
             d: dict[str, Any] = {"op": n.op, "children": [first[c] for c in n.children], "eclass": n.eclass,
                                  "cost": n.cost, "params": dict(n.params)}
-            if n.onnx_op is not None:
-                d["onnx_op"] = n.onnx_op
-            d["in_input"] = n.in_input
-            d["chosen"] = n.chosen
+            if n.id in self.onnx_ops:
+                d["onnx_op"] = self.onnx_ops[n.id]
+            d["in_input"] = n.id in self.input_nodes
+            d["chosen"] = n.id in self.chosen
             if self.provenance:
-                d["first_iteration"] = n.first_iteration
+                d["first_iteration"] = self.first_iteration(n)
                 d["rules"] = dict(n.rules)
             nodes[n.id] = d
         class_data: dict[str, Any] = {}
-        for c in self.classes:
+        for c in self.egraph.classes:
             d = {"type": c.type}
             if c.shape is not None:
                 d["shape"] = list(c.shape)
-            d["tensors"] = list(c.tensors)
+            d["tensors"] = list(self.tensors_of(c.id))
             class_data[c.id] = d
         block: dict[str, Any] = {"format": FORMAT, "version": VERSION, "source": self.source,
                                  "cost_model": self.cost_model, "provenance": self.provenance,
                                  "saturation": None if self.saturation is None else _saturation_json(self.saturation),
                                  "extraction": None if self.extraction is None else _extraction_json(self.extraction)}
-        return {"eqsat": block, "root_eclasses": list(self.roots), "nodes": nodes, "class_data": class_data}
+        return {"eqsat": block, "root_eclasses": list(self.egraph.roots), "nodes": nodes, "class_data": class_data}
+
 
     @classmethod
     def from_json(cls, data: Any) -> EGraphDump:
@@ -478,7 +384,11 @@ class EGraphDump:
         provenance = bool(block.get("provenance", False))  # absent in version 1
         if not isinstance(raw_nodes, Mapping) or not isinstance(raw_classes, Mapping):
             raise DumpError("malformed e-graph dump: 'nodes' and 'class_data' must be objects")
-        nodes = []
+        nodes: list[ENode] = []
+        input_nodes: set[str] = set()
+        chosen: set[str] = set()
+        onnx_ops: dict[str, str] = {}
+        first_iterations: dict[str, int | None] = {}
         for nid, n in raw_nodes.items():
             kids = []
             for k in n["children"]:
@@ -491,27 +401,38 @@ class EGraphDump:
             cost = n["cost"]
             if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost):
                 raise DumpError(f"malformed e-graph dump: node {nid!r} has cost {cost!r}")
-            first, rules = None, ()
+            rules: tuple[tuple[str, int], ...] = ()
             if provenance:
                 first = n["first_iteration"]
                 if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 0):
                     raise DumpError(f"malformed e-graph dump: node {nid!r} has first_iteration {first!r}")
                 rules = _rules_from(n["rules"], nid)
-            nodes.append(DumpNode(str(nid), str(n["op"]), _pairs(n.get("params", {})), str(n["eclass"]), tuple(kids),
-                                  float(cost), n.get("onnx_op"), bool(n["in_input"]), bool(n["chosen"]), first,
-                                  rules))
-        classes = tuple(DumpClass(str(c), str(d["type"]), None if d.get("shape") is None else
-                                  tuple(int(x) for x in d["shape"]), tuple(str(t) for t in d.get("tensors", ())))
-                        for c, d in raw_classes.items())
+                first_iterations[str(nid)] = first
+            nodes.append(ENode(str(nid), str(n["op"]), _pairs(n.get("params", {})), tuple(kids), str(n["eclass"]),
+                               float(cost), rules))
+            if n.get("onnx_op") is not None:
+                onnx_ops[str(nid)] = n["onnx_op"]
+            if bool(n["in_input"]):
+                input_nodes.add(str(nid))
+            if bool(n["chosen"]):
+                chosen.add(str(nid))
+        classes: list[EClass] = []
+        tensors: dict[str, tuple[str, ...]] = {}
+        for c, d in raw_classes.items():
+            classes.append(EClass(str(c), str(d["type"]), None if d.get("shape") is None else
+                                  tuple(int(x) for x in d["shape"])))
+            if names := tuple(str(t) for t in d.get("tensors", ())):
+                tensors[str(c)] = names
         roots = tuple(str(r) for r in data["root_eclasses"])
         unknown = [r for r in roots if r not in raw_classes]
         if unknown:
             raise DumpError(f"malformed e-graph dump: root e-class {unknown[0]!r} is not described")
         sat = block.get("saturation")
         ext = block.get("extraction")
-        return cls(str(block.get("source", "")), str(block.get("cost_model", "")), tuple(nodes), classes, roots,
-                   None if sat is None else _saturation_from(sat), None if ext is None else _extraction_from(ext),
-                   provenance)
+        return cls(str(block.get("source", "")), str(block.get("cost_model", "")),
+                   EGraph(tuple(nodes), tuple(classes), roots, provenance), frozenset(input_nodes), frozenset(chosen),
+                   tensors, onnx_ops, first_iterations,
+                   None if sat is None else _saturation_from(sat), None if ext is None else _extraction_from(ext))
 
     def dumps(self) -> str:
         """The file's text: the ``eqsat`` block on the first line, then one e-node or e-class per line."""
@@ -555,15 +476,12 @@ class EGraphDump:
             raise DumpError(f"{path}: {e}") from None
 
 
-def _sorted_rules(rules: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted(((str(r), int(k)) for r, k in rules.items()), key=lambda rk: (rk[1], rk[0])))
-
 
 def _rules_from(value: Any, nid: str) -> tuple[tuple[str, int], ...]:
     if not isinstance(value, Mapping) or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 0
                                                  for k in value.values()):
         raise DumpError(f"malformed e-graph dump: node {nid!r} has rules {value!r} (expected rule -> iteration)")
-    return _sorted_rules(value)
+    return sorted_rules(value)
 
 
 def _saturation_json(s: SaturationInfo) -> dict[str, Any]:
@@ -614,13 +532,14 @@ def is_dump(data: Any) -> bool:
         and data["eqsat"].get("format") == FORMAT
 
 
+
 # -------------------------------------------------------------------------------------------------------------
 # building a dump from a run
 
 
-def iteration_infos(iterations: Iterable[Any]) -> tuple[IterationInfo, ...]:
-    """The engine's :class:`eqsat.engine.saturation.IterationStats` as :class:`IterationInfo`: rewrite rules only (the
-    shape bookkeeping left out), with the shape-checked merges counted apart."""
+def iteration_infos(iterations: Iterable[IterationStats]) -> tuple[IterationInfo, ...]:
+    """The engine's :class:`eqsat.engine.saturation.IterationStats` as :class:`IterationInfo`: rewrite rules only
+    (the shape bookkeeping left out), with the shape-checked merges counted apart."""
     out = []
     for it in iterations:
         fired = tuple((k, int(v)) for k, v in it.matches.items()
@@ -630,39 +549,40 @@ def iteration_infos(iterations: Iterable[Any]) -> tuple[IterationInfo, ...]:
     return tuple(out)
 
 
+
+
 def build_dump(sat: SaturationResult, graph: Graph, costs: Mapping[str, float], *, source: str = "",
                cost_model: str = "", rules: int = 0, limits: Limits | None = None,
                extraction: Extraction | None = None, kept_original: bool = False) -> EGraphDump:
     """The dump of a run: ``sat`` the engine's result for the imported ``graph``, ``costs`` node id -> cost,
     ``extraction`` the extractor's result (its selection becomes the ``chosen`` marks), ``rules`` the size of
     the rule set and ``limits`` the saturation limits used. Provenance comes with ``sat`` when the engine
-    recorded it (:func:`eqsat.engine.saturation.saturate` with ``provenance``): an input term's first iteration is 0,
-    another node's the smallest iteration of its rows."""
-    from eqsat.engine import saturation as engine
+    recorded it (:func:`eqsat.engine.saturation.saturate` with ``provenance``): an input term's first iteration
+    is 0, another node's the smallest iteration of its rows."""
     eg = sat.egraph
-    terms = engine.input_terms(eg, graph)
+    terms = input_terms(eg, graph)
     if terms.missing:  # an engine bug: the e-graph saturate returned always holds its input graph
         log.warning("e-graph dump: %d input tensor(s) not found in the e-graph (%s); their in_input marks and "
                     "tensor names are missing", len(terms.missing), ", ".join(terms.missing[:5]))
     op_type = {(n.p["key"], n.p["index"]): str(n.p["op_type"]) for n in graph.nodes if n.op == "opaque"}
-    chosen = set(extraction.selection.values()) if extraction is not None else set()
-    nodes = []
+    nodes: list[ENode] = []
+    onnx_ops: dict[str, str] = {}
+    first_iterations: dict[str, int | None] = {}
     for n in eg.nodes:
         p = n.p
         onnx_op = op_type.get((p.get("key"), p.get("index"))) if n.op == "opaque" else None
-        first, built_by = None, ()
+        if onnx_op is not None:
+            onnx_ops[n.id] = onnx_op
         if eg.provenance:
-            built_by = n.rules
-            first = 0 if n.id in terms.nodes else min((k for _, k in n.rules), default=None)
-        nodes.append(DumpNode(n.id, n.op, _pairs(p), n.eclass, n.children, float(costs.get(n.id, n.cost)), onnx_op,
-                              n.id in terms.nodes, n.id in chosen, first, built_by))
+            first_iterations[n.id] = 0 if n.id in terms.nodes else min((k for _, k in n.rules), default=None)
+        nodes.append(ENode(n.id, n.op, _pairs(p), n.children, n.eclass, float(costs.get(n.id, n.cost)),
+                           n.rules if eg.provenance else ()))
     tensors: dict[str, list[str]] = {}
     for t, c in terms.tensor_class.items():
         tensors.setdefault(c, []).append(t)
-    order: dict[str, None] = {}
-    for n in nodes:
-        order.setdefault(n.eclass, None)
-    classes = tuple(DumpClass(c, eg.eclass(c).type, eg.shape(c), tuple(tensors.get(c, ()))) for c in order)
+    classes = tuple(EClass(c, eg.eclass(c).type, eg.shape(c)) for c in dict.fromkeys(n.eclass for n in nodes))
+    chosen = frozenset(i for i in extraction.selection.values() if eg.has_node(i)) if extraction is not None \
+        else frozenset()
     saturation = SaturationInfo(rules, () if limits is None else _pairs(vars(limits)), str(sat.stop_reason),
                                 float(sat.seconds), iteration_infos(sat.iterations))
     info = None
@@ -671,4 +591,6 @@ def build_dump(sat: SaturationResult, graph: Graph, costs: Mapping[str, float], 
                               None if extraction.bound is None else float(extraction.bound),
                               None if extraction.gap is None else float(extraction.gap), float(extraction.seconds),
                               kept_original)
-    return EGraphDump(source, cost_model, tuple(nodes), classes, eg.roots, saturation, info, eg.provenance)
+    return EGraphDump(source, cost_model, EGraph(tuple(nodes), classes, eg.roots, eg.provenance),
+                      frozenset(terms.nodes), chosen, {c: tuple(ts) for c, ts in tensors.items()}, onnx_ops,
+                      first_iterations, saturation, info)

@@ -2,5 +2,6 @@
 ``eqsat.errors``; never onnx or egglog."""
 
 from eqsat.ir.graph import CONSTANT_DTYPE, Graph, GraphError, Node, TensorInfo, make_node
+from eqsat.ir.names import NameAllocator
 
-__all__ = ["CONSTANT_DTYPE", "Graph", "GraphError", "Node", "TensorInfo", "make_node"]
+__all__ = ["CONSTANT_DTYPE", "Graph", "GraphError", "NameAllocator", "Node", "TensorInfo", "make_node"]

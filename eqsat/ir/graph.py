@@ -9,7 +9,7 @@ onnx or egglog.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from eqsat import ops
+from eqsat.ir.names import NameAllocator
 from eqsat.ops import OpError, ParamValue, Shape
 
 
@@ -202,6 +203,17 @@ class Graph:
         return [env[o] for o in self.outputs]
 
 
+def computed_from_weights(op: str, inputs: Iterable[str], weight_only: Container[str]) -> bool:
+    """Whether a node computes a weight-only tensor, given the ``weight_only`` tensors (or e-classes) so far: any
+    operator but ``opaque`` whose inputs are all weight-only (none, for a constant such as ``const_pool``).
+
+    A tensor is weight-only when it is a weight or such a node computes it: a constant at run time, which export
+    precomputes and cost models price at nothing. The one definition: the IR (export, the searches' costs) and
+    the e-graph (:func:`eqsat.engine.readback.weight_only_classes`) use it.
+    """
+    return op != "opaque" and all(i in weight_only for i in inputs)
+
+
 def flatten_concats(graph: Graph) -> Graph:
     """Merge a concat into its only consumer when both concatenate along the same axis."""
     consumers = graph.consumers
@@ -278,15 +290,8 @@ def fold_batchnorms(graph: Graph) -> Graph:
     the kernel, bias and the four statistics are weights. Leaves every other batch norm as it is (the rule
     ``conv-batchnorm-fold`` still folds them inside the e-graph, where a conv may have other readers)."""
     weights = dict(graph.weights)
-    taken = {i.name for i in graph.inputs} | set(weights) | {n.output for n in graph.nodes}
-
-    def fresh(base: str) -> str:
-        name, k = base, 1
-        while name in taken:
-            k += 1
-            name = f"{base}_{k}"
-        taken.add(name)
-        return name
+    # a taken name gets the first free of _2, _3, ...
+    names = NameAllocator([i.name for i in graph.inputs] + list(weights) + [n.output for n in graph.nodes], start=2)
 
     def fold(n: Node, conv: Node, k: int) -> Node | None:
         if (n.op != "batchnorm" or k != 0 or conv.op != "conv2d" or conv.p["act"] != ops.ACT_NONE
@@ -296,9 +301,9 @@ def fold_batchnorms(graph: Graph) -> Graph:
         scale, bias, mean, var = (graph.weights[i].astype(np.float64) for i in n.inputs[1:])
         f = scale / np.sqrt(var + n.p["epsilon"])
         folded = {"w": (w * f.reshape(-1, 1, 1, 1)).astype(w.dtype), "b": ((b - mean) * f + bias).astype(b.dtype)}
-        names = [fresh(f"{n.output}_bnfold_{part}") for part in folded]
-        weights.update(zip(names, folded.values(), strict=True))
-        return Node("conv2d", conv.params, (conv.inputs[0], *names), n.output)
+        new = [names.fresh(f"{n.output}_bnfold_{part}") for part in folded]
+        weights.update(zip(new, folded.values(), strict=True))
+        return Node("conv2d", conv.params, (conv.inputs[0], *new), n.output)
 
     folded_graph = _fuse_producers(graph, fold, weights)
     return graph if folded_graph is graph else folded_graph.live()

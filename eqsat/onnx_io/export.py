@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from eqsat.ir.graph import Graph, Node
+from eqsat.ir.graph import Graph, Node, computed_from_weights
+from eqsat.ir.names import NameAllocator
 from eqsat.onnx_io.protos import elem_type, eval_node
 from eqsat.ops import Shape
 
@@ -19,9 +20,9 @@ from eqsat.ops import Shape
 class _Exporter:
     """Implements :class:`eqsat.ops.ExportContext` while writing one model."""
 
-    def __init__(self, opset: int, taken: set[str], shapes: dict[str, Shape] | None = None) -> None:
+    def __init__(self, opset: int, taken: Iterable[str], shapes: dict[str, Shape] | None = None) -> None:
         self.opset = opset
-        self.taken = set(taken)
+        self.names = NameAllocator(taken)
         self.initializers: dict[str, np.ndarray] = {}
         self._by_content: dict[tuple[str, Shape, str], str] = {}
         self._shapes = shapes or {}
@@ -47,7 +48,7 @@ class _Exporter:
         key = (str(array.dtype), tuple(array.shape), hashlib.sha1(array.tobytes()).hexdigest())
         if key in self._by_content:
             return self._by_content[key]
-        self.taken.add(name)
+        self.names.take(name)
         self.initializers[name] = array
         self._by_content[key] = name
         return name
@@ -56,12 +57,7 @@ class _Exporter:
         self.why = reason
 
     def fresh(self, hint: str) -> str:
-        name, k = hint, 0
-        while name in self.taken:
-            k += 1
-            name = f"{hint}_{k}"
-        self.taken.add(name)
-        return name
+        return self.names.fresh(hint)
 
 
 def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
@@ -74,7 +70,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     consts: dict[str, np.ndarray] = dict(graph.weights)
     live: list[Node] = []
     for n in graph.nodes:
-        if n.op != "opaque" and all(i in consts for i in n.inputs):  # constants and weight transforms
+        if computed_from_weights(n.op, n.inputs, consts):  # constants and weight transforms
             consts[n.output] = n.spec.evaluate(n.p, [consts[i] for i in n.inputs])
         else:
             live.append(n)

@@ -17,6 +17,7 @@ from onnx import helper, numpy_helper, shape_inference
 from eqsat import ops
 from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError, UnsupportedModelError
 from eqsat.ir.graph import Graph, Node, TensorInfo, fold_batchnorms, fuse_activations, fuse_residual_adds, make_node
+from eqsat.ir.names import NameAllocator
 from eqsat.onnx_io.patterns import collapse_patterns
 from eqsat.onnx_io.protos import (
     attr_dict,
@@ -55,7 +56,8 @@ class _Importer:
         for init in g.initializer:
             self.weights[init.name] = numpy_helper.to_array(init)
         self.types: dict[str, tuple[Shape | None, str]] = {}
-        self.names: set[str] = {o for n in g.node for o in n.output} | {i.name for i in g.input}
+        self.names = NameAllocator([o for n in g.node for o in n.output] + [i.name for i in g.input],
+                                   also=(self.weights, self.types))
         self.ir: list[Node] = []
         self.opaque_count = 0
         self.used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
@@ -88,12 +90,7 @@ class _Importer:
         self.why = reason
 
     def fresh(self, hint: str) -> str:
-        name, k = hint, 0
-        while name in self.names or name in self.weights or name in self.types:
-            k += 1
-            name = f"{hint}_{k}"
-        self.names.add(name)
-        return name
+        return self.names.fresh(hint)
 
 
 def load_model(src: str | Path | bytes | onnx.ModelProto,

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import helper, shape_inference
+from onnx.reference import ReferenceEvaluator
 
 from eqsat.errors import ModelReadError
 from eqsat.ops import Shape
@@ -93,8 +95,6 @@ def attr_dict(node: onnx.NodeProto) -> dict[str, Any]:
 def eval_node(node: onnx.NodeProto, values: Sequence[np.ndarray | None], opset: list[onnx.OperatorSetIdProto],
                ir_version: int) -> list[np.ndarray]:
     """Evaluate one node on constant inputs with the ONNX reference implementation."""
-    from onnx.reference import ReferenceEvaluator
-
     inputs = [helper.make_tensor_value_info(f"i{k}", elem_type(str(v.dtype)), list(v.shape))
               for k, v in enumerate(values) if v is not None]
     in_names = [f"i{k}" if v is not None else "" for k, v in enumerate(values)]
@@ -107,8 +107,6 @@ def eval_node(node: onnx.NodeProto, values: Sequence[np.ndarray | None], opset: 
     # onnxruntime honours old opset semantics (the reference evaluator runs e.g. Softmax-1 as Softmax-13);
     # the reference evaluator covers what onnxruntime cannot run
     try:
-        import onnxruntime as ort
-
         typed = shape_inference.infer_shapes(m)
         so = ort.SessionOptions()
         so.log_severity_level = 4

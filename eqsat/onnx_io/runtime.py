@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
 from eqsat.ir.graph import Graph
 from eqsat.onnx_io.protos import np_dtype, static_shape
@@ -66,8 +67,6 @@ def random_feeds(graph_or_model: Graph | onnx.ModelProto, seed: int = 0) -> dict
 
 def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Run a model on the CPU with onnxruntime (graph optimizations off, for a faithful reference)."""
-    import onnxruntime as ort
-
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.intra_op_num_threads = 2

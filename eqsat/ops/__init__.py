@@ -2,7 +2,7 @@
 
 Each operator is one :class:`OpSpec`, declared once in the module of its family (``eqsat/ops/<family>.py``):
 its tensor inputs, its parameters, its shape function and its shape rules as data (:mod:`eqsat.ops.shapes`,
-rendered for the e-graph by :mod:`eqsat.engine.saturation`), a float numpy reference, an exact integer reference modulo
+rendered for the e-graph by :mod:`eqsat.engine.compile`), a float numpy reference, an exact integer reference modulo
 a prime (for rule fingerprints) and its symbolic form for the verifier where it is not a polynomial, its FLOP
 count, how ONNX nodes import to it and how it exports back, and the key a cost model measures. Everything
 else in eqsat (IR validation, the e-graph compiler, ONNX I/O, cost models, the rule generator and verifier)

@@ -2,7 +2,7 @@
 
 An operator declares ``shape_rules``: a tuple of :class:`ShapeRule` (conditions on its inputs' shapes and its
 parameters, and the resulting shape). Each rule is an expression tree built from the helpers below; the
-e-graph engine (:mod:`eqsat.engine.saturation`) renders the trees as egglog shape rules, and :func:`evaluate` reads them
+e-graph engine (:mod:`eqsat.engine.compile`) renders the trees as egglog shape rules, and :func:`evaluate` reads them
 on concrete shapes, which is how the tests hold the trees to the operator's Python shape function. Several
 rules may apply to one operator (one per rank, for instance); they must agree wherever more than one holds.
 

@@ -14,7 +14,7 @@ from eqsat import onnx_io
 from eqsat.costs import CostModel, graph_cost
 from eqsat.costs.measured_cpu import end_to_end_rounds
 from eqsat.engine.egraph import EGraph
-from eqsat.engine.saturation import graph_from_selection
+from eqsat.engine.readback import graph_from_selection
 from eqsat.extract import Extraction
 from eqsat.ir.graph import Graph, graph_hash
 from eqsat.pipeline.result import CandidateTiming

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.costs import CostModel, check_cost_model_name
-from eqsat.engine.saturation import Limits, check_seconds
+from eqsat.engine.limits import Limits, check_seconds
 from eqsat.extract import SOLVERS
 from eqsat.rules import corpus_or_starter
 from eqsat.rules.layout import LAYOUT_RULES

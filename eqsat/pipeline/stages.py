@@ -19,9 +19,8 @@ from pathlib import Path
 
 import onnx
 
-from eqsat import onnx_io
+from eqsat import engine, onnx_io
 from eqsat.costs import CostModel, get_cost_model, graph_cost
-from eqsat.engine import saturation as engine
 from eqsat.extract import Extraction, extract, extract_top_k
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.graph import Graph

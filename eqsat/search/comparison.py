@@ -23,6 +23,8 @@ from eqsat.costs import CostModel, get_cost_model, graph_cost
 from eqsat.errors import UsageError
 from eqsat.pipeline import default_rules, optimize
 from eqsat.pipeline.check import NumericReport, check_equal
+from eqsat.search import searches as search
+from eqsat.search.searches import check_limits
 
 METHODS = ("eqsat", "backtracking", "sampling")
 
@@ -104,8 +106,6 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     is compared with the original by onnxruntime; a result that differs is reported with status ``MISMATCH``.
     ``name`` labels the model in the result (default: the file name, or the graph's name).
     """
-    from eqsat.search.searches import check_limits
-
     methods = [methods] if isinstance(methods, str) else list(dict.fromkeys(methods))
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
@@ -166,7 +166,6 @@ def _run_search(kind: str) -> Runner:
     def run(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: CostModel, budget: float, alpha: float,
             seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
                                                          dict[str, Any]]:
-        from eqsat.search import searches as search
         if kind == "backtracking":
             res = search.backtracking(graph, rules, cost_model, alpha=alpha, seconds=budget, progress=say)
         else:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from eqsat.ir.graph import Graph, GraphError, Node, make_node, node_hashes
+from eqsat.ir.names import NameAllocator
 from eqsat.ops import OpError, Shape
 from eqsat.rules.rule import (
     Rule,
@@ -91,8 +91,7 @@ class Match:
 def prepare(graph: Graph) -> Graph:
     """The graph with n-ary concats as left-nested chains of binary ones (the rules' form), validated."""
     nodes: list[Node] = []
-    names = set(graph.shapes)
-    counter = itertools.count()
+    names = name_allocator(graph)
     changed = False
     for n in graph.nodes:
         if n.op != "concat" or len(n.inputs) <= 2:
@@ -101,7 +100,7 @@ def prepare(graph: Graph) -> Graph:
         changed = True
         acc = n.inputs[0]
         for x in n.inputs[1:-1]:
-            name = _fresh(names, counter, n.output + "_cat")
+            name = names.fresh(n.output + "_cat")
             nodes.append(Node("concat", n.params, (acc, x), name))
             acc = name
         nodes.append(Node("concat", n.params, (acc, n.inputs[-1]), n.output))
@@ -117,12 +116,10 @@ def _content_name(content: tuple[Any, ...]) -> str:
     return "_r" + hashlib.blake2b(repr(content).encode(), digest_size=8).hexdigest()
 
 
-def _fresh(names: set[str], counter: Iterator[int], hint: str) -> str:
-    while True:
-        name = f"{hint}_{next(counter)}"
-        if name not in names:
-            names.add(name)
-            return name
+def name_allocator(graph: Graph) -> NameAllocator:
+    """Fresh tensor names for rewrites of ``graph`` and the graphs derived from it: ``_r_0``, ``_r_1``, ... (one
+    counter), never a name of ``graph``."""
+    return NameAllocator(graph.shapes, numbered=True, start=0)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -271,10 +268,10 @@ class NotApplicable(Exception):
     """The right-hand side is ill-shaped for this match, or does not have the left-hand side's shape."""
 
 
-def build_rewrite(match: Match, graph: Graph, names: set[str], counter: Iterator[int]) -> Rewrite:
+def build_rewrite(match: Match, graph: Graph, names: NameAllocator) -> Rewrite:
     """The right-hand sides of ``match`` as new nodes; raises :class:`NotApplicable` when a shape guard fails.
-    ``names`` (every tensor name in use) and ``counter`` make fresh names; a root's own name is reused by the
-    node that replaces it, so its consumers and graph outputs need no renaming."""
+    ``names`` (every tensor name in use, :func:`name_allocator`) makes fresh names; a root's own name is reused by
+    the node that replaces it, so its consumers and graph outputs need no renaming."""
     env = dict(match.env)
     shapes = graph.shapes
     holders = _Shapes(shapes)
@@ -312,7 +309,7 @@ def build_rewrite(match: Match, graph: Graph, names: set[str], counter: Iterator
                 memo.setdefault(key, name)
                 return name  # the graph already computes it (from an earlier rewrite): share it
             if name in shapes:  # the name stands for something else here (or for a node this rewrite removes)
-                name = _fresh(names, counter, "_r")
+                name = names.fresh("_r")
             node = Node(node.op, node.params, node.inputs, name)
         added.append(node)
         made.add(node.output)
@@ -506,8 +503,6 @@ def structure_hash_after(graph: Graph, ghash: int, rw: Rewrite, dead: frozenset[
 _MASK = (1 << 64) - 1
 
 
-def rewrite(graph: Graph, match: Match, names: set[str] | None = None,
-            counter: Iterator[int] | None = None) -> Graph:
+def rewrite(graph: Graph, match: Match, names: NameAllocator | None = None) -> Graph:
     """Apply one match to ``graph`` (convenience for tests and one-off use)."""
-    names = set(graph.shapes) if names is None else names
-    return apply_rewrite(graph, build_rewrite(match, graph, names, counter or itertools.count()))
+    return apply_rewrite(graph, build_rewrite(match, graph, name_allocator(graph) if names is None else names))

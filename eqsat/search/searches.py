@@ -16,13 +16,16 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from eqsat.costs import CostModel
-from eqsat.ir.graph import Graph, flatten_concats, make_node
+from eqsat.engine.errors import LimitError
+from eqsat.engine.limits import check_seconds
+from eqsat.ir.graph import Graph, computed_from_weights, flatten_concats, make_node
 from eqsat.ops import CostKey
 from eqsat.rules.rule import Rule
 from eqsat.search import matching as rw
@@ -56,7 +59,7 @@ class GraphCoster:
         const = set(graph.weights)
         costs: dict[str, float] = {}
         for n in graph.nodes:
-            if n.op != "opaque" and all(i in const for i in n.inputs):
+            if computed_from_weights(n.op, n.inputs, const):
                 const.add(n.output)
                 costs[n.output] = 0.0
             else:
@@ -123,9 +126,7 @@ class _Clock:
 
 
 def check_limits(alpha: float, expansions: int | None, seconds: float, what: str = "expansions") -> None:
-    """Raise :class:`~eqsat.engine.saturation.LimitError` for a meaningless alpha, count (``what``) or time budget."""
-    from eqsat.engine.saturation import LimitError, check_seconds
-
+    """Raise :class:`~eqsat.engine.errors.LimitError` for a meaningless alpha, count (``what``) or time budget."""
     check_seconds("budget seconds", seconds)
     if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha >= 1.0):
         raise LimitError(f"alpha must be a finite number >= 1.0, got {alpha!r}")
@@ -140,6 +141,16 @@ def _strip(graph: Graph) -> Graph:
     return graph
 
 
+class _Either:
+    """Membership in either of two sets (the weight-only tensors of a graph and of a rewrite's new nodes)."""
+
+    def __init__(self, a: set[str], b: set[str]) -> None:
+        self.a, self.b = a, b
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.a or name in self.b
+
+
 class _Expander:
     """Generates the graphs one rule application away from a graph, pricing each from its parent's costs
     (only the nodes a rewrite adds or leaves dead change) and building it only when asked."""
@@ -148,8 +159,7 @@ class _Expander:
         self.matcher = rw.Matcher(rules)
         self.coster = coster
         self.max_nodes = max_nodes
-        self.names: set[str] = set(graph.shapes)
-        self.counter = itertools.count()
+        self.names = rw.name_allocator(graph)
 
     def neighbours(self, graph: Graph, cost: float, ghash: int,
                    clock: _Clock) -> Iterator[tuple[rw.Match, rw.Rewrite, float, Callable[[], int],
@@ -162,7 +172,7 @@ class _Expander:
             if clock.out():
                 return
             try:
-                change = rw.build_rewrite(m, graph, self.names, self.counter)
+                change = rw.build_rewrite(m, graph, self.names)
             except rw.NotApplicable:
                 continue
             dead = rw.dead_after(graph, change)
@@ -170,15 +180,16 @@ class _Expander:
             if len(graph.nodes) - len(gone) + len(change.added) >= self.max_nodes:
                 continue
             new_shapes = dict(change.shapes)
-            new_const = set()
+            new_const: set[str] = set()
+            weight_only = _Either(const, new_const)
             c = cost - sum(costs[t] for t in gone)
             for n in change.added:
-                if n.op != "opaque" and all(i in const or i in new_const for i in n.inputs):
+                if computed_from_weights(n.op, n.inputs, weight_only):
                     new_const.add(n.output)
                     continue
                 ins = [new_shapes.get(i) or shapes[i] for i in n.inputs]
                 c += self.coster.node_cost(n, ins, new_shapes[n.output],
-                                           tuple(k for k, i in enumerate(n.inputs) if i in const or i in new_const))
+                                           tuple(k for k, i in enumerate(n.inputs) if i in weight_only))
             roots_const = [r in const for r in m.roots]
             stands_for = dict(change.replace)
             for o in dict.fromkeys(graph.outputs):  # an output replaced by an existing tensor gets an identity
@@ -318,12 +329,8 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: CostModel, *, samp
     that created them), so independent steps are tried in one order only. OCGGS's code selects the top graphs
     deterministically; ``seed`` breaks ties between equal costs.
     """
-    import random
-
     check_limits(1.0, depth, seconds, "depth")
     if not isinstance(sample_size, int) or sample_size < 2:
-        from eqsat.engine.saturation import LimitError
-
         raise LimitError(f"sample_size must be a whole number >= 2, got {sample_size!r}")
     clock = _Clock(seconds)
     say = progress or (lambda msg: None)

@@ -35,6 +35,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from eqsat.ir.names import NameAllocator
+
 Shape = tuple[int, ...]
 
 OPSET = 17
@@ -157,12 +159,11 @@ class _Builder:
         self.shapes: dict[str, Shape] = {}
         self.acts: list[str] = []  # float tensors computed at run time (inputs and node outputs), oldest first
         self.float_weights: list[str] = []
-        self.n = 0
+        self.names = NameAllocator(sep="", numbered=True)  # x1, w2, t3, n4, ...: one counter, the prefix first
 
     # -- names and leaves ---------------------------------------------------------------------------------
     def fresh(self, kind: str) -> str:
-        self.n += 1
-        return f"{self.prefix}{kind}{self.n}"
+        return self.names.fresh(self.prefix + kind)
 
     def dim(self) -> int:
         return choose(self.c, DIMS)
