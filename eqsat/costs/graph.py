@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from eqsat.costs.base import CostModel
-from eqsat.ir.graph import Graph
+from eqsat.ir.graph import Graph, computed_from_weights
 from eqsat.ops import CostKey
 
 
@@ -14,7 +14,7 @@ def graph_cost_keys(graph: Graph) -> list[tuple[CostKey, ...]]:
     const = set(graph.weights)
     keys: list[tuple[CostKey, ...]] = []
     for n in graph.nodes:
-        if n.op != "opaque" and all(i in const for i in n.inputs):  # constants and weight transforms
+        if computed_from_weights(n.op, n.inputs, const):  # constants and weight transforms
             const.add(n.output)
             keys.append(())
         else:

@@ -16,6 +16,7 @@ import numpy as np
 from eqsat import ops
 from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
+from eqsat.ir.names import NameAllocator
 from eqsat.ops import CostKey
 
 
@@ -27,7 +28,7 @@ class _OneNodeExport:
 
     def __init__(self, shapes: dict[str, tuple[int, ...]] | None = None) -> None:
         self.initializers: dict[str, np.ndarray] = {}
-        self._n = 0
+        self._names = NameAllocator(sep="__", numbered=True)
         self.shapes = dict(shapes or {})
 
     def shape(self, name: str) -> tuple[int, ...] | None:
@@ -39,8 +40,7 @@ class _OneNodeExport:
         return name
 
     def fresh(self, hint: str) -> str:
-        self._n += 1
-        return f"{hint}__{self._n}"
+        return self._names.fresh(hint)
 
 
 def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
