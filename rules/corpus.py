@@ -160,8 +160,8 @@ def _children(e: Sexp) -> list[Sexp]:
     if not isinstance(e, list):
         return []
     spec, _, ins = split_args(e)
-    if spec.name == "conv2d":
-        return ins[:2]  # a kernel's bias travels with it
+    if spec.kernel_bias is not None:  # a kernel's bias travels with it
+        return [x for i, x in enumerate(ins) if i != spec.kernel_bias[1]]
     return ins
 
 
