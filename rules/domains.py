@@ -1,16 +1,16 @@
 """The rule generator's domains: typed input variables, their shapes per shape set, and the templates applied.
 
-A domain names the templates (``OpSpec.generator_forms`` of the registry's operators) that the enumeration
-applies to its variables. Shape set A (index 0) is the one graphs are fingerprinted on, B (1) the one float
-confirmation checks, C (2) one more for tests.
+The registry's operators declare the templates (``OpSpec.generator_forms``) that the enumeration applies in
+each domain (``GeneratorForm.domains``), so a domain lists only its variables. Shape set A (index 0) is the
+one graphs are fingerprinted on, B (1) the one float confirmation checks, C (2) one more for tests.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eqsat import ops
 from eqsat.ops.core import SymDim
-from eqsat.ops.layout import TRANSPOSES3
 from eqsat.rules.rule import is_var
 
 
@@ -34,34 +34,40 @@ class Domain:
 
     name: str
     types: tuple[VarType, ...]
-    templates: tuple[str, ...]
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """The templates the registry's operators declare for this domain (``GeneratorForm.domains``), in
+        registry order."""
+        return tuple(name for spec in ops.REGISTRY.values() for name, form in spec.generator_forms.items()
+                     if self.name in form.domains) + _LEGACY.get(self.name, ())
+
+
+_LEGACY = {"conv": ("avgpool", "maxpool")}  # TEMPORARY: the pools' templates, until they declare them
 
 
 MAT = Domain("mat", (
     VarType("x", ((2, 4), (3, 5), (4, 3)), 2),
     VarType("w", ((4, 4), (5, 5), (3, 3)), 3),
     VarType("s", ((), (), ()), 1),
-), ("ewadd", "ewmul", "smul", "relu", "transpose", "matmul", "concat0", "concat1", "split0", "split1",
-    "add_imatmul", "add_iewmul", "gelu"))
+))
 
 CONV = Domain("conv", (
     VarType("i", ((1, 4, 3, 3), (2, 3, 4, 4), (1, 2, 5, 4)), 2),
     VarType("k", ((4, 4, 3, 3), (3, 3, 3, 3), (2, 2, 3, 3)), 2, kernel=True),
     VarType("u", ((4, 4, 1, 1), (3, 3, 1, 1), (2, 2, 1, 1)), 1, kernel=True),
     VarType("s", ((), (), ()), 1),
-), ("conv0", "conv1", "convg2", "convpool", "relu", "ewadd", "ewmul", "smul", "avgpool", "maxpool",
-    "concat0", "concat1", "split0", "split1", "enlarge", "add_iconv"))
+))
 
-#: Attention heads: rank-3 tensors under every rank-3 transpose (templates ``t021`` ...) and batched matmul, and
-#: the reshape of a matrix into heads (``?r1`` is its target shape, a parameter variable, so the rules hold for
-#: any target).
+#: Attention heads: rank-3 tensors (under every rank-3 transpose and batched matmul) and the reshape of a matrix
+#: into heads (``?r1`` is its target shape, a parameter variable, so the rules hold for any target).
 HEADS = Domain("heads", (
     VarType("q", ((2, 3, 4), (3, 2, 5), (2, 4, 3)), 2),
     VarType("v", ((2, 4, 4), (3, 5, 5), (2, 3, 3)), 1),
     VarType("m", ((3, 8), (2, 15), (4, 6)), 1),
     VarType("r", ((3, 2, 4), (2, 3, 5), (4, 2, 3)), 1, param=True, of="m"),
     VarType("s", ((), (), ()), 1),
-), ("ewadd", "smul", "relu", "matmul", *TRANSPOSES3, "reshape", "softmax", "gelu"))
+))
 
 DOMAINS: dict[str, Domain] = {d.name: d for d in (MAT, CONV, HEADS)}
 SHAPE_SETS = 3

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat import ops
+from eqsat.ops.layout import TRANSPOSES3
 from eqsat.rules.candidates import (
     Candidate,
     candidates_from,
@@ -66,7 +67,6 @@ from eqsat.rules.domains import (
     HEADS,
     MAT,
     SHAPE_SETS,
-    TRANSPOSES3,
     Domain,
     VarType,
     evaluate_sym,

@@ -31,7 +31,7 @@ def _legacy_pool_form(name: str) -> GeneratorForm:
             t.bounds = {ax: e for ax, e in a.bounds.items() if ax in (0, 1)}
         return [t] if t is not None else None
 
-    return GeneratorForm(apply)
+    return GeneratorForm(apply, domains=("conv",))
 
 
 def _templates() -> dict[str, GeneratorForm]:

@@ -154,14 +154,16 @@ CONST_POOL = _const_spec(
     S.vec(_C, 1, *_KERNEL), (S.gt(_C, 0),),
     "C_pool: a depthwise (channels, 1, kh, kw) kernel of 1/(kh*kw); conv with it (groups=channels) is an "
     "average pool counting padding",
-    lambda p: (p["channels"], 1, *p["kernel"]), {"convpool": GeneratorForm(_pool_conv_form)}, _const_pool_z3)
+    lambda p: (p["channels"], 1, *p["kernel"]), {"convpool": GeneratorForm(_pool_conv_form, domains=("conv",))},
+    _const_pool_z3)
 CONST_ICONV = _const_spec(
     "const_iconv", (("kernel", "ints"), ("channels", "int")),
     lambda p: (_pos(p["channels"], "const_iconv channels"), p["channels"]) + _kernel_of(p),
     lambda p: _iconv(p, 1.0, 0.0, np.float32), lambda p, m: _iconv(p, 1, 0, object),
     S.vec(_C, _C, *_KERNEL), (S.gt(_C, 0),),
     "I_conv: the identity kernel (channels, channels, kh, kw), 1 at the centre where out == in",
-    lambda p: (p["channels"], p["channels"], *p["kernel"]), {"add_iconv": GeneratorForm(_add_iconv_form)})
+    lambda p: (p["channels"], p["channels"], *p["kernel"]),
+    {"add_iconv": GeneratorForm(_add_iconv_form, domains=("conv",))})
 CONST_IMATMUL = _const_spec(
     "const_imatmul", (("n", "int"),),
     lambda p: (_pos(p["n"], "const_imatmul n"),) * 2,
@@ -169,14 +171,14 @@ CONST_IMATMUL = _const_spec(
     lambda p, m: np.array([[1 if i == j else 0 for j in range(p["n"])] for i in range(p["n"])], dtype=object)
     .reshape(p["n"], p["n"]),
     S.vec(S.param("n"), S.param("n")), (S.gt(S.param("n"), 0),), "I_matmul: the n x n identity matrix",
-    lambda p: (p["n"], p["n"]), {"add_imatmul": GeneratorForm(_add_imatmul_form)})
+    lambda p: (p["n"], p["n"]), {"add_imatmul": GeneratorForm(_add_imatmul_form, domains=("mat",))})
 CONST_IEWMUL = _const_spec(
     "const_iewmul", (("shape", "ints"),),
     lambda p: tuple(_pos(d, "const_iewmul dim") for d in p["shape"]),
     lambda p: np.ones(p["shape"], dtype=np.float32),
     lambda p, m: np.full(p["shape"], 1, dtype=object),
     S.param("shape"), (), "I_ewmul: a tensor of ones of the given shape",
-    lambda p: tuple(p["shape"]), {"add_iewmul": GeneratorForm(_add_iewmul_form)})
+    lambda p: tuple(p["shape"]), {"add_iewmul": GeneratorForm(_add_iewmul_form, domains=("mat",))})
 CONST_ZERO = _const_spec(
     "const_zero", (("shape", "ints"),),
     lambda p: tuple(_pos(d, "const_zero dim") for d in p["shape"]),

@@ -156,7 +156,7 @@ def _conv_form(act: int) -> GeneratorForm:
         t = apply_same_conv(g, args[0], args[1], act, 1, 1)
         return [t] if t is not None else None
 
-    return GeneratorForm(apply, arity=2)
+    return GeneratorForm(apply, arity=2, domains=("conv",))
 
 
 def _grouped_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
@@ -189,8 +189,8 @@ CONV2D = _register(OpSpec(
     # output channels of one input: kernels and biases stack, the output splits by channel
     sibling_merge=lambda p, ins: ((0, 0), 1) if p["groups"] == 1 else None,
     shape_rules=_conv_rules(1),
-    generator_forms={"conv0": _conv_form(ACT_NONE), "conv1": _conv_form(ACT_RELU), "convg2": GeneratorForm(
-        _grouped_form, arity=2)},
+    generator_forms={"conv0": _conv_form(ACT_NONE), "conv1": _conv_form(ACT_RELU),
+                     "convg2": GeneratorForm(_grouped_form, arity=2, domains=("conv",))},
     sym_shape=_conv_sym,
     dim_axioms=(DimAxiom("dim-conv-0", _CONV_TERM, 0, "(dim ?x 0)", _CONV_DIM_PARAMS),
                 DimAxiom("dim-conv-1", _CONV_TERM, 1, "(dim ?w 0)", _CONV_DIM_PARAMS)),
@@ -309,7 +309,7 @@ ENLARGE = _register(OpSpec(
                         *(c for i in (0, 1) for c in (
                             S.ge(S.dim(S.param("kernel"), i), S.dim(S.shape("w"), 2 + i)),
                             S.eq(0, (S.dim(S.param("kernel"), i) - S.dim(S.shape("w"), 2 + i)) % 2)))),),
-    generator_forms={"enlarge": GeneratorForm(_enlarge_form)},
+    generator_forms={"enlarge": GeneratorForm(_enlarge_form, domains=("conv",))},
     sym_shape=lambda p, ins: ins[0].sym[:2] + tuple(p["kernel"]),
     ranks=Ranks((4,)),
 ))

@@ -177,16 +177,20 @@ class GenContext(Protocol):
 
 @dataclass(frozen=True)
 class GeneratorForm:
-    """A template of the rule generator: how it applies an operator to ``arity`` candidate tensors.
+    """A template of the rule generator: how it applies an operator to ``arity`` candidate tensors, in ``domains``
+    (names of ``eqsat.rules.domains``: ``mat``, ``conv``, ``heads``).
 
     ``apply(g, args)`` returns the outputs (two for a split), or None where the template does not apply; it
     builds them with ``g.apply`` (constants in context included) and keeps the generator's bookkeeping on them
     (a kernel's ``bias``, split ``bounds``). An operator that only needs parameters for its first operand's
-    shape declares a plain function instead (see ``OpSpec.generator_forms``).
+    shape gives ``params`` instead (shape -> parameters, or None where it does not apply): the operator is then
+    applied to tensors, not kernels, and ``arity`` is its number of inputs.
     """
 
-    apply: Callable[[GenContext, Sequence[GenTensor]], list[GenTensor] | None]
+    apply: Callable[[GenContext, Sequence[GenTensor]], list[GenTensor] | None] | None = None
     arity: int = 1
+    domains: tuple[str, ...] = ()
+    params: Callable[[Shape], Params | None] | None = None
 
 
 class Z3Context(Protocol):
@@ -286,10 +290,9 @@ class OpSpec:
     #: each node's overhead and each intermediate's write and read; ``None``: one node. Measured models time
     #: what export writes, so they need nothing.
     decomposition: Callable[[Params], tuple[int, int]] | None = None
-    #: How the rule generator applies the operator: template name -> the parameters for a first operand of a
-    #: given shape (``None``: not applicable; the operands are tensors, not kernels), or a :class:`GeneratorForm`
-    #: where it needs more. Domains (:mod:`eqsat.rules.domains`) list template names; a name is unique.
-    generator_forms: dict[str, Callable[[Shape], Params | None] | GeneratorForm] = field(default_factory=dict)
+    #: How the rule generator applies the operator: template name (unique) -> :class:`GeneratorForm`, which says
+    #: how and in which of the generator's domains.
+    generator_forms: dict[str, GeneratorForm] = field(default_factory=dict)
     #: The output shape over the rule variables' dimensions, for the generator (which writes split sizes and
     #: constants' shapes from it): ``(params, inputs) -> shape`` (``inputs`` are :class:`GenTensor`, with ``sym``
     #: and the concrete ``shape``; ``params`` as the rule writes them), or None where it cannot say. ``None``:
@@ -350,10 +353,9 @@ class OpSpec:
         return tuple((n, params[n]) for n in self.param_names())
 
     def templates(self) -> dict[str, GeneratorForm]:
-        """The generator's templates for this operator: ``generator_forms`` with each plain parameters function
-        made the form that applies the operator to tensors (not kernels) with those parameters."""
-        return {name: f if isinstance(f, GeneratorForm) else _params_form(self, f)
-                for name, f in self.generator_forms.items()}
+        """The generator's templates for this operator: ``generator_forms``, each form given by ``params`` made
+        the form that applies the operator to tensors (not kernels) with those parameters."""
+        return {name: _params_form(self, f) if f.apply is None else f for name, f in self.generator_forms.items()}
 
     # -- semantics ----------------------------------------------------------------------------------------
     def check_arity(self, n: int) -> None:
@@ -404,15 +406,18 @@ class OpSpec:
         return (self.cost_key(params, in_shapes, out_shape, weights=weights),)
 
 
-def _params_form(spec: OpSpec, params_for: Callable[[Shape], Params | None]) -> GeneratorForm:
-    """The template applying ``spec`` with the parameters ``params_for`` gives for the first operand's shape."""
+def _params_form(spec: OpSpec, form: GeneratorForm) -> GeneratorForm:
+    """The template applying ``spec`` with the parameters ``form.params`` gives for the first operand's shape."""
+    params_for = form.params
+    assert params_for is not None, f"{spec.name}: a generator form needs apply or params"
+
     def apply(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
         if any(t.bias is not None for t in args) or (p := params_for(args[0].shape)) is None:
             return None
         t = g.apply(spec.name, spec.normalize(p), args)
         return [t] if t is not None else None
 
-    return GeneratorForm(apply, arity=len(spec.inputs))
+    return GeneratorForm(apply, arity=len(spec.inputs), domains=form.domains)
 
 
 def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:

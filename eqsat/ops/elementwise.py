@@ -48,7 +48,7 @@ def apply_equal_shapes(g: GenContext, op: str, a: GenTensor, b: GenTensor) -> Ge
     return t
 
 
-def _binary_form(op: str, on_kernels: bool) -> GeneratorForm:
+def _binary_form(op: str, on_kernels: bool, domains: tuple[str, ...]) -> GeneratorForm:
     """Two distinct tensors, or two kernels where ``on_kernels`` (their biases then add up: a sum of kernels)."""
     def apply(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
         a, b = args
@@ -61,7 +61,7 @@ def _binary_form(op: str, on_kernels: bool) -> GeneratorForm:
             t.bias = apply_equal_shapes(g, "ewadd", a.bias, b.bias)
         return [t] if t is not None else None
 
-    return GeneratorForm(apply, arity=2)
+    return GeneratorForm(apply, arity=2, domains=domains)
 
 
 def _relu_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
@@ -136,7 +136,8 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.
 
 # relu's layout axioms are among the hand-written ones (eqsat.rules.axioms)
 RELU = _unary("relu", lambda x: np.maximum(x, 0), _relu_mod, "Relu", 1, "max(x, 0)", facts=((0, 0),),
-              forms={"relu": GeneratorForm(_relu_form)}, dim_axioms=_same_dims("(relu ?a)", "relu"))
+              forms={"relu": GeneratorForm(_relu_form, domains=("mat", "conv", "heads"))},
+              dim_axioms=_same_dims("(relu ?a)", "relu"))
 SIGMOID = _unary("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x)), lambda x, m: _poly(x, m, 11, 13, 17),
                  "Sigmoid", 4, "1 / (1 + exp(-x))", axioms=elementwise_axioms("sigmoid"))
 TANH = _unary("tanh", np.tanh, lambda x, m: _poly(x, m, 19, 23, 29), "Tanh", 4, "tanh(x)",
@@ -204,7 +205,8 @@ GELU = _register(OpSpec(
     uninterpreted=Uninterpreted("elementwise", facts=((0, 0),)),
     axioms=elementwise_axioms("gelu", ":approximate ?g", {"?g": (0, 1)}),
     # transformers' feed-forward activation: moved across the layout operators of the heads domain
-    generator_forms={"gelu": lambda s: {"approximate": 0} if s else None},  # tensors, not the scalars
+    generator_forms={"gelu": GeneratorForm(params=lambda s: {"approximate": 0} if s else None,  # not on scalars
+                                           domains=("mat", "heads"))},
 ))
 
 
@@ -318,7 +320,7 @@ def _broadcast_rules() -> tuple[S.ShapeRule, ...]:
 
 
 def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx_type: str, doc: str,
-            on_kernels: bool) -> OpSpec:
+            on_kernels: bool, domains: tuple[str, ...]) -> OpSpec:
     return _register(OpSpec(
         name=name, inputs=("a", "b"), params=(), doc=doc, elementwise=True,
         shape_fn=lambda p, a, b: _broadcast_shape(name, a, b),
@@ -327,14 +329,16 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx_
         flops_fn=lambda p, ins, out: math.prod(out),
         export_fn=lambda p, ins, outs, ctx: [(onnx_type, ins, outs, {})],
         shape_rules=_broadcast_rules(),
-        generator_forms={name: _binary_form(name, on_kernels)}, sym_shape=_broadcast_sym,
+        generator_forms={name: _binary_form(name, on_kernels, domains)}, sym_shape=_broadcast_sym,
         dim_axioms=_same_dims(f"({name} ?a ?b)", name), ranks=Ranks(same=True), axioms_equal_shapes=True,
     ))
 
 
 # a sum of kernels (and of their biases) is a kernel; a product is not
-EWADD = _binary("ewadd", np.add, "Add", "element-wise a + b (broadcasting over equal ranks)", on_kernels=True)
-EWMUL = _binary("ewmul", np.multiply, "Mul", "element-wise a * b (broadcasting over equal ranks)", on_kernels=False)
+EWADD = _binary("ewadd", np.add, "Add", "element-wise a + b (broadcasting over equal ranks)", on_kernels=True,
+                domains=("mat", "conv", "heads"))
+EWMUL = _binary("ewmul", np.multiply, "Mul", "element-wise a * b (broadcasting over equal ranks)", on_kernels=False,
+                domains=("mat", "conv"))
 
 
 def _align_rank(ctx: ImportContext, name: str, rank: int, out: list[IRNode]) -> str:
@@ -438,6 +442,7 @@ SMUL = _register(OpSpec(
     flops_fn=lambda p, ins, out: math.prod(out),
     export_fn=lambda p, ins, outs, ctx: [("Mul", ins, outs, {})],
     shape_rules=(S.rule(S.shape("x"), S.eq(S.rank(S.shape("s")), 0)),),
-    generator_forms={"smul": GeneratorForm(_smul_form, arity=2)}, sym_shape=_first_shape,
+    generator_forms={"smul": GeneratorForm(_smul_form, arity=2, domains=("mat", "conv", "heads"))},
+    sym_shape=_first_shape,
     dim_axioms=_same_dims("(smul ?a ?s)", "smul"), ranks=Ranks((None, 0), same=True),
 ))

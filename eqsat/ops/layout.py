@@ -67,7 +67,7 @@ def _transpose3_form(perm: tuple[int, ...]) -> GeneratorForm:
         t = g.apply("transpose", {"perm": perm}, args)
         return [t] if t is not None else None
 
-    return GeneratorForm(apply)
+    return GeneratorForm(apply, domains=("heads",))
 
 
 TRANSPOSE = _register(OpSpec(
@@ -78,7 +78,7 @@ TRANSPOSE = _register(OpSpec(
     flops_fn=lambda p, ins, out: 0,
     export_fn=lambda p, ins, outs, ctx: [("Transpose", ins, outs, {"perm": list(p["perm"])})],
     shape_rules=_transpose_rules(),
-    generator_forms={"transpose": GeneratorForm(_transpose2_form),
+    generator_forms={"transpose": GeneratorForm(_transpose2_form, domains=("mat",)),
                      **{name: _transpose3_form(perm) for name, perm in TRANSPOSES3.items()}},
     sym_shape=lambda p, ins: tuple(ins[0].sym[i] for i in p["perm"]),
     dim_axioms=(DimAxiom("dim-transpose-0", "(transpose [1 0] ?a)", 0, "(dim ?a 1)"),
@@ -127,7 +127,8 @@ RESHAPE = _register(OpSpec(
     flops_fn=lambda p, ins, out: 0,
     export_fn=_reshape_export,
     shape_rules=(S.rule(S.param("shape")),),
-    generator_forms={"reshape": GeneratorForm(_reshape_form)},  # its symbolic shape: the concrete target
+    # to the heads domain's target-shape parameter; its symbolic shape is the concrete target
+    generator_forms={"reshape": GeneratorForm(_reshape_form, domains=("heads",))},
     shares_work=False,
 ))
 
@@ -179,7 +180,7 @@ def _concat_form(ax: int) -> GeneratorForm:
                 return None
         return [t]
 
-    return GeneratorForm(apply, arity=2)
+    return GeneratorForm(apply, arity=2, domains=("mat", "conv"))
 
 
 def _concat_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape:
@@ -267,7 +268,7 @@ def _split_form(ax: int) -> GeneratorForm:
             piece.bounds = {k: e for k, e in a.bounds.items() if k != ax}
         return [p0, p1]
 
-    return GeneratorForm(apply)
+    return GeneratorForm(apply, domains=("mat", "conv"))
 
 
 _X = S.shape("x")

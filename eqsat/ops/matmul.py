@@ -85,7 +85,7 @@ MATMUL = _register(OpSpec(
     sibling_merge=lambda p, ins: ((len(ins[1]) - 1,), len(ins[1]) - 1),
     shape_rules=_matmul_rules(),
     # matrices, and the batched products of attention heads
-    generator_forms={"matmul": GeneratorForm(_matmul_form, arity=2)}, sym_shape=_matmul_sym,
+    generator_forms={"matmul": GeneratorForm(_matmul_form, arity=2, domains=("mat", "heads"))}, sym_shape=_matmul_sym,
     dim_axioms=(DimAxiom("dim-matmul-0", "(matmul ?a ?b)", 0, "(dim ?a 0)"),
                 DimAxiom("dim-matmul-1", "(matmul ?a ?b)", 1, "(dim ?b 1)")),
     ranks=Ranks(same=True),
