@@ -202,7 +202,5 @@ def declared_dim_axioms(extra: tuple[DimAxiom, ...] = ()) -> tuple[DimAxiom, ...
     return tuple(sorted(declared, key=lambda d: first.get(d.name, len(first))))  # a stable sort
 
 
-DIM_AXIOMS: tuple[DimAxiom, ...] = declared_dim_axioms((  # TEMPORARY: the pools' until they declare them
-    DimAxiom("dim-avgpool", f"({AVGPOOL} ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
-    DimAxiom("dim-maxpool", f"(maxpool {POOL} ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
-))
+#: Every operator's dimension axioms.
+DIM_AXIOMS: tuple[DimAxiom, ...] = declared_dim_axioms()

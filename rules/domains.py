@@ -40,10 +40,7 @@ class Domain:
         """The templates the registry's operators declare for this domain (``GeneratorForm.domains``), in
         registry order."""
         return tuple(name for spec in ops.REGISTRY.values() for name, form in spec.generator_forms.items()
-                     if self.name in form.domains) + _LEGACY.get(self.name, ())
-
-
-_LEGACY = {"conv": ("avgpool", "maxpool")}  # TEMPORARY: the pools' templates, until they declare them
+                     if self.name in form.domains)
 
 
 MAT = Domain("mat", (

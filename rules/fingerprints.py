@@ -102,8 +102,6 @@ def symbolic_shape(spec: ops.OpSpec, written: dict[str, Any], ins: Sequence[Tens
     undeclared, its first input's where its shape rules say it has that shape. None: not expressible."""
     if spec.sym_shape is not None:
         return spec.sym_shape(written, ins)
-    if spec.name in ("avgpool", "maxpool"):  # TEMPORARY: not yet declared
-        return ins[0].sym
     if spec.inputs and spec.shape_rules == S.same_as(spec.inputs[0]):
         return ins[0].sym
     return None

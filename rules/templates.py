@@ -17,26 +17,8 @@ from eqsat.rules.fingerprints import Evaluator, Tensor
 from eqsat.rules.rule import Sexp, unparse
 
 
-def _legacy_pool_form(name: str) -> GeneratorForm:
-    # TEMPORARY: the pools are the last operators not yet declaring their templates
-    def apply(g: Any, args: Sequence[Any]) -> list[Any] | None:
-        a = args[0]
-        if not a.shape or a.bias is not None or len(a.shape) != 4:
-            return None
-        cp: dict[str, Any] = {"kernel": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1)}
-        if name == "avgpool":
-            cp["count_include_pad"] = 1
-        t = g.apply(name, cp, [a])
-        if t is not None:
-            t.bounds = {ax: e for ax, e in a.bounds.items() if ax in (0, 1)}
-        return [t] if t is not None else None
-
-    return GeneratorForm(apply, domains=("conv",))
-
-
 def _templates() -> dict[str, GeneratorForm]:
-    table: dict[str, GeneratorForm] = {"avgpool": _legacy_pool_form("avgpool"),
-                                       "maxpool": _legacy_pool_form("maxpool")}
+    table: dict[str, GeneratorForm] = {}
     for spec in ops.REGISTRY.values():
         for name, form in spec.templates().items():
             assert name not in table, f"template {name!r} declared twice"

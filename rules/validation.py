@@ -122,29 +122,7 @@ class _Symbolic:
             return self.uninterpreted(spec, p, args[0])
         if spec.z3_fn is not None:
             return spec.z3_fn(self, p, *args)
-        if spec.name in ("avgpool", "maxpool"):  # TEMPORARY: the last operators without a declared z3_fn
-            return _legacy_pool(self, spec.name, p, args[0])
         return self.reals(spec.numpy_fn(p, *args))
-
-
-def _legacy_pool(sym: _Symbolic, name: str, p: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
-    if name == "avgpool":
-        cols = ops._patches(x, *p["kernel"], p["strides"], p["pads"], (1, 1))
-        total = cols.sum(axis=(2, 3))
-        k = p["kernel"][0] * p["kernel"][1]
-        assert p["count_include_pad"], "symbolic avgpool only counts padding"
-        return sym.reals(total) * (z3.RealVal(1) / k)
-    n, c, h, w = x.shape
-    kh, kw = p["kernel"]
-    out = np.empty((n, c, h, w), dtype=object)
-    for i, j, a, b in itertools.product(range(n), range(c), range(h), range(w)):
-        vals = [x[i, j, a + da, b + db] for da in range(-(kh // 2), kh // 2 + 1)
-                for db in range(-(kw // 2), kw // 2 + 1) if 0 <= a + da < h and 0 <= b + db < w]
-        m = vals[0]
-        for v in vals[1:]:
-            m = z3.If(v > m, v, m)
-        out[i, j, a, b] = m
-    return out
 
 
 def _shape_of(e: Sexp, shapes: Mapping[str, tuple[int, ...]], params: Mapping[str, Any]) -> tuple[int, ...]:
@@ -159,9 +137,6 @@ def _shape_of(e: Sexp, shapes: Mapping[str, tuple[int, ...]], params: Mapping[st
     return spec.shape(p, arg_shapes)
 
 
-_LEGACY_RANKS = {"avgpool": ops.Ranks((4,)), "maxpool": ops.Ranks((4,))}  # TEMPORARY: not yet declared
-
-
 def _ranks(text: str, ranks: dict[str, int], params: Mapping[str, Any]) -> None:
     """Ranks of tensor variables implied by the operators that use them (``OpSpec.ranks``: a transpose's
     permutation fixes the rank of what it reaches through rank-preserving operators)."""
@@ -169,7 +144,7 @@ def _ranks(text: str, ranks: dict[str, int], params: Mapping[str, Any]) -> None:
         if not isinstance(e, list):
             return
         spec, pars, ins = split_args(e)
-        r = spec.ranks or _LEGACY_RANKS.get(spec.name)
+        r = spec.ranks
         if r is not None and r.param:
             v = dict(zip(spec.param_names(), pars, strict=True))[r.param]
             v = params.get(v) if is_var(v) else v.items if isinstance(v, Vec) else None

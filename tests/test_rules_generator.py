@@ -180,6 +180,15 @@ def test_heads_rules_hold_for_other_shapes_and_reshape_targets(heads: list[gen.C
     assert env["?r1"] == (2, 3, 5) and env["?m1"].shape == (2, 15)
 
 
+def test_templates_are_the_operators_declarations() -> None:
+    declared = {name: spec.name for spec in ops.REGISTRY.values() for name in spec.generator_forms}
+    assert set(gen.TEMPLATES) == set(declared)
+    for spec in ops.REGISTRY.values():  # each runs in some domain, and only in domains that exist
+        for name, form in spec.generator_forms.items():
+            assert form.domains and set(form.domains) <= set(gen.DOMAINS), (spec.name, name)
+    assert {t for d in gen.DOMAINS.values() for t in d.templates} == set(declared)
+
+
 def test_symbolic_shapes_are_the_concrete_shapes() -> None:
     # OpSpec.sym_shape of every operator the templates apply, on the shapes it was built on (shape set A)
     seen = set()
