@@ -116,8 +116,8 @@ class CostKey:
 # imports eqsat.rules, nor z3)
 
 SymDim = Any
-"""A dimension in the rule language: an int, or an expression ``["dim", "?x1", 0]``, ``["+", a, b]``, ``["-", a, b]``
-(an unevaluated parameter, as the rule writes it)."""
+"""A dimension as a rule writes it: an int, or an expression ``["dim", "?x1", 0]``, ``["+", a, b]``, ``["-", a, b]``
+over the rule variables' dimensions (a pattern's S-expression)."""
 SymShape = tuple[Any, ...]
 """A shape of :data:`SymDim` entries (a tensor's shape over the rule variables' dimensions)."""
 
@@ -499,6 +499,12 @@ def elementwise_axioms(name: str, params: str = "", values: dict[str, tuple] | N
         (f"{name}-concat", op("(concat :axis ?ax ?a ?b)"), f"(concat :axis ?ax {op('?a')} {op('?b')})",
          {"params": {"?ax": (0, 1), **values}, "quantified": own}),
     )
+
+
+def same_shape_dim_axioms(name: str, term: str) -> tuple[DimAxiom, ...]:
+    """The dimension axiom of an operator whose output has its first input's shape, ``term`` applying it to ``?a``:
+    ``dim(term, k) = dim(?a, k)`` for the axes 0 and 1 (the axes split sizes are written on)."""
+    return (DimAxiom(f"dim-{name}", term, "?k", "(dim ?a ?k)", {"?k": (0, 1)}),)
 
 
 # ---------------------------------------------------------------------------------------------------------

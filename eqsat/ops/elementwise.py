@@ -32,6 +32,7 @@ from eqsat.ops.core import (
     _relu_mod,
     elementwise_axioms,
     require,
+    same_shape_dim_axioms,
 )
 
 # ---------------------------------------------------------------------------------------------------------
@@ -98,11 +99,6 @@ def _broadcast_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape:
                  for i, (da, db) in enumerate(zip(a.sym, b.sym, strict=True)))
 
 
-def _same_dims(term: str, name: str) -> tuple[DimAxiom, ...]:
-    """Dimension axioms of an operator whose output has its first input's shape (axes 0 and 1 of the rules)."""
-    return (DimAxiom(f"dim-{name}", term, "?k", "(dim ?a ?k)", {"?k": (0, 1)}),)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Leaves-free operators
 
@@ -137,7 +133,7 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.
 # relu's layout axioms are among the hand-written ones (eqsat.rules.axioms)
 RELU = _unary("relu", lambda x: np.maximum(x, 0), _relu_mod, "Relu", 1, "max(x, 0)", facts=((0, 0),),
               forms={"relu": GeneratorForm(_relu_form, domains=("mat", "conv", "heads"))},
-              dim_axioms=_same_dims("(relu ?a)", "relu"))
+              dim_axioms=same_shape_dim_axioms("relu", "(relu ?a)"))
 SIGMOID = _unary("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x)), lambda x, m: _poly(x, m, 11, 13, 17),
                  "Sigmoid", 4, "1 / (1 + exp(-x))", axioms=elementwise_axioms("sigmoid"))
 TANH = _unary("tanh", np.tanh, lambda x, m: _poly(x, m, 19, 23, 29), "Tanh", 4, "tanh(x)",
@@ -330,7 +326,7 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx_
         export_fn=lambda p, ins, outs, ctx: [(onnx_type, ins, outs, {})],
         shape_rules=_broadcast_rules(),
         generator_forms={name: _binary_form(name, on_kernels, domains)}, sym_shape=_broadcast_sym,
-        dim_axioms=_same_dims(f"({name} ?a ?b)", name), ranks=Ranks(same=True), axioms_equal_shapes=True,
+        dim_axioms=same_shape_dim_axioms(name, f"({name} ?a ?b)"), ranks=Ranks(same=True), axioms_equal_shapes=True,
     ))
 
 
@@ -444,5 +440,5 @@ SMUL = _register(OpSpec(
     shape_rules=(S.rule(S.shape("x"), S.eq(S.rank(S.shape("s")), 0)),),
     generator_forms={"smul": GeneratorForm(_smul_form, arity=2, domains=("mat", "conv", "heads"))},
     sym_shape=_first_shape,
-    dim_axioms=_same_dims("(smul ?a ?s)", "smul"), ranks=Ranks((None, 0), same=True),
+    dim_axioms=same_shape_dim_axioms("smul", "(smul ?a ?s)"), ranks=Ranks((None, 0), same=True),
 ))

@@ -12,7 +12,6 @@ import numpy as np
 from eqsat.ops import shapes as S
 from eqsat.ops.conv import _conv_out, _patches, _spatial_attrs
 from eqsat.ops.core import (
-    DimAxiom,
     ExportContext,
     GenContext,
     GeneratorForm,
@@ -29,6 +28,7 @@ from eqsat.ops.core import (
     _importer,
     _register,
     require,
+    same_shape_dim_axioms,
 )
 
 # -- pools -----------------------------------------------------------------------------------------------
@@ -151,10 +151,6 @@ _SAME3 = {"kernel": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1)}
 _SAME3_TEXT = ":kernel [3 3] :strides [1 1] :pads [1 1 1 1]"
 
 
-def _same_dims(term: str, name: str) -> tuple[DimAxiom, ...]:
-    return (DimAxiom(f"dim-{name}", term, "?k", "(dim ?a ?k)", {"?k": (0, 1)}),)
-
-
 _POOL_PARAMS = (("kernel", "ints"), ("strides", "ints"), ("pads", "ints"))
 MAXPOOL = _register(OpSpec(
     name="maxpool", inputs=("x",), params=_POOL_PARAMS, doc="2-D max pooling",
@@ -164,7 +160,7 @@ MAXPOOL = _register(OpSpec(
     flops_fn=lambda p, ins, out: math.prod(out) * p["kernel"][0] * p["kernel"][1],
     export_fn=_pool_export("MaxPool"), shape_rules=_pool_rules(),
     generator_forms={"maxpool": _pool_form("maxpool", _SAME3)}, sym_shape=_pool_sym,
-    z3_fn=_maxpool_z3, dim_axioms=_same_dims(f"(maxpool {_SAME3_TEXT} ?a)", "maxpool"), ranks=Ranks((4,)),
+    z3_fn=_maxpool_z3, dim_axioms=same_shape_dim_axioms("maxpool", f"(maxpool {_SAME3_TEXT} ?a)"), ranks=Ranks((4,)),
 ))
 AVGPOOL = _register(OpSpec(
     name="avgpool", inputs=("x",), params=_POOL_PARAMS + (("count_include_pad", "int"),),
@@ -175,7 +171,7 @@ AVGPOOL = _register(OpSpec(
     # counting the padding, so that it equals a depthwise convolution with C_pool (eqsat.ops.consts)
     generator_forms={"avgpool": _pool_form("avgpool", {**_SAME3, "count_include_pad": 1})}, sym_shape=_pool_sym,
     z3_fn=_avgpool_z3, ranks=Ranks((4,)),
-    dim_axioms=_same_dims(f"(avgpool {_SAME3_TEXT} :count_include_pad 1 ?a)", "avgpool"),
+    dim_axioms=same_shape_dim_axioms("avgpool", f"(avgpool {_SAME3_TEXT} :count_include_pad 1 ?a)"),
 ))
 
 
