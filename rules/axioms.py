@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from eqsat import ops
 from eqsat.ops.core import DimAxiom
+from eqsat.rules.rule import Sexp, parse, tensor_vars
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,16 @@ class Axiom:
     #: Shape conditions ``(= (shape ?a) (shape ?b))`` under which the equation holds: the Z3 formula is an
     #: implication from equal dimensions, and validation executes only shapes that satisfy them.
     conditions: tuple[str, ...] = ()
+
+    @cached_property
+    def terms(self) -> tuple[Sexp, Sexp]:
+        """Both sides as patterns (parsed once)."""
+        return parse(self.lhs), parse(self.rhs)
+
+    @cached_property
+    def tensor_vars(self) -> list[str]:
+        """The tensor variables of both sides, sorted."""
+        return sorted(tensor_vars(self.terms[0]) | tensor_vars(self.terms[1]))
 
 
 AX = {"?ax": (0, 1)}

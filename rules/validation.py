@@ -252,7 +252,7 @@ def validate_axiom(ax: Axiom, cases: int = 3, timeout: float = 20.0, seed: int =
                 if not shp:
                     arr[()] = z3.Real(f"{v[1:]}_0")
                 env[v] = arr
-            a, b = sym.eval(parse(ax.lhs), env), sym.eval(parse(ax.rhs), env)
+            a, b = sym.eval(ax.terms[0], env), sym.eval(ax.terms[1], env)
             n += 1
             if a.shape != b.shape:
                 return AxiomCheck(ax.name, "invalid", f"shapes differ for {shapes} {combo}", n)

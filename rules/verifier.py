@@ -26,7 +26,7 @@ import z3
 
 from eqsat import ops
 from eqsat.rules.axioms import AXIOMS, CORE_AXIOMS, DIM_AXIOMS, Axiom, DimAxiom, declared_axioms
-from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, param_vars, parse, shape_equality, split_args
+from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, param_vars, parse, shape_equality, split_args, tensor_vars
 from eqsat.rules.validation import (
     AxiomCheck,
     _param_combos,
@@ -140,22 +140,22 @@ def axiom_formulas(enc: Encoder, axioms: Sequence[Axiom] = AXIOMS,
     out = []
     for ax in axioms:
         for combo in _param_combos(ax.params, ax.quantified):
-            tv = sorted(set(_tensor_vars(ax.lhs)) | set(_tensor_vars(ax.rhs)))
+            tv = ax.tensor_vars
             consts = {v: z3.Const(f"q_{v[1:]}", enc.T) for v in tv}
             qparams = {v: z3.Int(f"qp_{v[1:]}", enc.ctx) for v in ax.quantified}
             env = {**consts, **qparams, **combo}
             enc.abstract = []
-            lhs = enc.term(parse(ax.lhs), env)
+            lhs = enc.term(ax.terms[0], env)
             abstracted, enc.abstract = enc.abstract, None
-            rhs = enc.term(parse(ax.rhs), env)
+            rhs = enc.term(ax.terms[1], env)
             body = lhs == rhs
             bound = list(consts.values()) + list(qparams.values()) + [n for n, _ in abstracted]
             hyps = [n == v for n, v in abstracted] + shape_hypotheses(enc, ax.conditions, env)
             if hyps:
                 body = z3.Implies(z3.And(hyps), body)
-            pats = [lhs] if not is_var(parse(ax.lhs)) else []
-            if (not abstracted and not is_var(parse(ax.rhs)) and set(_tensor_vars(ax.rhs)) == set(tv)
-                    and set(ax.quantified) <= _param_vars(ax.rhs)):
+            pats = [lhs] if not is_var(ax.terms[0]) else []
+            if (not abstracted and not is_var(ax.terms[1]) and tensor_vars(ax.terms[1]) == set(tv)
+                    and set(ax.quantified) <= param_vars(ax.terms[1])):
                 pats.append(rhs)
             if bound:
                 out.append((ax.name, z3.ForAll(bound, body, patterns=pats) if pats else z3.ForAll(bound, body)))
@@ -320,7 +320,7 @@ def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
     core = {a.name for a in CORE_AXIOMS}
     for ax in axioms:
         # as in proofs: a core axiom against the other core ones, an operator's against those and its own
-        mine = core if ax.name in core else core | {a.name for a in declared_axioms(_operators(parse(ax.lhs)))}
+        mine = core if ax.name in core else core | {a.name for a in declared_axioms(_operators(ax.terms[0]))}
         others = [a for a in axioms if a.name != ax.name and a.name in mine]
         ctx = z3.Context()
         enc = Encoder(ctx)
@@ -332,10 +332,10 @@ def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
             s.add(f)
         diffs = []
         for combo in _param_combos(ax.params, ax.quantified):
-            tv = sorted(set(_tensor_vars(ax.lhs)) | set(_tensor_vars(ax.rhs)))
+            tv = ax.tensor_vars
             env = {**{v: z3.Const(f"sk_{v[1:]}", enc.T) for v in tv},
                    **{v: z3.Int(f"skp_{v[1:]}", ctx) for v in ax.quantified}, **combo}
-            diff = enc.term(parse(ax.lhs), env) != enc.term(parse(ax.rhs), env)
+            diff = enc.term(ax.terms[0], env) != enc.term(ax.terms[1], env)
             diffs.append(z3.And(*shape_hypotheses(enc, ax.conditions, env), diff) if ax.conditions else diff)
         s.add(z3.Or(diffs))
         if s.check() == z3.unsat:
