@@ -1,8 +1,8 @@
 """The generator's templates: how operators are applied to candidate tensors, as the registry declares them.
 
-Every operator's ``OpSpec.generator_forms`` names templates (see ``eqsat.ops.core.GeneratorForm``); a domain
-lists the names it uses. :class:`Templates` runs them: it is the ``GenContext`` the forms build their outputs
-through, on one domain's variables. Nothing here names an operator.
+Every operator's ``OpSpec.generator_forms`` declares templates (``eqsat.ops.core.GeneratorForm``) and the domains
+they run in. :class:`Templates` runs a domain's; :class:`Context` is the ``GenContext`` the forms build their
+outputs through. Nothing here names an operator.
 """
 
 from __future__ import annotations

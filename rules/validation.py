@@ -29,15 +29,15 @@ def _tensor_vars(text: str) -> list[str]:
     return sorted(tensor_vars(parse(text)))
 
 
-def _param_combos(params: Mapping[str, tuple], skip: Sequence[str] = ()) -> list[dict[str, Any]]:
+def param_combos(params: Mapping[str, tuple], skip: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Every combination of the listed values of parameter variables (those in ``skip`` left out)."""
     names = sorted(n for n in params if n not in skip)
     return [dict(zip(names, vals, strict=True)) for vals in itertools.product(*(params[n] for n in names))]
 
 
-
-class _Symbolic:
-    """Evaluates patterns on object arrays of Z3 reals with the registry's reference implementations."""
+class Symbolic:
+    """Evaluates patterns on object arrays of Z3 reals with the registry's reference implementations (and is the
+    ``eqsat.ops.core.Z3Context`` the operators' ``z3_fn`` receive)."""
 
     def __init__(self) -> None:
         self._functions: dict[tuple[str, int, int], z3.FuncDeclRef] = {}
@@ -241,9 +241,9 @@ def _equal(a: np.ndarray, b: np.ndarray, timeout: float) -> str:
 
 def validate_axiom(ax: Axiom, cases: int = 3, timeout: float = 20.0, seed: int = 0) -> AxiomCheck:
     """Symbolically execute both sides on small tensors for every parameter combination."""
-    sym = _Symbolic()
+    sym = Symbolic()
     n = 0
-    for combo in _param_combos(ax.params):
+    for combo in param_combos(ax.params):
         for shapes in shape_assignments(ax.lhs, ax.rhs, combo, cases, seed, conditions=ax.conditions):
             env: dict[str, Any] = dict(combo)
             for v, shp in shapes.items():

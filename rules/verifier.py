@@ -29,8 +29,8 @@ from eqsat.rules.axioms import AXIOMS, CORE_AXIOMS, DIM_AXIOMS, Axiom, DimAxiom,
 from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, param_vars, parse, shape_equality, split_args, tensor_vars
 from eqsat.rules.validation import (
     AxiomCheck,
-    _param_combos,
     _tensor_vars,
+    param_combos,
     shape_assignments,
     validate_axiom,
     validate_axioms,
@@ -139,7 +139,7 @@ def axiom_formulas(enc: Encoder, axioms: Sequence[Axiom] = AXIOMS,
     """Every axiom instance as a quantified Z3 formula, with its name."""
     out = []
     for ax in axioms:
-        for combo in _param_combos(ax.params, ax.quantified):
+        for combo in param_combos(ax.params, ax.quantified):
             tv = ax.tensor_vars
             consts = {v: z3.Const(f"q_{v[1:]}", enc.T) for v in tv}
             qparams = {v: z3.Int(f"qp_{v[1:]}", enc.ctx) for v in ax.quantified}
@@ -162,7 +162,7 @@ def axiom_formulas(enc: Encoder, axioms: Sequence[Axiom] = AXIOMS,
             else:
                 out.append((ax.name, body))
     for da in dim_axioms:
-        for combo in _param_combos(da.params):
+        for combo in param_combos(da.params):
             tv = _tensor_vars(da.term)
             consts = {v: z3.Const(f"q_{v[1:]}", enc.T) for v in tv}
             env = {**consts, **combo}
@@ -331,7 +331,7 @@ def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
         for _, f in axiom_formulas(enc, others):
             s.add(f)
         diffs = []
-        for combo in _param_combos(ax.params, ax.quantified):
+        for combo in param_combos(ax.params, ax.quantified):
             tv = ax.tensor_vars
             env = {**{v: z3.Const(f"sk_{v[1:]}", enc.T) for v in tv},
                    **{v: z3.Int(f"skp_{v[1:]}", ctx) for v in ax.quantified}, **combo}

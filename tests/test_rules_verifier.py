@@ -8,7 +8,7 @@ import pytest
 from eqsat.rules import axioms as A
 from eqsat.rules import verifier as V
 from eqsat.rules.rule import eval_param, evaluate, parse
-from eqsat.rules.validation import _param_combos
+from eqsat.rules.validation import param_combos
 
 
 @pytest.mark.parametrize("ax", A.AXIOMS, ids=lambda a: a.name)
@@ -92,7 +92,7 @@ def test_new_convolution_axioms_prove_the_channel_concat_rule() -> None:
 def test_dimension_axiom_holds_on_concrete_shapes(da: A.DimAxiom) -> None:
     # an operator's declared dim(term, axis) = expr (OpSpec.dim_axioms) against its shape function
     cases = 0
-    for combo in _param_combos(da.params):
+    for combo in param_combos(da.params):
         for shapes in V.shape_assignments(da.term, da.term, combo, count=3):
             env = {**combo, **{v: np.zeros(s) for v, s in shapes.items()}}
             out = np.shape(evaluate(parse(da.term), env))
