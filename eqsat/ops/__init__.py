@@ -6,7 +6,7 @@ rendered for the e-graph by :mod:`eqsat.engine.saturation`), a float numpy refer
 a prime (for rule fingerprints) and its symbolic form for the verifier where it is not a polynomial, its FLOP
 count, how ONNX nodes import to it and how it exports back, and the key a cost model measures. Everything
 else in eqsat (IR validation, the e-graph compiler, ONNX I/O, cost models, the rule generator and verifier)
-reads this table. The README's "Adding an operator" section is the recipe.
+reads this table. ``docs/adding-an-operator.md`` is the recipe: which fields to fill, and which tests to add.
 
 This package imports neither onnx nor egglog: ONNX mappings are plain ``(op_type, inputs, outputs,
 attributes)`` tuples that :mod:`eqsat.onnx_io` turns into protobuf.
