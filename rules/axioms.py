@@ -3,18 +3,22 @@
 Each :class:`Axiom` is an equation ``lhs = rhs`` between patterns over tensor variables ``?a`` and parameter
 variables (``?ax``, ``?act``...), with the values each parameter variable ranges over when the axiom is
 validated. :mod:`eqsat.rules.verifier` turns axioms into universally quantified Z3 formulas over an
-uninterpreted tensor sort, validates them by symbolic execution of the registry's reference implementations,
-and checks them for redundancy. ``DIM_AXIOMS`` relate the uninterpreted ``dim(tensor, axis)`` function to
-operators, so that split offsets written as ``(dim ?x k)`` can be reasoned about. Operators added since the
-registry became a package declare their axioms themselves (``eqsat.ops.OpSpec.axioms``); they are appended.
+uninterpreted tensor sort, validates them by symbolic execution of the registry's reference implementations
+(:mod:`eqsat.rules.validation`), and checks them for redundancy. The axioms here relate several operators of
+TASO's set; an operator's own properties are declared with it (``eqsat.ops.OpSpec.axioms``) and appended.
+``DIM_AXIOMS`` relate the uninterpreted ``dim(tensor, axis)`` function to operators, so that split offsets
+written as ``(dim ?x k)`` can be reasoned about; every operator declares its own (``OpSpec.dim_axioms``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from eqsat import ops
+from eqsat.ops.core import DimAxiom
+from eqsat.rules.rule import Sexp, parse, tensor_vars
 
 
 @dataclass(frozen=True)
@@ -33,16 +37,15 @@ class Axiom:
     #: implication from equal dimensions, and validation executes only shapes that satisfy them.
     conditions: tuple[str, ...] = ()
 
+    @cached_property
+    def terms(self) -> tuple[Sexp, Sexp]:
+        """Both sides as patterns (parsed once)."""
+        return parse(self.lhs), parse(self.rhs)
 
-@dataclass(frozen=True)
-class DimAxiom:
-    """``dim(term, axis) = expr``: how an operator's output dimension relates to its inputs'."""
-
-    name: str
-    term: str
-    axis: str | int
-    expr: str
-    params: dict[str, tuple] = field(default_factory=dict)
+    @cached_property
+    def tensor_vars(self) -> list[str]:
+        """The tensor variables of both sides, sorted."""
+        return sorted(tensor_vars(self.terms[0]) | tensor_vars(self.terms[1]))
 
 
 AX = {"?ax": (0, 1)}
@@ -194,21 +197,22 @@ PLANTED_WRONG = Axiom(
     "planted-conv-relu-linear", "(conv2d :pads [1 1 1 1] :act 1 ?x (ewadd ?w ?v) (ewadd ?b ?c))",
     "(ewadd (conv2d :pads [1 1 1 1] :act 1 ?x ?w ?b) (conv2d :pads [1 1 1 1] :act 1 ?x ?v ?c))")
 
-DIM_AXIOMS: tuple[DimAxiom, ...] = (
-    DimAxiom("dim-concat-axis", "(concat ?ax ?a ?b)", "?ax", "(+ (dim ?a ?ax) (dim ?b ?ax))", AX),
-    DimAxiom("dim-concat-other", "(concat ?ax ?a ?b)", "(- 1 ?ax)", "(dim ?a (- 1 ?ax))", AX),
-    DimAxiom("dim-matmul-0", "(matmul ?a ?b)", 0, "(dim ?a 0)"),
-    DimAxiom("dim-matmul-1", "(matmul ?a ?b)", 1, "(dim ?b 1)"),
-    DimAxiom("dim-transpose-0", "(transpose [1 0] ?a)", 0, "(dim ?a 1)"),
-    DimAxiom("dim-transpose-1", "(transpose [1 0] ?a)", 1, "(dim ?a 0)"),
-    DimAxiom("dim-conv-0", "(conv2d :pads ?pd :groups ?g :act ?act ?x ?w ?b)", 0, "(dim ?x 0)",
-             {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?g": (1,), "?act": (0, 1)}),
-    DimAxiom("dim-conv-1", "(conv2d :pads ?pd :groups ?g :act ?act ?x ?w ?b)", 1, "(dim ?w 0)",
-             {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?g": (1,), "?act": (0, 1)}),
-    DimAxiom("dim-relu", "(relu ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
-    DimAxiom("dim-smul", "(smul ?a ?s)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
-    DimAxiom("dim-avgpool", f"({AVGPOOL} ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
-    DimAxiom("dim-maxpool", f"(maxpool {POOL} ?a)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
-    DimAxiom("dim-ewadd", "(ewadd ?a ?b)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
-    DimAxiom("dim-ewmul", "(ewmul ?a ?b)", "?k", "(dim ?a ?k)", {"?k": (0, 1)}),
-)
+#: The order the dimension axioms were first written in (one list, before each operator declared its own). Z3's
+#: search depends on the order of its assertions, and so does which axioms the redundancy check finds entailed
+#: within its budget: this order keeps the committed corpus reproducible. Axioms not listed (those of operators
+#: added since) follow in registry order.
+_FIRST_DIM_ORDER = ("dim-concat-axis", "dim-concat-other", "dim-matmul-0", "dim-matmul-1", "dim-transpose-0",
+                    "dim-transpose-1", "dim-conv-0", "dim-conv-1", "dim-relu", "dim-smul", "dim-avgpool",
+                    "dim-maxpool", "dim-ewadd", "dim-ewmul")
+
+
+def declared_dim_axioms(extra: tuple[DimAxiom, ...] = ()) -> tuple[DimAxiom, ...]:
+    """The dimension axioms every operator declares (``OpSpec.dim_axioms``): those of :data:`_FIRST_DIM_ORDER` in
+    that order, then the others in registry order."""
+    first = {name: k for k, name in enumerate(_FIRST_DIM_ORDER)}
+    declared = [d for spec in ops.REGISTRY.values() for d in spec.dim_axioms] + list(extra)
+    return tuple(sorted(declared, key=lambda d: first.get(d.name, len(first))))  # a stable sort
+
+
+#: Every operator's dimension axioms.
+DIM_AXIOMS: tuple[DimAxiom, ...] = declared_dim_axioms()

@@ -160,8 +160,8 @@ def _children(e: Sexp) -> list[Sexp]:
     if not isinstance(e, list):
         return []
     spec, _, ins = split_args(e)
-    if spec.name == "conv2d":
-        return ins[:2]  # a kernel's bias travels with it
+    if spec.kernel_bias is not None:  # a kernel's bias travels with it
+        return [x for i, x in enumerate(ins) if i != spec.kernel_bias[1]]
     return ins
 
 
@@ -192,12 +192,43 @@ def factoring(lhs: str, rhs: str) -> bool:
     return any(_head(x) == _head(a) for x in _children(b))
 
 
+#: The generator's variables (a type prefix and a number).
+_GEN_VAR = re.compile(r"\?[a-z]+\d+")
+
+
+def _occurrences(e: Sexp) -> list[str]:
+    """Every occurrence of a variable in a pattern (parameters included), in the order its text writes them."""
+    if isinstance(e, list):
+        return [v for x in e for v in _occurrences(x)]
+    if isinstance(e, Vec):
+        return [v for x in e.items for v in _occurrences(x)]
+    return [e] if is_var(e) else []
+
+
+def _replace_nth(e: Sexp, var: str, n: int, fresh: str) -> Sexp:
+    """``e`` with the ``n``-th occurrence of ``var`` (in text order) renamed ``fresh``."""
+    seen = [-1]
+
+    def walk(x: Sexp) -> Sexp:
+        if isinstance(x, list):
+            return [walk(i) for i in x]
+        if isinstance(x, Vec):
+            return Vec(tuple(walk(i) for i in x.items))
+        if isinstance(x, str) and x == var:
+            seen[0] += 1
+            return fresh if seen[0] == n else x
+        return x
+
+    return walk(e)
+
+
 def _generalize(c: Any) -> Any | None:
     """The rule with one repeated variable split into two, where that still holds (checked numerically like
     every candidate): e.g. ``(ewadd (concat 1 ?w1 ?w2) (concat 1 ?w2 ?w3))`` generalizes to four operands."""
     from eqsat.rules import generator as gen
 
-    text_vars = re.findall(r"\?[a-z]+\d+", " ".join(c.lhs))
+    lhs, rhs = [parse(s) for s in c.lhs], [parse(s) for s in c.rhs]
+    text_vars = [v for e in lhs for v in _occurrences(e) if _GEN_VAR.fullmatch(v)]
     tensor = [v for v in text_vars if not gen.var_prefix(v).startswith("b") and not gen.is_param_var(v)]
     repeated = [v for v in dict.fromkeys(tensor) if tensor.count(v) > 1]
     if not repeated:
@@ -206,18 +237,13 @@ def _generalize(c: Any) -> Any | None:
     prefix = gen.var_prefix(v)
     used = {int(x[len(prefix) + 1:]) for x in set(tensor) if gen.var_prefix(x) == prefix}
     fresh = f"?{prefix}{max(used) + 1}"
-    pat = re.compile(re.escape(v) + r"(?!\d)")
-
-    def replace_nth(text: str, n: int) -> str:
-        ms = list(pat.finditer(text))
-        m = ms[n]
-        return text[:m.start()] + fresh + text[m.end():]
-
-    lhs_side = 0 if pat.search(c.lhs[0]) else 1
-    n_l = len(pat.findall(c.lhs[lhs_side]))
-    for k_r in range(len(pat.findall(c.rhs[lhs_side]))):
-        new = type(c)(tuple(replace_nth(s, n_l - 1) if i == lhs_side else s for i, s in enumerate(c.lhs)),
-                      tuple(replace_nth(s, k_r) if i == lhs_side else s for i, s in enumerate(c.rhs)),
+    side = 0 if v in _occurrences(lhs[0]) else 1  # split its last occurrence on the left, each one on the right
+    n_l = _occurrences(lhs[side]).count(v)
+    for k_r in range(_occurrences(rhs[side]).count(v)):
+        new = type(c)(tuple(unparse(_replace_nth(e, v, n_l - 1, fresh)) if i == side else s
+                            for i, (e, s) in enumerate(zip(lhs, c.lhs, strict=True))),
+                      tuple(unparse(_replace_nth(e, v, k_r, fresh)) if i == side else s
+                            for i, (e, s) in enumerate(zip(rhs, c.rhs, strict=True))),
                       c.n_lhs, c.n_rhs, c.domain, c.lhs_ops, c.rhs_ops)
         stage, _, conds = gen.confirm(new)
         if stage is None:

@@ -291,6 +291,15 @@ def evaluate(e: Sexp, env: Mapping[str, Any], modulus: int | None = None) -> np.
     return spec.evaluate(p, args) if modulus is None else spec.evaluate_mod(p, args, modulus)
 
 
+def shape_equality(c: str | Sexp) -> tuple[str, str] | None:
+    """The two tensor variables of a condition ``(= (shape ?a) (shape ?b))``, or None for another condition."""
+    e = parse(c) if isinstance(c, str) else c
+    if (isinstance(e, list) and len(e) == 3 and e[0] == "=" and all(
+            isinstance(x, list) and len(x) == 2 and x[0] == "shape" and is_var(x[1]) for x in e[1:])):
+        return e[1][1], e[2][1]
+    return None
+
+
 def check_condition(c: str, env: Mapping[str, Any]) -> bool:
     """Evaluate a rule condition under bound values."""
     e = parse(c)

@@ -7,30 +7,38 @@
 * **Rules.** A rule is *proved* when the negation of ``lhs == rhs`` (every output) is unsatisfiable with the
   axioms, within a per-rule timeout; *refuted* when Z3 finds a model of the axioms where it fails (it is not
   entailed); *unknown* otherwise.
-* **Axiom validation.** Each axiom is executed symbolically with the registry's reference implementations
-  on small tensors of Z3 reals (relu an uninterpreted function with ``relu(0) = 0``; max pooling through
-  ``If``), for every parameter combination and several small shape assignments, and both sides must be equal.
+* **Axiom validation** (:mod:`eqsat.rules.validation`, re-exported here). Each axiom is executed symbolically
+  with the registry's reference implementations on small tensors of Z3 reals (relu an uninterpreted function
+  with ``relu(0) = 0``; max pooling through ``If``), for every parameter combination and several small shape
+  assignments, and both sides must be equal.
 * **Redundancy.** An axiom entailed by the others within a timeout is reported as redundant.
 """
 
 from __future__ import annotations
 
-import itertools
-import multiprocessing as mp
 import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
-import numpy as np
 import z3
 
 from eqsat import ops
-from eqsat.ops import shapes as S
 from eqsat.rules.axioms import AXIOMS, CORE_AXIOMS, DIM_AXIOMS, Axiom, DimAxiom, declared_axioms
-from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, param_vars, parse, split_args, tensor_vars
+from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, param_vars, parse, shape_equality, split_args, tensor_vars
+from eqsat.rules.validation import (
+    AxiomCheck,
+    _tensor_vars,
+    param_combos,
+    shape_assignments,
+    validate_axiom,
+    validate_axioms,
+)
+
+__all__ = ["AXIOM_RLIMIT", "RULE_RLIMIT", "AxiomCheck", "Encoder", "Verdict", "axiom_formulas", "redundant_axioms",
+           "shape_assignments", "shape_hypotheses", "validate_axiom", "validate_axioms", "verifier_salt",
+           "verify_equation", "verify_many"]
 
 # ---------------------------------------------------------------------------------------------------------
 # encoding
@@ -106,15 +114,6 @@ class Encoder:
         return f(*[self.param(p, env) for p in params], *[self.term(x, env) for x in ins])
 
 
-def _tensor_vars(text: str) -> list[str]:
-    return sorted(tensor_vars(parse(text)))
-
-
-def _param_combos(params: Mapping[str, tuple], skip: Sequence[str] = ()) -> list[dict[str, Any]]:
-    names = sorted(n for n in params if n not in skip)
-    return [dict(zip(names, vals, strict=True)) for vals in itertools.product(*(params[n] for n in names))]
-
-
 def _param_vars(text: str) -> set[str]:
     return param_vars(parse(text))
 
@@ -127,11 +126,10 @@ def shape_hypotheses(enc: Encoder, conditions: Sequence[str], env: Mapping[str, 
     """Shape conditions ``(= (shape ?a) (shape ?b))`` as equalities of the uninterpreted dimensions."""
     out = []
     for c in conditions:
-        e = parse(c)
-        if not (e[0] == "=" and isinstance(e[1], list) and e[1][0] == "shape" and isinstance(e[2], list)
-                and e[2][0] == "shape"):
+        pair = shape_equality(c)
+        if pair is None:
             raise ValueError(f"only shape equalities are supported as conditions here: {c}")
-        a, b = enc.term(e[1][1], env), enc.term(e[2][1], env)
+        a, b = enc.term(pair[0], env), enc.term(pair[1], env)
         out += [enc.dim(a, z3.IntVal(k, enc.ctx)) == enc.dim(b, z3.IntVal(k, enc.ctx)) for k in range(MAX_RANK)]
     return out
 
@@ -141,30 +139,30 @@ def axiom_formulas(enc: Encoder, axioms: Sequence[Axiom] = AXIOMS,
     """Every axiom instance as a quantified Z3 formula, with its name."""
     out = []
     for ax in axioms:
-        for combo in _param_combos(ax.params, ax.quantified):
-            tv = sorted(set(_tensor_vars(ax.lhs)) | set(_tensor_vars(ax.rhs)))
+        for combo in param_combos(ax.params, ax.quantified):
+            tv = ax.tensor_vars
             consts = {v: z3.Const(f"q_{v[1:]}", enc.T) for v in tv}
             qparams = {v: z3.Int(f"qp_{v[1:]}", enc.ctx) for v in ax.quantified}
             env = {**consts, **qparams, **combo}
             enc.abstract = []
-            lhs = enc.term(parse(ax.lhs), env)
+            lhs = enc.term(ax.terms[0], env)
             abstracted, enc.abstract = enc.abstract, None
-            rhs = enc.term(parse(ax.rhs), env)
+            rhs = enc.term(ax.terms[1], env)
             body = lhs == rhs
             bound = list(consts.values()) + list(qparams.values()) + [n for n, _ in abstracted]
             hyps = [n == v for n, v in abstracted] + shape_hypotheses(enc, ax.conditions, env)
             if hyps:
                 body = z3.Implies(z3.And(hyps), body)
-            pats = [lhs] if not is_var(parse(ax.lhs)) else []
-            if (not abstracted and not is_var(parse(ax.rhs)) and set(_tensor_vars(ax.rhs)) == set(tv)
-                    and set(ax.quantified) <= _param_vars(ax.rhs)):
+            pats = [lhs] if not is_var(ax.terms[0]) else []
+            if (not abstracted and not is_var(ax.terms[1]) and tensor_vars(ax.terms[1]) == set(tv)
+                    and set(ax.quantified) <= param_vars(ax.terms[1])):
                 pats.append(rhs)
             if bound:
                 out.append((ax.name, z3.ForAll(bound, body, patterns=pats) if pats else z3.ForAll(bound, body)))
             else:
                 out.append((ax.name, body))
     for da in dim_axioms:
-        for combo in _param_combos(da.params):
+        for combo in param_combos(da.params):
             tv = _tensor_vars(da.term)
             consts = {v: z3.Const(f"q_{v[1:]}", enc.T) for v in tv}
             env = {**consts, **combo}
@@ -275,7 +273,7 @@ def verifier_salt() -> str:
     from eqsat.rules import distributed
 
     here = Path(__file__).parent
-    return distributed.source_salt(here / "verifier.py", here / "axioms.py", here / "rule.py",
+    return distributed.source_salt(here / "verifier.py", here / "validation.py", here / "axioms.py", here / "rule.py",
                                    Path(ops.__file__).parent, extra=z3.get_full_version())
 
 
@@ -311,267 +309,7 @@ def verify_many(equations: Sequence[tuple[Sequence[str], ...]], timeout: float =
 
 
 # ---------------------------------------------------------------------------------------------------------
-# axiom validation by symbolic execution
-
-
-class _Symbolic:
-    """Evaluates patterns on object arrays of Z3 reals with the registry's reference implementations."""
-
-    def __init__(self) -> None:
-        self._functions: dict[tuple[str, int, int], z3.FuncDeclRef] = {}
-
-    def _function(self, op: str, arity: int, position: int) -> z3.FuncDeclRef:
-        key = (op, arity, position)
-        if key not in self._functions:
-            name = op if arity == 1 else f"{op}_{arity}_{position}"
-            self._functions[key] = z3.Function(name, *([z3.RealSort()] * (arity + 1)))
-        return self._functions[key]
-
-    @staticmethod
-    def _instance(spec: ops.OpSpec, p: Mapping[str, Any]) -> str:
-        """The function's name for one parameter setting (clip(0, 6) and clip(0, 1) are different functions);
-        the axis an along-axis operator reads is not part of it (the rows are)."""
-        u = spec.uninterpreted
-        rest = [f"{k}={v}" for k, v in sorted(p.items()) if not (u and u.kind == "along_axis" and k == u.axis_param)]
-        return spec.name + (f"[{','.join(rest)}]" if rest else "")
-
-    def uninterpreted(self, spec: ops.OpSpec, p: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
-        """An operator the registry declares uninterpreted (:class:`eqsat.ops.Uninterpreted`), applied to
-        an array of reals: per element, or per row along its axis (one function per row length and position)."""
-        u = spec.uninterpreted
-        assert u is not None, spec.name
-        out = np.empty(x.shape, dtype=object)
-        if u.kind == "elementwise":
-            f = self._function(self._instance(spec, p), 1, 0)
-            facts = {a: b for a, b in u.facts}
-            for idx, v in np.ndenumerate(x):
-                c = z3.simplify(self.real(v))
-                known = z3.is_rational_value(c) and c.as_fraction().denominator == 1 and int(c.as_long()) in facts
-                out[idx] = self.real(facts[int(c.as_long())]) if known else f(self.real(v))
-            return out
-        assert u.kind == "along_axis", u.kind
-        ax = p[u.axis_param]
-        rows, outs = np.moveaxis(x, ax, -1), np.moveaxis(out, ax, -1)  # views: writing outs fills out
-        n = rows.shape[-1]
-        for idx in np.ndindex(*rows.shape[:-1]):
-            args = [self.real(v) for v in rows[idx]]
-            for i in range(n):
-                outs[idx + (i,)] = self._function(self._instance(spec, p), n, i)(*args)
-        return out
-
-    def real(self, v: Any) -> Any:
-        if isinstance(v, z3.ExprRef):
-            return v
-        if isinstance(v, float | np.floating):
-            f = Fraction(float(v)).limit_denominator(10_000)
-            return z3.RealVal(f.numerator) / f.denominator
-        return z3.RealVal(int(v))
-
-    def clean(self, a: np.ndarray) -> np.ndarray:
-        out = np.empty(np.shape(a), dtype=object)
-        out.flat[:] = [self.real(v) for v in np.asarray(a, dtype=object).flat] if out.size else []
-        return out
-
-    def eval(self, e: Sexp, env: Mapping[str, Any]) -> np.ndarray:
-        if is_var(e):
-            return env[e]
-        spec, params, ins = split_args(e)
-        args = [self.eval(x, env) for x in ins]
-        p = spec.normalize({n: eval_param(v, env) for (n, _), v in zip(spec.params, params, strict=True)})
-        spec.shape(p, [np.shape(a) for a in args])
-        chain = spec.runs_as(p) if spec.runs_as else None
-        if chain:  # a fused form (conv2d with relu): its operators in turn, as the registry declares
-            y = self._apply(ops.get(chain[0][0]), ops.get(chain[0][0]).normalize(chain[0][1]), args)
-            for op, q in chain[1:]:
-                y = self._apply(ops.get(op), ops.get(op).normalize(q), [y])
-            return y
-        return self._apply(spec, p, args)
-
-    def _apply(self, spec: ops.OpSpec, p: Mapping[str, Any], args: list[np.ndarray]) -> np.ndarray:
-        name = spec.name
-        if spec.uninterpreted is not None:
-            return self.uninterpreted(spec, p, args[0])
-        if name == "avgpool":
-            cols = ops._patches(args[0], *p["kernel"], p["strides"], p["pads"], (1, 1))
-            total = cols.sum(axis=(2, 3))
-            k = p["kernel"][0] * p["kernel"][1]
-            assert p["count_include_pad"], "symbolic avgpool only counts padding"
-            return self.clean(total) * (z3.RealVal(1) / k)
-        if name == "maxpool":
-            return self._maxpool(p, args[0])
-        if name == "const_pool":
-            out = np.empty(spec.shape(p, []), dtype=object)
-            out.flat[:] = [z3.RealVal(1) / (p["kernel"][0] * p["kernel"][1])] * out.size
-            return out
-        return self.clean(spec.numpy_fn(p, *args))
-
-    def _maxpool(self, p: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
-        n, c, h, w = x.shape
-        kh, kw = p["kernel"]
-        out = np.empty((n, c, h, w), dtype=object)
-        for i, j, a, b in itertools.product(range(n), range(c), range(h), range(w)):
-            vals = [x[i, j, a + da, b + db] for da in range(-(kh // 2), kh // 2 + 1)
-                    for db in range(-(kw // 2), kw // 2 + 1) if 0 <= a + da < h and 0 <= b + db < w]
-            m = vals[0]
-            for v in vals[1:]:
-                m = z3.If(v > m, v, m)
-            out[i, j, a, b] = m
-        return out
-
-
-def _shape_of(e: Sexp, shapes: Mapping[str, tuple[int, ...]], params: Mapping[str, Any]) -> tuple[int, ...]:
-    if is_var(e):
-        return tuple(shapes[e])
-    spec, pars, ins = split_args(e)
-    arg_shapes = [_shape_of(x, shapes, params) for x in ins]
-    if spec.name in ("ewadd", "ewmul") and arg_shapes[0] != arg_shapes[1]:
-        raise ops.OpError("axioms are stated for element-wise operands of equal shapes")
-    env = {**{k: np.empty(v) for k, v in shapes.items()}, **params}
-    p = spec.normalize({n: eval_param(v, env) for (n, _), v in zip(spec.params, pars, strict=True)})
-    return spec.shape(p, arg_shapes)
-
-
-def _ranks(text: str, ranks: dict[str, int], params: Mapping[str, Any]) -> None:
-    """Ranks of tensor variables implied by the operators that use them (a transpose's permutation fixes
-    the rank of what it reaches through rank-preserving operators)."""
-    keep_rank = ("relu", "smul", "ewadd", "ewmul", "matmul", "transpose",
-                 *(n for n, sp in ops.REGISTRY.items() if sp.uninterpreted and sp.inputs and
-                   sp.shape_rules[:1] == S.same_as(sp.inputs[0]) and sp.axioms))
-
-    def walk(e: Sexp, rank: int | None) -> None:
-        if not isinstance(e, list):
-            return
-        spec, pars, ins = split_args(e)
-        if spec.name == "transpose":
-            perm = pars[0]
-            perm = params.get(perm) if is_var(perm) else perm.items if isinstance(perm, Vec) else None
-            rank = len(perm) if isinstance(perm, tuple) else rank
-        for pos, x in enumerate(ins):
-            if is_var(x) and x not in ranks:
-                if spec.name == "conv2d":
-                    ranks[x] = (4, 4, 1)[pos]
-                elif spec.name in ("avgpool", "maxpool"):
-                    ranks[x] = 4
-                elif spec.name == "smul" and pos == 1:
-                    ranks[x] = 0
-                elif spec.name == "enlarge":
-                    ranks[x] = 4
-                elif rank is not None and spec.name in keep_rank:
-                    ranks[x] = rank
-            walk(x, rank if spec.name in keep_rank and not (spec.name == "smul" and pos == 1) else None)
-
-    walk(parse(text), None)
-
-
-def _axis_rank(text: str) -> int:
-    """The least rank the literal axes in a pattern need (a concat or softmax along axis 2 needs rank 3)."""
-    need = 0
-
-    def walk(e: Sexp) -> None:
-        nonlocal need
-        if isinstance(e, list) and e and isinstance(e[0], str) and e[0] in ops.REGISTRY:
-            spec, pars, ins = split_args(e)
-            for (name, _), v in zip(spec.params, pars, strict=True):
-                if name == "axis" and isinstance(v, int):
-                    need = max(need, v + 1)
-            for x in ins:
-                walk(x)
-
-    walk(parse(text))
-    return need
-
-
-def shape_assignments(lhs: str, rhs: str, params: Mapping[str, Any], count: int = 3, seed: int = 0,
-                      tries: int = 4000, conditions: Sequence[str] = ()) -> list[dict[str, tuple[int, ...]]]:
-    """Small random shape assignments where both sides are well-shaped with equal shapes (and the shape
-    ``conditions`` hold)."""
-    equal = [(parse(c)[1][1], parse(c)[2][1]) for c in conditions]
-    rng = np.random.default_rng(seed)
-    ranks: dict[str, int] = {}
-    _ranks(lhs, ranks, params)
-    _ranks(rhs, ranks, params)
-    variables = sorted(set(_tensor_vars(lhs)) | set(_tensor_vars(rhs)))
-    default_rank = max(4 if any(r == 4 for r in ranks.values()) else 2, _axis_rank(lhs), _axis_rank(rhs))
-    out: list[dict[str, tuple[int, ...]]] = []
-    seen: set[tuple] = set()
-    for _ in range(tries):
-        shapes: dict[str, Any] = {}
-        for v in variables:
-            r = ranks.get(v, default_rank)
-            dims = [int(rng.integers(1, 3)) for _ in range(r)]
-            if r == 4 and int(rng.integers(0, 2)):
-                dims[2:] = [int(rng.choice([1, 3]))] * 2
-            shapes[v] = tuple(dims)
-        try:
-            a, b = _shape_of(parse(lhs), shapes, params), _shape_of(parse(rhs), shapes, params)
-        except (ops.OpError, IndexError, KeyError, ValueError, TypeError):
-            continue
-        key = tuple(sorted(shapes.items()))
-        if a != b or key in seen or any(shapes[x] != shapes[y] for x, y in equal):
-            continue
-        seen.add(key)
-        out.append(dict(shapes))
-        if len(out) >= count:
-            break
-    return out
-
-
-@dataclass
-class AxiomCheck:
-    """The outcome of validating one axiom."""
-
-    name: str
-    status: str  # valid | invalid | unknown | untested
-    reason: str
-    cases: int
-
-
-def _equal(a: np.ndarray, b: np.ndarray, timeout: float) -> str:
-    pending = []
-    for x, y in zip(a.flat, b.flat, strict=True):
-        d = z3.simplify(z3.ToReal(x) - z3.ToReal(y) if not isinstance(x, z3.ArithRef) else x - y, som=True)
-        if not (z3.is_rational_value(d) and d.as_fraction() == 0):
-            pending.append(x != y)
-    if not pending:
-        return "valid"
-    s = z3.Solver()
-    s.set("timeout", int(timeout * 1000))
-    s.add(z3.Or(pending))
-    r = s.check()
-    return "valid" if r == z3.unsat else ("invalid" if r == z3.sat else "unknown")
-
-
-def validate_axiom(ax: Axiom, cases: int = 3, timeout: float = 20.0, seed: int = 0) -> AxiomCheck:
-    """Symbolically execute both sides on small tensors for every parameter combination."""
-    sym = _Symbolic()
-    n = 0
-    for combo in _param_combos(ax.params):
-        for shapes in shape_assignments(ax.lhs, ax.rhs, combo, cases, seed, conditions=ax.conditions):
-            env: dict[str, Any] = dict(combo)
-            for v, shp in shapes.items():
-                arr = np.empty(shp, dtype=object)
-                arr.flat[:] = [z3.Real(f"{v[1:]}_{k}") for k in range(arr.size)] if arr.size else []
-                if not shp:
-                    arr[()] = z3.Real(f"{v[1:]}_0")
-                env[v] = arr
-            a, b = sym.eval(parse(ax.lhs), env), sym.eval(parse(ax.rhs), env)
-            n += 1
-            if a.shape != b.shape:
-                return AxiomCheck(ax.name, "invalid", f"shapes differ for {shapes} {combo}", n)
-            st = _equal(a, b, timeout)
-            if st != "valid":
-                return AxiomCheck(ax.name, st, f"for shapes {shapes}, parameters {combo}", n)
-    if n == 0:
-        return AxiomCheck(ax.name, "untested", "no well-shaped small instance found", 0)
-    return AxiomCheck(ax.name, "valid", f"{n} symbolic cases", n)
-
-
-def validate_axioms(axioms: Sequence[Axiom] = AXIOMS, workers: int = 2) -> list[AxiomCheck]:
-    """Validate every axiom (one unit per axiom)."""
-    if workers <= 1:
-        return [validate_axiom(a) for a in axioms]
-    with mp.get_context("fork").Pool(workers) as pool:
-        return list(pool.map(validate_axiom, axioms))
+# redundancy
 
 
 def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
@@ -582,7 +320,7 @@ def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
     core = {a.name for a in CORE_AXIOMS}
     for ax in axioms:
         # as in proofs: a core axiom against the other core ones, an operator's against those and its own
-        mine = core if ax.name in core else core | {a.name for a in declared_axioms(_operators(parse(ax.lhs)))}
+        mine = core if ax.name in core else core | {a.name for a in declared_axioms(_operators(ax.terms[0]))}
         others = [a for a in axioms if a.name != ax.name and a.name in mine]
         ctx = z3.Context()
         enc = Encoder(ctx)
@@ -593,11 +331,11 @@ def redundant_axioms(axioms: Sequence[Axiom] = AXIOMS, timeout: float = 2.0,
         for _, f in axiom_formulas(enc, others):
             s.add(f)
         diffs = []
-        for combo in _param_combos(ax.params, ax.quantified):
-            tv = sorted(set(_tensor_vars(ax.lhs)) | set(_tensor_vars(ax.rhs)))
+        for combo in param_combos(ax.params, ax.quantified):
+            tv = ax.tensor_vars
             env = {**{v: z3.Const(f"sk_{v[1:]}", enc.T) for v in tv},
                    **{v: z3.Int(f"skp_{v[1:]}", ctx) for v in ax.quantified}, **combo}
-            diff = enc.term(parse(ax.lhs), env) != enc.term(parse(ax.rhs), env)
+            diff = enc.term(ax.terms[0], env) != enc.term(ax.terms[1], env)
             diffs.append(z3.And(*shape_hypotheses(enc, ax.conditions, env), diff) if ax.conditions else diff)
         s.add(z3.Or(diffs))
         if s.check() == z3.unsat:

@@ -165,6 +165,31 @@ def test_modular_semantics_agree_with_float_on_integers(op: str, params: dict, s
     np.testing.assert_array_equal(np.asarray(mod, dtype=np.int64), np.asarray(exact).astype(np.int64) % ops.PRIME)
 
 
+#: Constants the rule generator builds, with a configuration each (they have no CASES: no tensor inputs).
+CONST_CASES = [("const_pool", {"kernel": (3, 3), "channels": 2}, [])]
+Z3_CASES = [c for c in CASES + CONST_CASES if ops.get(c[0]).z3_fn is not None]
+
+
+def test_every_z3_semantics_is_covered() -> None:
+    assert {c[0] for c in Z3_CASES} == {n for n, s in ops.REGISTRY.items() if s.z3_fn is not None}
+
+
+@pytest.mark.parametrize("op,params,shapes", Z3_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(Z3_CASES)])
+def test_z3_semantics_agree_with_numpy(op: str, params: dict, shapes: list) -> None:
+    # the verifier's model of an operator (OpSpec.z3_fn) on Z3 numbers is its float reference
+    z3 = pytest.importorskip("z3")
+    from eqsat.rules.validation import Symbolic
+
+    spec = ops.get(op)
+    p = spec.normalize(params)
+    rng = np.random.default_rng(0)
+    ints = [rng.integers(-4, 5, s) for s in shapes]
+    sym = Symbolic()
+    got = spec.z3_fn(sym, p, *[sym.reals(x) for x in ints])
+    values = np.vectorize(lambda e: float(z3.simplify(e).as_fraction()), otypes=[np.float64])(got)
+    np.testing.assert_allclose(values, spec.evaluate(p, [x.astype(np.float64) for x in ints]), rtol=1e-6)
+
+
 def test_enlarge_pads_the_kernel_and_export_folds_it() -> None:
     rng = np.random.default_rng(0)
     w = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from eqsat import ops
 from eqsat.rules import generator as gen
 
 
@@ -177,3 +178,25 @@ def test_heads_rules_hold_for_other_shapes_and_reshape_targets(heads: list[gen.C
     # a reshape target is a parameter: its value, not a tensor, reaches the evaluator
     env = gen.random_env(["?r1", "?m1"], lambda v: gen.var_shape(v, 1), __import__("numpy").random.default_rng(0))
     assert env["?r1"] == (2, 3, 5) and env["?m1"].shape == (2, 15)
+
+
+def test_templates_are_the_operators_declarations() -> None:
+    declared = {name: spec.name for spec in ops.REGISTRY.values() for name in spec.generator_forms}
+    assert set(gen.TEMPLATES) == set(declared)
+    for spec in ops.REGISTRY.values():  # each runs in some domain, and only in domains that exist
+        for name, form in spec.generator_forms.items():
+            assert form.domains and set(form.domains) <= set(gen.DOMAINS), (spec.name, name)
+    assert {t for d in gen.DOMAINS.values() for t in d.templates} == set(declared)
+
+
+def test_symbolic_shapes_are_the_concrete_shapes() -> None:
+    # OpSpec.sym_shape of every operator the templates apply, on the shapes it was built on (shape set A)
+    seen = set()
+    for d in gen.DOMAINS.values():
+        en = gen.Enumerator(d, 2)
+        for first in range(len(en.first_ops())):
+            en.run(first)
+        for t in en.ev.memo.values():
+            assert tuple(gen.evaluate_sym(e, 0) for e in t.sym) == t.shape, t.key
+            seen.add(t.pat[0])
+    assert seen >= {n for n, spec in ops.REGISTRY.items() if spec.generator_forms}

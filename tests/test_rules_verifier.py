@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from eqsat.rules import axioms as A
 from eqsat.rules import verifier as V
+from eqsat.rules.rule import eval_param, evaluate, parse
+from eqsat.rules.validation import param_combos
 
 
 @pytest.mark.parametrize("ax", A.AXIOMS, ids=lambda a: a.name)
@@ -83,3 +86,17 @@ def test_new_convolution_axioms_prove_the_channel_concat_rule() -> None:
     lhs = ["(ewadd (conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?i1 ?k1 ?bk1) (conv2d [1 1] [1 1 1 1] [1 1] 1 0 ?i2 ?k2 ?bk2))"]
     rhs = ["(conv2d [1 1] [1 1 1 1] [1 1] 1 0 (concat 1 ?i1 ?i2) (concat 1 ?k1 ?k2) (ewadd ?bk1 ?bk2))"]
     assert V.verify_equation(lhs, rhs).status == "proved"
+
+
+@pytest.mark.parametrize("da", A.DIM_AXIOMS, ids=lambda d: d.name)
+def test_dimension_axiom_holds_on_concrete_shapes(da: A.DimAxiom) -> None:
+    # an operator's declared dim(term, axis) = expr (OpSpec.dim_axioms) against its shape function
+    cases = 0
+    for combo in param_combos(da.params):
+        for shapes in V.shape_assignments(da.term, da.term, combo, count=3):
+            env = {**combo, **{v: np.zeros(s) for v, s in shapes.items()}}
+            out = np.shape(evaluate(parse(da.term), env))
+            axis = eval_param(parse(da.axis), env) if isinstance(da.axis, str) else da.axis
+            assert out[axis] == eval_param(parse(da.expr), env), (shapes, combo)
+            cases += 1
+    assert cases

@@ -6,7 +6,7 @@ rendered for the e-graph by :mod:`eqsat.engine.compile`), a float numpy referenc
 a prime (for rule fingerprints) and its symbolic form for the verifier where it is not a polynomial, its FLOP
 count, how ONNX nodes import to it and how it exports back, and the key a cost model measures. Everything
 else in eqsat (IR validation, the e-graph compiler, ONNX I/O, cost models, the rule generator and verifier)
-reads this table. The README's "Adding an operator" section is the recipe.
+reads this table. ``docs/adding-an-operator.md`` is the recipe: which fields to fill, and which tests to add.
 
 This package imports neither onnx nor egglog: ONNX mappings are plain ``(op_type, inputs, outputs,
 attributes)`` tuples that :mod:`eqsat.onnx_io` turns into protobuf.
@@ -27,7 +27,11 @@ from eqsat.ops.core import (
     PRIME,
     REGISTRY,
     CostKey,
+    DimAxiom,
     ExportContext,
+    GenContext,
+    GeneratorForm,
+    GenTensor,
     ImportContext,
     IRNode,
     OnnxNode,
@@ -35,17 +39,22 @@ from eqsat.ops.core import (
     OpSpec,
     Params,
     ParamValue,
+    Ranks,
     Shape,
+    SymDim,
+    SymShape,
     Uninterpreted,
+    Z3Context,
     get,
     require,
     runs_as_keys,
 )
 
 __all__ = [
-    "ACT_NONE", "ACT_RELU", "MAX_RANK", "ONNX_IMPORTERS", "PRIME", "REGISTRY", "CostKey", "ExportContext",
-    "ImportContext", "IRNode",
-    "LAYOUT_PERMS", "LAYOUT_TARGETS", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Shape", "Uninterpreted",
+    "ACT_NONE", "ACT_RELU", "MAX_RANK", "ONNX_IMPORTERS", "PRIME", "REGISTRY", "CostKey", "DimAxiom", "ExportContext",
+    "GenContext", "GenTensor", "GeneratorForm", "ImportContext", "IRNode",
+    "LAYOUT_PERMS", "LAYOUT_TARGETS", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Ranks", "Shape",
+    "SymDim", "SymShape", "Uninterpreted", "Z3Context",
     "get", "require", "runs_as_keys", "ops_for_generator", "conv", "consts", "elementwise", "layout", "matmul",
     "lrn", "norm", "opaque", "pool", "reduce", "softmax", "_patches",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -11,14 +12,21 @@ from eqsat.ops import shapes as S
 from eqsat.ops.core import (
     ACT_NONE,
     ACT_RELU,
+    DimAxiom,
     ExportContext,
+    GenContext,
+    GeneratorForm,
+    GenTensor,
     ImportContext,
     IRNode,
     OnnxNode,
     OpError,
     OpSpec,
     Params,
+    Ranks,
     Shape,
+    SymDim,
+    SymShape,
     _importer,
     _register,
     _relu_mod,
@@ -121,6 +129,54 @@ def _conv_rules(channels_axis: int) -> tuple[S.ShapeRule, ...]:
                    S.eq(S.shape("b"), S.vec(S.dim(w, 0)))),)
 
 
+# -- how the rule generator applies convolutions: "same" ones, a kernel's bias travelling with it ----------
+
+#: The padding that keeps the spatial size, per (square) kernel size.
+_SAME_PADS = {3: (1, 1, 1, 1), 1: (0, 0, 0, 0)}
+
+
+def apply_same_conv(g: GenContext, x: GenTensor, k: GenTensor, act: int, groups: int,
+                    groups_written: SymDim) -> GenTensor | None:
+    """A stride-1 convolution of ``x`` keeping its spatial size with kernel ``k`` and its bias (``groups_written``:
+    the group count as the rule writes it, a dimension expression for a depthwise convolution)."""
+    if k.bias is None or x.bias is not None or len(x.shape) != 4:
+        return None
+    kh = k.shape[2]
+    if k.shape[3] != kh or kh not in _SAME_PADS:
+        return None
+    params = {"strides": (1, 1), "pads": _SAME_PADS[kh], "dilations": (1, 1), "groups": groups, "act": act}
+    t = g.apply("conv2d", params, [x, k, k.bias], pattern={"groups": groups_written})
+    if t is not None:  # batch boundaries from the input, channel boundaries from the kernel's output channels
+        t.bounds = {ax: e for ax, e in ((0, x.bounds.get(0)), (1, k.bounds.get(0))) if e is not None}
+    return t
+
+
+def _conv_form(act: int) -> GeneratorForm:
+    def apply(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+        t = apply_same_conv(g, args[0], args[1], act, 1, 1)
+        return [t] if t is not None else None
+
+    return GeneratorForm(apply, arity=2, domains=("conv",))
+
+
+def _grouped_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+    x, k = args  # two groups
+    if k.bias is None or len(x.shape) != 4 or x.shape[1] != 2 * k.shape[1] or k.shape[0] % 2:
+        return None
+    t = apply_same_conv(g, x, k, ACT_NONE, 2, 2)
+    return [t] if t is not None else None
+
+
+def _conv_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape | None:
+    x, w = ins[0], ins[1]
+    same = (p["strides"] == (1, 1) and p["dilations"] == (1, 1)
+            and all(p["pads"][i] + p["pads"][i + 2] == w.shape[2 + i] - 1 for i in (0, 1)))
+    return (x.sym[0], w.sym[0], x.sym[2], x.sym[3]) if same else None
+
+
+_CONV_TERM = "(conv2d :pads ?pd :groups ?g :act ?act ?x ?w ?b)"
+_CONV_DIM_PARAMS = {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?g": (1,), "?act": (0, 1)}
+
 CONV2D = _register(OpSpec(
     name="conv2d", inputs=("x", "w", "b"),
     params=(("strides", "ints"), ("pads", "ints"), ("dilations", "ints"), ("groups", "int"), ("act", "int")),
@@ -133,6 +189,12 @@ CONV2D = _register(OpSpec(
     # output channels of one input: kernels and biases stack, the output splits by channel
     sibling_merge=lambda p, ins: ((0, 0), 1) if p["groups"] == 1 else None,
     shape_rules=_conv_rules(1),
+    generator_forms={"conv0": _conv_form(ACT_NONE), "conv1": _conv_form(ACT_RELU),
+                     "convg2": GeneratorForm(_grouped_form, arity=2, domains=("conv",))},
+    sym_shape=_conv_sym,
+    dim_axioms=(DimAxiom("dim-conv-0", _CONV_TERM, 0, "(dim ?x 0)", _CONV_DIM_PARAMS),
+                DimAxiom("dim-conv-1", _CONV_TERM, 1, "(dim ?w 0)", _CONV_DIM_PARAMS)),
+    ranks=Ranks((4, 4, 1)), kernel_bias=(1, 2),
 ))
 
 
@@ -223,6 +285,17 @@ def _enlarge_export(p: Params, ins: list[str], outs: list[str], ctx: ExportConte
     raise OpError("enlarge on a non-constant tensor cannot be exported; it is folded when its input is a weight")
 
 
+def _enlarge_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+    w = args[0]
+    if not w.is_var or w.bias is None or w.shape[2:] != (1, 1):  # a 1x1 kernel variable as a 3x3 one
+        return None
+    t = g.apply("enlarge", {"kernel": (3, 3)}, [w])
+    if t is not None:
+        t.bias = w.bias
+        t.bounds = dict(w.bounds)
+    return [t] if t is not None else None
+
+
 ENLARGE = _register(OpSpec(
     name="enlarge", inputs=("w",), params=(("kernel", "ints"),),
     doc="zero-pad a conv kernel (O, I, h, w) to (O, I, kh, kw), centred",
@@ -236,6 +309,9 @@ ENLARGE = _register(OpSpec(
                         *(c for i in (0, 1) for c in (
                             S.ge(S.dim(S.param("kernel"), i), S.dim(S.shape("w"), 2 + i)),
                             S.eq(0, (S.dim(S.param("kernel"), i) - S.dim(S.shape("w"), 2 + i)) % 2)))),),
+    generator_forms={"enlarge": GeneratorForm(_enlarge_form, domains=("conv",))},
+    sym_shape=lambda p, ins: ins[0].sym[:2] + tuple(p["kernel"]),
+    ranks=Ranks((4,)),
 ))
 
 

@@ -111,6 +111,127 @@ class CostKey:
         return f"{self.op}({ps})[{ins}]->[{out}]:{self.dtype}:{self.layout}{consts}{after}"
 
 
+# ---------------------------------------------------------------------------------------------------------
+# What the rule generator and the rule verifier read (eqsat.rules implements these interfaces: eqsat.ops never
+# imports eqsat.rules, nor z3)
+
+SymDim = Any
+"""A dimension as a rule writes it: an int, or an expression ``["dim", "?x1", 0]``, ``["+", a, b]``, ``["-", a, b]``
+over the rule variables' dimensions (a pattern's S-expression)."""
+SymShape = tuple[Any, ...]
+"""A shape of :data:`SymDim` entries (a tensor's shape over the rule variables' dimensions)."""
+
+
+def dim_add(a: SymDim, b: SymDim) -> SymDim:
+    """``a + b`` as a dimension expression (folded where both are numbers)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    return ["+", a, b]
+
+
+def dim_sub(a: SymDim, b: SymDim) -> SymDim:
+    """``a - b`` as a dimension expression (folded where both are numbers, or where ``a`` is ``b + c``)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b
+    if isinstance(a, list) and a[0] == "+" and a[1] == b:
+        return a[2]
+    return ["-", a, b]
+
+
+class GenTensor(Protocol):
+    """A tensor of a graph the rule generator builds: what a generator form reads, and sets on its outputs."""
+
+    #: its shape in the domain's first shape set, and the same shape over the variables' dimensions
+    shape: Shape
+    sym: SymShape
+    #: its pattern text, and whether it is an input variable
+    key: str
+    is_var: bool
+    #: a convolution kernel's bias, which travels with it (operators on kernels apply to their biases too)
+    bias: GenTensor | None
+    #: where a concatenation joined two tensors: axis -> the first piece's size (a split may cut it there)
+    bounds: dict[int, SymDim]
+
+
+class GenContext(Protocol):
+    """What a generator form (:class:`GeneratorForm`) may ask of the rule generator (``eqsat.rules.templates``)."""
+
+    def apply(self, op: str, params: Params, ins: Sequence[GenTensor], *, pattern: Params | None = None
+              ) -> GenTensor | None:
+        """``op`` with ``params`` applied to ``ins``, or None where that is ill-shaped. ``pattern``: parameters
+        the rule writes otherwise than as their value (a dimension expression, a parameter variable)."""
+        ...
+
+    def common_bounds(self, a: GenTensor, b: GenTensor) -> dict[int, SymDim]:
+        """The split boundaries ``a`` and ``b`` share (an element-wise result keeps them)."""
+        ...
+
+    def dim_value(self, e: SymDim) -> int:
+        """The value of a dimension expression on the domain's first shape set."""
+        ...
+
+    def shape_parameter(self, x: GenTensor) -> tuple[str, Shape] | None:
+        """The domain's parameter variable for a target shape of ``x`` (name, value), or None where it has none."""
+        ...
+
+
+@dataclass(frozen=True)
+class GeneratorForm:
+    """A template of the rule generator: how it applies an operator to ``arity`` candidate tensors, in ``domains``
+    (names of ``eqsat.rules.domains``: ``mat``, ``conv``, ``heads``).
+
+    ``apply(g, args)`` returns the outputs (two for a split), or None where the template does not apply; it
+    builds them with ``g.apply`` (constants in context included) and keeps the generator's bookkeeping on them
+    (a kernel's ``bias``, split ``bounds``). An operator that only needs parameters for its first operand's
+    shape gives ``params`` instead (shape -> parameters, or None where it does not apply): the operator is then
+    applied to tensors, not kernels, and ``arity`` is its number of inputs.
+    """
+
+    apply: Callable[[GenContext, Sequence[GenTensor]], list[GenTensor] | None] | None = None
+    arity: int = 1
+    domains: tuple[str, ...] = ()
+    params: Callable[[Shape], Params | None] | None = None
+
+
+class Z3Context(Protocol):
+    """What an operator's Z3 semantics (``OpSpec.z3_fn``) may use: Z3 reals, without importing z3 here."""
+
+    def real(self, v: Any) -> Any:
+        """A number (or a Z3 term) as a Z3 real."""
+        ...
+
+    def reals(self, a: np.ndarray) -> np.ndarray:
+        """Every entry of an array as a Z3 real."""
+        ...
+
+    def if_then_else(self, cond: Any, a: Any, b: Any) -> Any:
+        """``a`` where the Z3 condition holds, else ``b``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Ranks the verifier may assume when it draws small shapes to validate axioms: a fixed rank per input
+    (``None``: free), whether free inputs have the output's rank (``same``), and a tuple parameter whose
+    length is that rank (a transpose's ``perm``)."""
+
+    inputs: tuple[int | None, ...] = ()
+    same: bool = False
+    param: str = ""
+
+
+@dataclass(frozen=True)
+class DimAxiom:
+    """``dim(term, axis) = expr``: an output dimension from the inputs' (``?k`` and the like range over ``params``),
+    so that the verifier can reason about split sizes written as ``(dim ?x k)``."""
+
+    name: str
+    term: str
+    axis: str | int
+    expr: str
+    params: dict[str, tuple] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Uninterpreted:
     """How the rule verifier models an operator that is not a polynomial: as an uninterpreted function.
@@ -169,9 +290,31 @@ class OpSpec:
     #: each node's overhead and each intermediate's write and read; ``None``: one node. Measured models time
     #: what export writes, so they need nothing.
     decomposition: Callable[[Params], tuple[int, int]] | None = None
-    #: How the rule generator applies the operator: template name -> the parameters for a first operand of a
-    #: given shape (``None``: not applicable). Domains of :mod:`eqsat.rules.generator` list template names.
-    generator_forms: dict[str, Callable[[Shape], Params | None]] = field(default_factory=dict)
+    #: How the rule generator applies the operator: template name (unique) -> :class:`GeneratorForm`, which says
+    #: how and in which of the generator's domains.
+    generator_forms: dict[str, GeneratorForm] = field(default_factory=dict)
+    #: The output shape over the rule variables' dimensions, for the generator (which writes split sizes and
+    #: constants' shapes from it): ``(params, inputs) -> shape`` (``inputs`` are :class:`GenTensor`, with ``sym``
+    #: and the concrete ``shape``; ``params`` as the rule writes them), or None where it cannot say. ``None``:
+    #: the first input's where ``shape_rules`` say the output has its shape, else the concrete shape.
+    sym_shape: Callable[[Params, Sequence[GenTensor]], SymShape | None] | None = None
+    #: The verifier's semantics on arrays of Z3 reals where running ``numpy_fn`` on them does not give it (a max,
+    #: an exact division): ``(z, params, *inputs) -> array``, ``z`` a :class:`Z3Context`.
+    z3_fn: Callable[..., np.ndarray] | None = None
+    #: Output dimensions from the inputs' (:class:`DimAxiom`), which the verifier always assumes.
+    dim_axioms: tuple[DimAxiom, ...] = ()
+    #: Ranks axiom validation assumes for the operator's inputs (:class:`Ranks`); ``None``: none.
+    ranks: Ranks | None = None
+    #: Its axioms (and rules) are stated for operands of equal shapes: validation executes no broadcasting.
+    axioms_equal_shapes: bool = False
+    #: Positions of a kernel input and its bias: the rule generator's pruning takes the pair as one operand.
+    kernel_bias: tuple[int, int] | None = None
+    #: Parameters that pick one piece of a multi-output operation (a split's start and size): for the rule
+    #: generator's pruning, applications to one input that differ only in them are one operation.
+    piece_params: tuple[str, ...] = ()
+    #: False where two outputs sharing an application share no real work (a transpose, a reshape: they move
+    #: data): the generator then keeps no two-output rule for that sharing.
+    shares_work: bool = True
 
     # -- parameters -------------------------------------------------------------------------------------
     def param_names(self) -> tuple[str, ...]:
@@ -208,6 +351,11 @@ class OpSpec:
     def param_tuple(self, params: Params) -> tuple[tuple[str, ParamValue], ...]:
         """Parameters as a hashable tuple of (name, value) in declaration order."""
         return tuple((n, params[n]) for n in self.param_names())
+
+    def templates(self) -> dict[str, GeneratorForm]:
+        """The generator's templates for this operator: ``generator_forms``, each form given by ``params`` made
+        the form that applies the operator to tensors (not kernels) with those parameters."""
+        return {name: _params_form(self, f) if f.apply is None else f for name, f in self.generator_forms.items()}
 
     # -- semantics ----------------------------------------------------------------------------------------
     def check_arity(self, n: int) -> None:
@@ -256,6 +404,20 @@ class OpSpec:
             return (CostKey("opaque", content, tuple(tuple(s) for s in in_shapes), tuple(out_shape),
                             str(params["dtype"]), weights=tuple(sorted(weights))),)
         return (self.cost_key(params, in_shapes, out_shape, weights=weights),)
+
+
+def _params_form(spec: OpSpec, form: GeneratorForm) -> GeneratorForm:
+    """The template applying ``spec`` with the parameters ``form.params`` gives for the first operand's shape."""
+    params_for = form.params
+    assert params_for is not None, f"{spec.name}: a generator form needs apply or params"
+
+    def apply(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+        if any(t.bias is not None for t in args) or (p := params_for(args[0].shape)) is None:
+            return None
+        t = g.apply(spec.name, spec.normalize(p), args)
+        return [t] if t is not None else None
+
+    return GeneratorForm(apply, arity=len(spec.inputs), domains=form.domains)
 
 
 def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
@@ -337,6 +499,12 @@ def elementwise_axioms(name: str, params: str = "", values: dict[str, tuple] | N
         (f"{name}-concat", op("(concat :axis ?ax ?a ?b)"), f"(concat :axis ?ax {op('?a')} {op('?b')})",
          {"params": {"?ax": (0, 1), **values}, "quantified": own}),
     )
+
+
+def same_shape_dim_axioms(name: str, term: str) -> tuple[DimAxiom, ...]:
+    """The dimension axiom of an operator whose output has its first input's shape, ``term`` applying it to ``?a``:
+    ``dim(term, k) = dim(?a, k)`` for the axes 0 and 1 (the axes split sizes are written on)."""
+    return (DimAxiom(f"dim-{name}", term, "?k", "(dim ?a ?k)", {"?k": (0, 1)}),)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -12,13 +12,19 @@ from eqsat.ops import shapes as S
 from eqsat.ops.core import (
     MAX_RANK,
     ONNX_IMPORTERS,
+    DimAxiom,
     ExportContext,
+    GenContext,
+    GeneratorForm,
+    GenTensor,
     ImportContext,
     IRNode,
     OnnxNode,
     OpSpec,
     Params,
+    Ranks,
     Shape,
+    SymShape,
     Uninterpreted,
     _importer,
     _poly,
@@ -26,14 +32,81 @@ from eqsat.ops.core import (
     _relu_mod,
     elementwise_axioms,
     require,
+    same_shape_dim_axioms,
 )
+
+# ---------------------------------------------------------------------------------------------------------
+# How the rule generator applies element-wise operators (used by other families' templates too)
+
+
+def apply_equal_shapes(g: GenContext, op: str, a: GenTensor, b: GenTensor) -> GenTensor | None:
+    """``op`` of two tensors of one shape (rules do not broadcast); the result keeps their common split bounds."""
+    if a.shape != b.shape:
+        return None
+    t = g.apply(op, {}, [a, b])
+    if t is not None:
+        t.bounds = g.common_bounds(a, b)
+    return t
+
+
+def _binary_form(op: str, on_kernels: bool, domains: tuple[str, ...]) -> GeneratorForm:
+    """Two distinct tensors, or two kernels where ``on_kernels`` (their biases then add up: a sum of kernels)."""
+    def apply(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+        a, b = args
+        if a is b or (not on_kernels and (a.bias is not None or b.bias is not None)):
+            return None
+        if (a.bias is None) != (b.bias is None) or not a.shape:
+            return None
+        t = apply_equal_shapes(g, op, a, b)
+        if t is not None and a.bias is not None:
+            t.bias = apply_equal_shapes(g, "ewadd", a.bias, b.bias)
+        return [t] if t is not None else None
+
+    return GeneratorForm(apply, arity=2, domains=domains)
+
+
+def _relu_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+    a = args[0]
+    if not a.shape or a.bias is not None:
+        return None
+    t = g.apply("relu", {}, [a])
+    if t is not None:
+        t.bounds = dict(a.bounds)  # element by element: a split boundary stays where it was
+    return [t] if t is not None else None
+
+
+def _smul_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+    a, s = args
+    if s.shape != () or not a.shape:
+        return None
+    t = g.apply("smul", {}, [a, s])
+    if t is None:
+        return None
+    t.bounds = dict(a.bounds)
+    if a.bias is not None:  # a scaled kernel has a scaled bias
+        t.bias = g.apply("smul", {}, [a.bias, s])
+    return [t]
+
+
+def _first_shape(p: Params, ins: Sequence[GenTensor]) -> SymShape:
+    return ins[0].sym
+
+
+def _broadcast_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape:
+    # each dimension from the operand that is not broadcast along it
+    a, b = ins
+    return tuple(da if a.shape[i] != 1 or b.shape[i] == 1 else db
+                 for i, (da, db) in enumerate(zip(a.sym, b.sym, strict=True)))
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Leaves-free operators
 
 
 def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.ndarray, int], np.ndarray],
-           onnx_type: str, flops_per: int, doc: str) -> OpSpec:
+           onnx_type: str, flops_per: int, doc: str, facts: tuple[tuple[int, int], ...] = (),
+           axioms: tuple[tuple, ...] = (), forms: dict[str, GeneratorForm] | None = None,
+           dim_axioms: tuple[DimAxiom, ...] = ()) -> OpSpec:
     spec = _register(OpSpec(
         name=name, inputs=("x",), params=(), doc=doc, elementwise=True,
         shape_fn=lambda p, x: x,
@@ -43,8 +116,8 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.
         export_fn=lambda p, ins, outs, ctx: [(onnx_type, ins, outs, {})],
         shape_rules=S.same_as("x"),
         # not polynomials: the verifier knows them only as functions of each element
-        uninterpreted=Uninterpreted("elementwise", facts=((0, 0),) if name == "relu" else ()),
-        axioms=elementwise_axioms(name) if name != "relu" else (),  # relu's are among the hand-written ones
+        uninterpreted=Uninterpreted("elementwise", facts=facts),
+        axioms=axioms, generator_forms=forms or {}, dim_axioms=dim_axioms, ranks=Ranks(same=True),
     ))
 
     @_importer(onnx_type)
@@ -57,10 +130,14 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.
     return spec
 
 
-RELU = _unary("relu", lambda x: np.maximum(x, 0), _relu_mod, "Relu", 1, "max(x, 0)")
+# relu's layout axioms are among the hand-written ones (eqsat.rules.axioms)
+RELU = _unary("relu", lambda x: np.maximum(x, 0), _relu_mod, "Relu", 1, "max(x, 0)", facts=((0, 0),),
+              forms={"relu": GeneratorForm(_relu_form, domains=("mat", "conv", "heads"))},
+              dim_axioms=same_shape_dim_axioms("relu", "(relu ?a)"))
 SIGMOID = _unary("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x)), lambda x, m: _poly(x, m, 11, 13, 17),
-                 "Sigmoid", 4, "1 / (1 + exp(-x))")
-TANH = _unary("tanh", np.tanh, lambda x, m: _poly(x, m, 19, 23, 29), "Tanh", 4, "tanh(x)")
+                 "Sigmoid", 4, "1 / (1 + exp(-x))", axioms=elementwise_axioms("sigmoid"))
+TANH = _unary("tanh", np.tanh, lambda x, m: _poly(x, m, 19, 23, 29), "Tanh", 4, "tanh(x)",
+              axioms=elementwise_axioms("tanh"))
 
 
 # -- GELU ------------------------------------------------------------------------------------------------
@@ -124,7 +201,8 @@ GELU = _register(OpSpec(
     uninterpreted=Uninterpreted("elementwise", facts=((0, 0),)),
     axioms=elementwise_axioms("gelu", ":approximate ?g", {"?g": (0, 1)}),
     # transformers' feed-forward activation: moved across the layout operators of the heads domain
-    generator_forms={"gelu": lambda s: {"approximate": 0} if s else None},  # tensors, not the scalars
+    generator_forms={"gelu": GeneratorForm(params=lambda s: {"approximate": 0} if s else None,  # not on scalars
+                                           domains=("mat", "heads"))},
 ))
 
 
@@ -181,6 +259,7 @@ CLIP = _register(OpSpec(
     # not a polynomial; no fixed point holds for every (low, high) (clip(0) = 0 needs low <= 0 <= high)
     uninterpreted=Uninterpreted("elementwise"),
     axioms=elementwise_axioms("clip", ":low ?lo :high ?hi", {"?lo": (0.0, -1.0), "?hi": (6.0, 1.0)}),
+    ranks=Ranks(same=True),
 ))
 
 
@@ -236,7 +315,8 @@ def _broadcast_rules() -> tuple[S.ShapeRule, ...]:
                  for r in range(MAX_RANK + 1))
 
 
-def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx_type: str, doc: str) -> OpSpec:
+def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx_type: str, doc: str,
+            on_kernels: bool, domains: tuple[str, ...]) -> OpSpec:
     return _register(OpSpec(
         name=name, inputs=("a", "b"), params=(), doc=doc, elementwise=True,
         shape_fn=lambda p, a, b: _broadcast_shape(name, a, b),
@@ -245,11 +325,16 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx_
         flops_fn=lambda p, ins, out: math.prod(out),
         export_fn=lambda p, ins, outs, ctx: [(onnx_type, ins, outs, {})],
         shape_rules=_broadcast_rules(),
+        generator_forms={name: _binary_form(name, on_kernels, domains)}, sym_shape=_broadcast_sym,
+        dim_axioms=same_shape_dim_axioms(name, f"({name} ?a ?b)"), ranks=Ranks(same=True), axioms_equal_shapes=True,
     ))
 
 
-EWADD = _binary("ewadd", np.add, "Add", "element-wise a + b (broadcasting over equal ranks)")
-EWMUL = _binary("ewmul", np.multiply, "Mul", "element-wise a * b (broadcasting over equal ranks)")
+# a sum of kernels (and of their biases) is a kernel; a product is not
+EWADD = _binary("ewadd", np.add, "Add", "element-wise a + b (broadcasting over equal ranks)", on_kernels=True,
+                domains=("mat", "conv", "heads"))
+EWMUL = _binary("ewmul", np.multiply, "Mul", "element-wise a * b (broadcasting over equal ranks)", on_kernels=False,
+                domains=("mat", "conv"))
 
 
 def _align_rank(ctx: ImportContext, name: str, rank: int, out: list[IRNode]) -> str:
@@ -353,4 +438,7 @@ SMUL = _register(OpSpec(
     flops_fn=lambda p, ins, out: math.prod(out),
     export_fn=lambda p, ins, outs, ctx: [("Mul", ins, outs, {})],
     shape_rules=(S.rule(S.shape("x"), S.eq(S.rank(S.shape("s")), 0)),),
+    generator_forms={"smul": GeneratorForm(_smul_form, arity=2, domains=("mat", "conv", "heads"))},
+    sym_shape=_first_shape,
+    dim_axioms=same_shape_dim_axioms("smul", "(smul ?a ?s)"), ranks=Ranks((None, 0), same=True),
 ))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -10,17 +11,26 @@ import numpy as np
 from eqsat.ops import shapes as S
 from eqsat.ops.core import (
     MAX_RANK,
+    DimAxiom,
     ExportContext,
+    GenContext,
+    GeneratorForm,
+    GenTensor,
     ImportContext,
     IRNode,
     OnnxNode,
     OpSpec,
     Params,
+    Ranks,
     Shape,
+    SymShape,
     _importer,
     _register,
+    dim_add,
+    dim_sub,
     require,
 )
+from eqsat.ops.elementwise import apply_equal_shapes
 
 # -- transpose / reshape ---------------------------------------------------------------------------------
 
@@ -36,6 +46,30 @@ def _transpose_rules() -> tuple[S.ShapeRule, ...]:
                  for r in range(1, MAX_RANK + 1))
 
 
+#: The rule generator's templates of rank-3 transposes (attention heads), by name.
+TRANSPOSES3 = {"t021": (0, 2, 1), "t102": (1, 0, 2), "t120": (1, 2, 0), "t201": (2, 0, 1), "t210": (2, 1, 0)}
+
+
+def _transpose2_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+    a = args[0]
+    if len(a.shape) != 2:
+        return None
+    t = g.apply("transpose", {"perm": (1, 0)}, [a])
+    if t is not None:
+        t.bounds = {1 - ax: e for ax, e in a.bounds.items()}  # a row boundary becomes a column boundary
+    return [t] if t is not None else None
+
+
+def _transpose3_form(perm: tuple[int, ...]) -> GeneratorForm:
+    def apply(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+        if len(args[0].shape) != 3:
+            return None
+        t = g.apply("transpose", {"perm": perm}, args)
+        return [t] if t is not None else None
+
+    return GeneratorForm(apply, domains=("heads",))
+
+
 TRANSPOSE = _register(OpSpec(
     name="transpose", inputs=("x",), params=(("perm", "ints"),), doc="permute dimensions",
     shape_fn=_transpose_shape,
@@ -44,6 +78,12 @@ TRANSPOSE = _register(OpSpec(
     flops_fn=lambda p, ins, out: 0,
     export_fn=lambda p, ins, outs, ctx: [("Transpose", ins, outs, {"perm": list(p["perm"])})],
     shape_rules=_transpose_rules(),
+    generator_forms={"transpose": GeneratorForm(_transpose2_form, domains=("mat",)),
+                     **{name: _transpose3_form(perm) for name, perm in TRANSPOSES3.items()}},
+    sym_shape=lambda p, ins: tuple(ins[0].sym[i] for i in p["perm"]),
+    dim_axioms=(DimAxiom("dim-transpose-0", "(transpose [1 0] ?a)", 0, "(dim ?a 1)"),
+                DimAxiom("dim-transpose-1", "(transpose [1 0] ?a)", 1, "(dim ?a 0)")),
+    ranks=Ranks(same=True, param="perm"), shares_work=False,
 ))
 
 
@@ -69,6 +109,16 @@ def _reshape_export(p: Params, ins: list[str], outs: list[str], ctx: ExportConte
     return [("Reshape", [ins[0], shape], outs, {})]
 
 
+def _reshape_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+    # to the domain's target-shape parameter variable, so that the rules hold for any target
+    target = g.shape_parameter(args[0])
+    if target is None:
+        return None
+    name, value = target
+    t = g.apply("reshape", {"shape": value}, args, pattern={"shape": name})
+    return [t] if t is not None else None
+
+
 RESHAPE = _register(OpSpec(
     name="reshape", inputs=("x",), params=(("shape", "ints"),), doc="reshape to a static shape",
     shape_fn=_reshape_shape,
@@ -77,6 +127,9 @@ RESHAPE = _register(OpSpec(
     flops_fn=lambda p, ins, out: 0,
     export_fn=_reshape_export,
     shape_rules=(S.rule(S.param("shape")),),
+    # to the heads domain's target-shape parameter; its symbolic shape is the concrete target
+    generator_forms={"reshape": GeneratorForm(_reshape_form, domains=("heads",))},
+    shares_work=False,
 ))
 
 
@@ -108,6 +161,33 @@ def _concat_shape(p: Params, *xs: Shape) -> Shape:
     return xs[0][:ax] + (sum(s[ax] for s in xs),) + xs[0][ax + 1:]
 
 
+def _concat_form(ax: int) -> GeneratorForm:
+    def apply(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+        a, b = args
+        if a is b or len(a.shape) < 1 or (a.bias is None) != (b.bias is None):
+            return None
+        t = g.apply("concat", {"axis": ax}, [a, b])
+        if t is None:
+            return None
+        t.bounds = g.common_bounds(a, b)
+        t.bounds[ax] = a.sym[ax]  # where a split may cut it back
+        if a.bias is not None:  # kernels: stacked output channels stack biases; input channels add them
+            if ax == 0:
+                t.bias = g.apply("concat", {"axis": 0}, [a.bias, b.bias])
+            else:
+                t.bias = apply_equal_shapes(g, "ewadd", a.bias, b.bias)
+            if t.bias is None:
+                return None
+        return [t]
+
+    return GeneratorForm(apply, arity=2, domains=("mat", "conv"))
+
+
+def _concat_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape:
+    a, b, ax = ins[0].sym, ins[1].sym, p["axis"]
+    return a[:ax] + (dim_add(a[ax], b[ax]),) + a[ax + 1:]
+
+
 _A, _B, _AXIS = S.shape("a"), S.shape("b"), S.param("axis")
 CONCAT = _register(OpSpec(
     name="concat", inputs=("a", "b"), params=(("axis", "int"),), variadic=True,
@@ -121,6 +201,10 @@ CONCAT = _register(OpSpec(
     shape_rules=(S.rule(S.set_dim(_A, _AXIS, S.dim(_A, _AXIS) + S.dim(_B, _AXIS)),
                         S.eq(S.rank(_A), S.rank(_B)), S.lt(_AXIS, S.rank(_A)),
                         S.eq(S.set_dim(_A, _AXIS, 0), S.set_dim(_B, _AXIS, 0))),),
+    generator_forms={"concat0": _concat_form(0), "concat1": _concat_form(1)}, sym_shape=_concat_sym,
+    dim_axioms=(DimAxiom("dim-concat-axis", "(concat ?ax ?a ?b)", "?ax", "(+ (dim ?a ?ax) (dim ?b ?ax))",
+                         {"?ax": (0, 1)}),
+                DimAxiom("dim-concat-other", "(concat ?ax ?a ?b)", "(- 1 ?ax)", "(dim ?a (- 1 ?ax))", {"?ax": (0, 1)})),
 ))
 
 
@@ -163,6 +247,30 @@ def _split_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext
     return [("Slice", [ins[0], st, en, axes], outs, {})]
 
 
+def _split_form(ax: int) -> GeneratorForm:
+    """Both pieces of a tensor at a boundary a concatenation left (sizes as dimension expressions)."""
+    def apply(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+        a = args[0]
+        if a.bias is not None or ax not in a.bounds or len(a.shape) <= ax:
+            return None
+        first = a.bounds[ax]
+        first_c = g.dim_value(first)
+        second = dim_sub(a.sym[ax], first)  # the total less the first: the concatenation's other operand
+        second_c = a.shape[ax] - first_c
+        if first_c <= 0 or second_c <= 0:
+            return None
+        p0 = g.apply("split", {"axis": ax, "start": 0, "size": first_c}, [a], pattern={"size": first})
+        p1 = g.apply("split", {"axis": ax, "start": first_c, "size": second_c}, [a],
+                     pattern={"start": first, "size": second})
+        if p0 is None or p1 is None:
+            return None
+        for piece in (p0, p1):
+            piece.bounds = {k: e for k, e in a.bounds.items() if k != ax}
+        return [p0, p1]
+
+    return GeneratorForm(apply, domains=("mat", "conv"))
+
+
 _X = S.shape("x")
 SPLIT = _register(OpSpec(
     name="split", inputs=("x",), params=(("axis", "int"), ("start", "int"), ("size", "int")),
@@ -174,6 +282,9 @@ SPLIT = _register(OpSpec(
     shape_rules=(S.rule(S.set_dim(_X, _AXIS, S.param("size")),
                         S.lt(_AXIS, S.rank(_X)), S.ge(S.param("start"), 0), S.gt(S.param("size"), 0),
                         S.le(S.param("start") + S.param("size"), S.dim(_X, _AXIS))),),
+    generator_forms={"split0": _split_form(0), "split1": _split_form(1)},
+    sym_shape=lambda p, ins: ins[0].sym[:p["axis"]] + (p["size"],) + ins[0].sym[p["axis"] + 1:],
+    piece_params=("start", "size"),
 ))
 
 

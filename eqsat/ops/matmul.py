@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from eqsat.ops import shapes as S
 from eqsat.ops.core import (
     MAX_RANK,
+    DimAxiom,
     ExportContext,
+    GenContext,
+    GeneratorForm,
+    GenTensor,
     ImportContext,
     IRNode,
     OnnxNode,
     OpSpec,
     Params,
+    Ranks,
     Shape,
+    SymShape,
     _importer,
     _register,
     require,
@@ -47,6 +54,24 @@ def _matmul_rules() -> tuple[S.ShapeRule, ...]:
                  for r in range(2, MAX_RANK + 1))
 
 
+def _matmul_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape:
+    a, b = ins
+    # batch dimensions from the operand not broadcast along them
+    batch = tuple(x if a.shape[i] != 1 or b.shape[i] == 1 else y
+                  for i, (x, y) in enumerate(zip(a.sym[:-2], b.sym[:-2], strict=True)))
+    return batch + (a.sym[-2], b.sym[-1])
+
+
+def _matmul_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+    a, b = args
+    if len(a.shape) != len(b.shape) or len(a.shape) not in (2, 3):
+        return None
+    t = g.apply("matmul", {}, [a, b])
+    if t is not None and len(a.shape) == 2:  # rows split where a's are, columns where b's are
+        t.bounds = {ax: e for ax, e in ((0, a.bounds.get(0)), (1, b.bounds.get(1))) if e is not None}
+    return [t] if t is not None else None
+
+
 MATMUL = _register(OpSpec(
     name="matmul", inputs=("a", "b"), params=(),
     doc="(batched) matrix product a @ b of operands of equal rank >= 2; batch dims broadcast (numpy/ONNX "
@@ -59,6 +84,11 @@ MATMUL = _register(OpSpec(
     # a @ [b1 b2 ...] = [a @ b1, a @ b2, ...] along the last axis
     sibling_merge=lambda p, ins: ((len(ins[1]) - 1,), len(ins[1]) - 1),
     shape_rules=_matmul_rules(),
+    # matrices, and the batched products of attention heads
+    generator_forms={"matmul": GeneratorForm(_matmul_form, arity=2, domains=("mat", "heads"))}, sym_shape=_matmul_sym,
+    dim_axioms=(DimAxiom("dim-matmul-0", "(matmul ?a ?b)", 0, "(dim ?a 0)"),
+                DimAxiom("dim-matmul-1", "(matmul ?a ?b)", 1, "(dim ?b 1)")),
+    ranks=Ranks(same=True),
 ))
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,15 +13,22 @@ from eqsat.ops import shapes as S
 from eqsat.ops.conv import _conv_out, _patches, _spatial_attrs
 from eqsat.ops.core import (
     ExportContext,
+    GenContext,
+    GeneratorForm,
+    GenTensor,
     ImportContext,
     IRNode,
     OnnxNode,
     OpSpec,
     Params,
+    Ranks,
     Shape,
+    SymShape,
+    Z3Context,
     _importer,
     _register,
     require,
+    same_shape_dim_axioms,
 )
 
 # -- pools -----------------------------------------------------------------------------------------------
@@ -89,6 +97,60 @@ def _pool_rules() -> tuple[S.ShapeRule, ...]:
     return (S.rule(S.vec(S.dim(x, 0), S.dim(x, 1), out(0), out(1)), S.eq(S.rank(x), 4)),)
 
 
+# -- what the rule generator and verifier read -------------------------------------------------------------
+
+def _keeps_size(p: Params) -> bool:
+    """A stride-1 window padded by its size less one: the output has the input's spatial size."""
+    return tuple(p["strides"]) == (1, 1) and all(p["pads"][i] + p["pads"][i + 2] == p["kernel"][i] - 1 for i in (0, 1))
+
+
+def _pool_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape | None:
+    return ins[0].sym if _keeps_size(p) else None  # other sizes are not sums of the input's dimensions
+
+
+def _pool_form(name: str, params: Params) -> GeneratorForm:
+    """The generator's pool: a 3x3 window keeping the size, on activations (not kernels)."""
+    def apply(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
+        x = args[0]
+        if x.bias is not None or len(x.shape) != 4:
+            return None
+        t = g.apply(name, params, [x])
+        if t is not None:  # batch and channel boundaries stay; a spatial one is blurred by the window
+            t.bounds = {ax: e for ax, e in x.bounds.items() if ax in (0, 1)}
+        return [t] if t is not None else None
+
+    return GeneratorForm(apply, domains=("conv",))
+
+
+def _maxpool_z3(z: Z3Context, p: Params, x: np.ndarray) -> np.ndarray:
+    # a max is not a polynomial: a chain of if-then-else over the window's entries (padding left out)
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), pads = p["kernel"], p["strides"], p["pads"]
+    out = np.empty(_pool_shape(p, x.shape), dtype=object)
+    for i, j, a, b in itertools.product(range(n), range(c), range(out.shape[2]), range(out.shape[3])):
+        rows, cols = range(a * sh - pads[0], a * sh - pads[0] + kh), range(b * sw - pads[1], b * sw - pads[1] + kw)
+        vals = [x[i, j, r, s] for r in rows for s in cols if 0 <= r < h and 0 <= s < w]
+        m = vals[0]
+        for v in vals[1:]:
+            m = z.if_then_else(v > m, v, m)
+        out[i, j, a, b] = m
+    return out
+
+
+def _avgpool_z3(z: Z3Context, p: Params, x: np.ndarray) -> np.ndarray:
+    # the sum times the exact reciprocal of the count (numpy would divide by a machine integer)
+    total, count = _avgpool_parts(p, x)
+    out = z.reals(total)
+    for idx in np.ndindex(*out.shape):
+        out[idx] = out[idx] * (z.real(1) / int(count[idx[2:]]))
+    return out
+
+
+#: The generator's pools (and their axioms'): 3x3 windows that keep the size.
+_SAME3 = {"kernel": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1)}
+_SAME3_TEXT = ":kernel [3 3] :strides [1 1] :pads [1 1 1 1]"
+
+
 _POOL_PARAMS = (("kernel", "ints"), ("strides", "ints"), ("pads", "ints"))
 MAXPOOL = _register(OpSpec(
     name="maxpool", inputs=("x",), params=_POOL_PARAMS, doc="2-D max pooling",
@@ -97,6 +159,8 @@ MAXPOOL = _register(OpSpec(
     modular_fn=lambda p, x, m: _maxpool_np(p, np.asarray(x, dtype=object)) % m,
     flops_fn=lambda p, ins, out: math.prod(out) * p["kernel"][0] * p["kernel"][1],
     export_fn=_pool_export("MaxPool"), shape_rules=_pool_rules(),
+    generator_forms={"maxpool": _pool_form("maxpool", _SAME3)}, sym_shape=_pool_sym,
+    z3_fn=_maxpool_z3, dim_axioms=same_shape_dim_axioms("maxpool", f"(maxpool {_SAME3_TEXT} ?a)"), ranks=Ranks((4,)),
 ))
 AVGPOOL = _register(OpSpec(
     name="avgpool", inputs=("x",), params=_POOL_PARAMS + (("count_include_pad", "int"),),
@@ -104,6 +168,10 @@ AVGPOOL = _register(OpSpec(
     shape_fn=_pool_shape, numpy_fn=_avgpool_np, modular_fn=_avgpool_mod,
     flops_fn=lambda p, ins, out: math.prod(out) * p["kernel"][0] * p["kernel"][1],
     export_fn=_pool_export("AveragePool"), shape_rules=_pool_rules(),
+    # counting the padding, so that it equals a depthwise convolution with C_pool (eqsat.ops.consts)
+    generator_forms={"avgpool": _pool_form("avgpool", {**_SAME3, "count_include_pad": 1})}, sym_shape=_pool_sym,
+    z3_fn=_avgpool_z3, ranks=Ranks((4,)),
+    dim_axioms=same_shape_dim_axioms("avgpool", f"(avgpool {_SAME3_TEXT} :count_include_pad 1 ?a)"),
 ))
 
 

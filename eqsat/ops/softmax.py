@@ -15,6 +15,7 @@ from eqsat.ops import shapes as S
 from eqsat.ops.core import (
     LAYOUT_PERMS,
     ExportContext,
+    GeneratorForm,
     ImportContext,
     IRNode,
     OnnxNode,
@@ -86,7 +87,8 @@ SOFTMAX = _register(OpSpec(
     uninterpreted=Uninterpreted("along_axis", axis_param="axis"),
     axioms=_AXIOMS,
     # attention normalizes the scores of each query: the last axis
-    generator_forms={"softmax": lambda s: {"axis": len(s) - 1} if len(s) >= 2 else None},
+    generator_forms={"softmax": GeneratorForm(params=lambda s: {"axis": len(s) - 1} if len(s) >= 2 else None,
+                                              domains=("heads",))},
 ))
 
 
