@@ -79,7 +79,9 @@ def _saturate_and_check(pairs: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]
                         shapes: Mapping[str, tuple[int, ...]], rules: Sequence[Rule], iters: int,
                         node_limit: int, time_limit: float) -> tuple[list[bool], bool]:
     """Saturate all sources of ``pairs`` in one e-graph: (derived per pair, whether a node/time limit stopped it)."""
-    from eqsat.engine.saturation import Limits, StopReason, saturate
+    # deferred: the engine imports the rule language (eqsat.rules.rule), so eqsat.rules must import without it
+    from eqsat.engine.limits import Limits, StopReason
+    from eqsat.engine.saturation import saturate
 
     outs = [s for src, _ in pairs for s in src]
     res = saturate(terms_graph(outs, shapes), list(rules),
@@ -138,14 +140,14 @@ def _rules_digest(rules: Sequence[Rule]) -> str:
 
 
 def derivable_salt() -> str:
-    """The version of the code that verdicts depend on (this module, patterns, the engine and the registry)."""
+    """The version of the code that verdicts depend on (the rules package, the engine and the registry)."""
+    import eqsat.engine  # deferred, as in _saturate_and_check
     from eqsat import ops
-    from eqsat.engine import saturation as egraph
     from eqsat.rules import distributed
 
     here = Path(__file__).parent
-    return distributed.source_salt(here / "derivable.py", here / "rule.py", here / "generator.py",
-                                   Path(egraph.__file__), Path(ops.__file__).parent)
+    # the whole rules package: since the generator's split, the shapes instance() uses live in several modules
+    return distributed.source_salt(here, Path(eqsat.engine.__file__).parent, Path(ops.__file__).parent)
 
 
 def derivable_many(cands: Sequence[tuple[Sequence[str], Sequence[str]]], rules: Sequence[Rule], iters: int = 3,
