@@ -100,7 +100,7 @@ def test_unknown_cost_model_name() -> None:
 
 @pytest.mark.gpu
 def test_cupy_model_on_a_gpu() -> None:
-    from eqsat.costs import CupyCostModel
+    from eqsat.gpu import CupyCostModel
 
     try:
         m = CupyCostModel(warmup=1, repeats=3)
