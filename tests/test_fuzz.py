@@ -8,21 +8,16 @@ import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper, shape_inference
+from onnx import helper, numpy_helper, shape_inference
 
 from eqsat import onnx_io
 from eqsat.rules.rule import Rule
 from eqsat.testing import fuzz
+from eqsat.testing.onnx_builders import make_model
 
 
 def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
-    g = helper.make_graph(nodes, "regression", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
-                                               for n, s in inputs],
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
-                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", fuzz.OPSET)])
-    m.ir_version = fuzz.IR_VERSION
-    return m
+    return make_model(nodes, inputs, outputs, inits, fuzz.OPSET, name="regression", ir_version=fuzz.IR_VERSION)
 
 
 def _assert_ok(res: fuzz.CaseResult, what: str = "") -> None:
