@@ -223,9 +223,13 @@ def to_dot(d: Drawing) -> str:
 def visualizer_files() -> tuple[str, str]:
     """The JavaScript module and the stylesheet of the interactive e-graph visualizer the egglog package ships
     (``egglog/visualizer.js``, ``visualizer.css``); :class:`DumpError` if this egglog has none."""
-    import egglog
+    import importlib.util
 
-    folder = Path(egglog.__file__).parent
+    # the files only: egglog itself is the engine's (eqsat.engine) to import
+    spec = importlib.util.find_spec("egglog")
+    if spec is None or spec.origin is None:
+        raise DumpError("the egglog package is not installed; 'eqsat egraph render' draws with Graphviz instead")
+    folder = Path(spec.origin).parent
     try:
         return (folder / "visualizer.js").read_text(encoding="utf-8"), \
             (folder / "visualizer.css").read_text(encoding="utf-8")
