@@ -31,7 +31,12 @@ needs to change one copies it first):
 * ``builtin_model(name, **kw)`` / ``zoo_model(name)``: built-in models and seeded zoo models, built once;
 * ``optimized(name)``: ``optimize`` of a small built-in model with its default options, for tests that only
   read the result;
-* ``generated_n2``: the rule generator's candidates and report at N = 2 (serial executor).
+* ``fired_rules(name)``: the default rules that matched while ``optimized(name)`` ran: with only these,
+  saturation builds the same e-graph (a rule that never matches adds nothing) in about half the time, for
+  tests of what comes after saturation;
+* ``generated_n2``: the rule generator's candidates and report at N = 2 (serial executor);
+* ``corpus_read_once`` (per test): ``eqsat.rules.corpus.read_corpus`` remembers each file it read, for tests
+  that run ``eqsat rules show`` once per rule name.
 
 Each worker also gets its own measured-cost cache folder (``EQSAT_CACHE_DIR``), so that no test reads or
 writes the user's cache and workers never share one.
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -205,3 +211,36 @@ def generated_n2() -> tuple[list[Any], Any]:
     from eqsat.rules import generator
 
     return generator.generate(2, workers=1, executor="serial")
+
+
+@pytest.fixture(scope="session")
+def fired_rules(optimized: Callable[[str], Any], default_rules: tuple[Any, ...]) -> Callable[[str], list[Any]]:
+    """``fired_rules(name)``: the default rules with a direction that matched while ``optimized(name)`` ran, in
+    their default order."""
+    def rules(name: str) -> list[Any]:
+        fired = set(optimized(name).rules_fired)
+        return [r for r in default_rules if any(d.name in fired for d in r.directions())]
+
+    return rules
+
+
+_CORPUS_READS: dict[tuple[str, int], tuple[list[Any], dict[str, Any]]] = {}
+
+
+@pytest.fixture
+def corpus_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``eqsat.rules.corpus.read_corpus`` remembers what it read, by path and modification time (each call
+    gets its own lists, of the same entries)."""
+    from eqsat.rules import corpus
+
+    real = corpus.read_corpus
+
+    def read(path: str | Path = corpus.CORPUS_PATH) -> tuple[list[Any], dict[str, Any]]:
+        p = Path(path)
+        key = (str(p.resolve()), p.stat().st_mtime_ns if p.exists() else -1)
+        if key not in _CORPUS_READS:
+            _CORPUS_READS[key] = real(path)
+        entries, meta = _CORPUS_READS[key]
+        return list(entries), dict(meta)
+
+    monkeypatch.setattr(corpus, "read_corpus", read)

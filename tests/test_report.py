@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from onnx import helper, numpy_helper
 from eqsat import models
 from eqsat.cli.app import main
 from eqsat.pipeline import run as pipeline
-from eqsat.pipeline.run import optimize
+from eqsat.pipeline.run import OptimizeResult, optimize
 from eqsat.rules import starter_rules
 from eqsat.testing.onnx_builders import f32, make_model
 
@@ -33,9 +34,10 @@ def _conv_relu(bias: bool) -> onnx.ModelProto:
                       [f32("x", (1, 4, 8, 8))], [f32("y", (1, 8, 8, 8))], inits)
 
 
-def test_nodes_before_after_count_the_onnx_files() -> None:
-    model = models.builtin_models()["nasrnn_cell"]()
-    res = optimize(model, time_limit=20)
+def test_nodes_before_after_count_the_onnx_files(builtin_model: Callable[..., onnx.ModelProto],
+                                                 optimized: Callable[[str], OptimizeResult]) -> None:
+    model = builtin_model("nasrnn_cell")
+    res = optimized("nasrnn_cell")  # optimize(model, time_limit=30), shared
     assert res.onnx_nodes == (len(model.graph.node), len(res.model.graph.node))
     assert f"{len(model.graph.node)} / {len(res.model.graph.node)}" in res.summary()
 
@@ -101,16 +103,19 @@ def test_exported_models_carry_no_unused_initializers() -> None:
     assert res.model.graph.initializer and all(init.name in read for init in res.model.graph.initializer)
 
 
-def test_rules_show_resolves_every_fired_rule_name(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.slow  # four models optimized (two shared with other tests), then `rules show` for ~70 names
+def test_rules_show_resolves_every_fired_rule_name(capsys: pytest.CaptureFixture[str],
+                                                   optimized: Callable[[str], OptimizeResult],
+                                                   corpus_read_once: None) -> None:
     # the conv's output is also a graph output, so import leaves the batch norm for the e-graph rule to fold
     bn = make_model([helper.make_node("Conv", ["x", "w"], ["c"]),
                      helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])],
                     [f32("x", (1, 4, 8, 8))], [f32("y", (1, 8, 6, 6)), f32("c", (1, 8, 6, 6))],
                     [numpy_helper.from_array(np.ones(s, np.float32), n)
                      for n, s in [("w", (8, 4, 3, 3)), ("s", (8,)), ("b", (8,)), ("m", (8,)), ("v", (8,))]])
-    fired: set[str] = set()
-    for model in (bn, models.builtin_models()["bert_attention_block"](), models.builtin_models()["nasrnn_cell"]()):
-        fired |= set(optimize(model, time_limit=20).rules_fired)
+    fired = set(optimize(bn, time_limit=20).rules_fired)
+    for name in ("bert_attention_block", "nasrnn_cell"):
+        fired |= set(optimized(name).rules_fired)
     fired |= set(optimize(_conv_relu(True), rules=starter_rules(), time_limit=20).rules_fired)
     assert any(n.endswith("-rev") for n in fired) and "conv-batchnorm-fold" in fired
     assert any(n.startswith("layout-") for n in fired)

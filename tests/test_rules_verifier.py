@@ -36,14 +36,16 @@ def test_rules_are_proved_from_axioms() -> None:
 
 
 def test_unentailed_rule_is_not_proved() -> None:
-    v = V.verify_equation(["(relu ?x)"], ["?x"], 2)
+    # a budget a tenth of the default: what is not entailed stays unproved at any budget
+    v = V.verify_equation(["(relu ?x)"], ["?x"], 2, rlimit=500_000)
     assert v.status in ("unknown", "refuted")
 
 
 def test_redundancy_check_finds_a_duplicate_axiom() -> None:
     subset = [a for a in A.AXIOMS if a.name in ("ewadd-comm", "ewadd-assoc")]
     dup = A.Axiom("ewadd-assoc-other-way", "(ewadd ?a (ewadd ?b ?c))", "(ewadd (ewadd ?a ?b) ?c)")
-    found = V.redundant_axioms(subset + [dup], timeout=5)
+    # a small budget (Z3 resource units, reproducible): the duplicate is found well within it
+    found = V.redundant_axioms(subset + [dup], timeout=5, rlimit=200_000)
     assert "ewadd-assoc-other-way" in found or "ewadd-assoc" in found
     assert "ewadd-comm" not in found
 
