@@ -19,7 +19,11 @@ from eqsat.onnx_io import load_model, to_onnx
 from eqsat.pipeline import run as pipeline
 from eqsat.search.matching import graph_hash
 
-Rules = Callable[[str], list[Any]]
+
+@pytest.fixture(scope="session")
+def nasrnn_rules(fired_rules: Callable[[str], list[Any]]) -> list[Any]:
+    """The default rules that match on the NasRNN cell (found once, in the first test's setup)."""
+    return fired_rules("nasrnn_cell")
 
 
 def _fake_latencies(order: str, timed: list):
@@ -34,13 +38,13 @@ def _fake_latencies(order: str, timed: list):
     return latencies
 
 
-@pytest.mark.parametrize("order", ["first", "last"])
-def test_the_fastest_candidate_is_written(monkeypatch: pytest.MonkeyPatch, order: str, fired_rules: Rules) -> None:
+@pytest.mark.parametrize("order", ["first", pytest.param("last", marks=pytest.mark.slow)])
+def test_the_fastest_candidate_is_written(monkeypatch: pytest.MonkeyPatch, order: str, nasrnn_rules: list[Any]) -> None:
     timed: list = []
     monkeypatch.setattr(pipeline, "_latencies", _fake_latencies(order, timed))
     model = zoo.builtin_models()["nasrnn_cell"]()
     res = pipeline.optimize(model, verify_latency=True, candidates=4, latency_margin=0.0, time_limit=60,
-                            rules=fired_rules("nasrnn_cell"))
+                            rules=nasrnn_rules)
     assert len(res.candidates) >= 2, "NasRNN has several near-optimal extractions"
     ranks = [c.rank for c in res.candidates]
     assert ranks == sorted(set(ranks)) and ranks[0] == 0
@@ -60,7 +64,8 @@ def test_the_fastest_candidate_is_written(monkeypatch: pytest.MonkeyPatch, order
     assert "candidates timed" in res.summary()
 
 
-def test_distinct_candidates_are_distinct_graphs(monkeypatch: pytest.MonkeyPatch, fired_rules: Rules) -> None:
+@pytest.mark.slow  # optimize with four candidates (about 2.5 s)
+def test_distinct_candidates_are_distinct_graphs(monkeypatch: pytest.MonkeyPatch, nasrnn_rules: list[Any]) -> None:
     seen = []
 
     def latencies(models, graph, cost_model):
@@ -68,7 +73,7 @@ def test_distinct_candidates_are_distinct_graphs(monkeypatch: pytest.MonkeyPatch
         return [[1.0, 1.0]] * len(models)
     monkeypatch.setattr(pipeline, "_latencies", latencies)
     model = zoo.builtin_models()["nasrnn_cell"]()
-    res = pipeline.optimize(model, verify_latency=True, candidates=4, time_limit=60, rules=fired_rules("nasrnn_cell"))
+    res = pipeline.optimize(model, verify_latency=True, candidates=4, time_limit=60, rules=nasrnn_rules)
     hashes = {graph_hash(load_model(m)) for m in seen}
     assert len(hashes) == len(seen) >= 2
     assert res.kept_original  # no candidate beat the original by the margin: the model as given comes back
@@ -76,14 +81,14 @@ def test_distinct_candidates_are_distinct_graphs(monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.mark.slow  # three optimize calls
-def test_candidate_counts_by_default_and_when_given(monkeypatch: pytest.MonkeyPatch, fired_rules: Rules) -> None:
+def test_candidate_counts_by_default_and_when_given(monkeypatch: pytest.MonkeyPatch, nasrnn_rules: list[Any]) -> None:
     calls = []
 
     def latencies(models, graph, cost_model):
         calls.append(len(models))
         return [[2.0]] + [[1.0]] * (len(models) - 1)
     monkeypatch.setattr(pipeline, "_latencies", latencies)
-    model, rules = zoo.builtin_models()["nasrnn_cell"](), fired_rules("nasrnn_cell")
+    model, rules = zoo.builtin_models()["nasrnn_cell"](), nasrnn_rules
     res = pipeline.optimize(model, verify_latency=True, candidates=1, time_limit=60, rules=rules)
     # the original and the cost model's choice, then the two again (the choice passed)
     assert calls == [2, 2] and res.candidates == [] and not res.kept_original
@@ -94,8 +99,9 @@ def test_candidate_counts_by_default_and_when_given(monkeypatch: pytest.MonkeyPa
     assert len(calls) == 4 and res.latency_ms is None
 
 
+@pytest.mark.slow  # optimize with four candidates (about 2.5 s)
 def test_a_win_that_does_not_hold_when_timed_again_keeps_the_original(monkeypatch: pytest.MonkeyPatch,
-                                                                      fired_rules: Rules) -> None:
+                                                                      nasrnn_rules: list[Any]) -> None:
     calls = []
 
     def latencies(models, graph, cost_model):
@@ -105,7 +111,7 @@ def test_a_win_that_does_not_hold_when_timed_again_keeps_the_original(monkeypatc
         return [[1.0, 1.0, 1.0], [1.0, 1.01, 0.99]]  # timed again: no faster
     monkeypatch.setattr(pipeline, "_latencies", latencies)
     model = zoo.builtin_models()["nasrnn_cell"]()
-    res = pipeline.optimize(model, verify_latency=True, candidates=4, time_limit=60, rules=fired_rules("nasrnn_cell"))
+    res = pipeline.optimize(model, verify_latency=True, candidates=4, time_limit=60, rules=nasrnn_rules)
     assert calls[1:] == [2] and res.kept_original and res.model is model
     assert any("when timed again (1.000x)" in n for n in res.cost_notes)
 
@@ -137,6 +143,7 @@ def test_cli_refuses_bad_thread_and_candidate_options(tmp_path, capsys, argv: li
     assert not (tmp_path / "o.onnx").exists()
 
 
+@pytest.mark.slow  # costs measure, then optimize with measured costs
 def test_costs_measure_prefills_what_optimize_reads(tmp_path, monkeypatch, capsys) -> None:
     # the prefill prices in the model's context (its working set), so optimize finds every cost cached
     monkeypatch.setenv("EQSAT_CACHE_DIR", str(tmp_path / "cache"))
@@ -150,7 +157,8 @@ def test_costs_measure_prefills_what_optimize_reads(tmp_path, monkeypatch, capsy
     assert cm.hits > 0 and cm.misses == 0
 
 
-def test_the_keep_decision_compares_round_by_round(monkeypatch: pytest.MonkeyPatch, fired_rules: Rules) -> None:
+@pytest.mark.slow  # optimize, timed (the fastest-candidate test runs the same path in the fast lane)
+def test_the_keep_decision_compares_round_by_round(monkeypatch: pytest.MonkeyPatch, nasrnn_rules: list[Any]) -> None:
     # the machine is slow in some rounds: the medians (3.0 vs 1.05 ms) would say the candidate is far faster,
     # but round by round it is 5 % slower than the original in all rounds but one
     def latencies(models, graph, cost_model):
@@ -159,5 +167,5 @@ def test_the_keep_decision_compares_round_by_round(monkeypatch: pytest.MonkeyPat
         return [original] + [candidate] * (len(models) - 1)
     monkeypatch.setattr(pipeline, "_latencies", latencies)
     res = pipeline.optimize(zoo.builtin_models()["nasrnn_cell"](), verify_latency=True, candidates=1, time_limit=60,
-                            rules=fired_rules("nasrnn_cell"))
+                            rules=nasrnn_rules)
     assert res.kept_original and any("not faster" in n for n in res.cost_notes)

@@ -89,6 +89,7 @@ def test_a_rule_of_iteration_1_and_one_of_iteration_2(two_step: OptimizeResult) 
     assert set(_by_term(one)) == {k for k, n in nodes.items() if n.first_iteration <= 1}
 
 
+@pytest.mark.slow  # two saturations with the default rules
 def test_provenance_leaves_the_egraph_unchanged() -> None:
     """The rows are bookkeeping: the same e-nodes, e-classes, sizes and matches per iteration, under a node limit
     that binds (the rows do not count as e-nodes), and the same dump but for the provenance fields."""
@@ -199,6 +200,7 @@ def test_stats_and_show_report_provenance(two_step: OptimizeResult) -> None:
     assert any(" 0  input " in line for line in lines)
 
 
+@pytest.mark.slow  # two optimize runs through the CLI
 def test_optimize_provenance_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "m.onnx"
     onnx.save(_two_step_model(), str(src))

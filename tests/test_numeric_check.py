@@ -3,6 +3,7 @@ tolerances relative to each output's scale, saturation, and models onnxruntime c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,11 @@ from eqsat import onnx_io
 from eqsat.cli.app import main
 from eqsat.pipeline.check import check_equal
 from eqsat.pipeline.run import NumericCheckUnavailable, NumericMismatch, optimize
+from eqsat.rules import starter_rules
 from eqsat.testing.onnx_builders import f32, make_model
+
+#: the numeric check is what these tests are about, not the rules: the hand-written starter rules load fastest
+STARTER = starter_rules()
 
 
 def _w(name: str, array) -> onnx.TensorProto:
@@ -52,9 +57,9 @@ def test_reference_is_the_original_file_not_its_reexport(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(onnx_io, "to_onnx", buggy_export)
     with pytest.raises(NumericMismatch):
-        optimize(str(src), time_limit=10)
+        optimize(str(src), time_limit=10, rules=STARTER)
     with pytest.raises(NumericMismatch):
-        optimize(src.read_bytes(), time_limit=10)
+        optimize(src.read_bytes(), time_limit=10, rules=STARTER)
 
 
 def test_saturated_output_still_catches_a_scaled_last_layer() -> None:
@@ -67,9 +72,9 @@ def test_saturated_output_still_catches_a_scaled_last_layer() -> None:
     assert "before logits" in wrong.summary()
 
 
-def test_saturated_zoo_model_catches_a_scaled_last_layer() -> None:
-    from eqsat import models
-    model = models.load_zoo_model("resnet50")  # logits ~4.5e4 under random weights
+@pytest.mark.slow  # ResNet-50 run six times (the small model above runs in the fast lane)
+def test_saturated_zoo_model_catches_a_scaled_last_layer(zoo_model: Callable[[str], onnx.ModelProto]) -> None:
+    model = zoo_model("resnet50")  # logits ~4.5e4 under random weights
     last = [n for n in model.graph.node if n.op_type in ("Gemm", "MatMul", "Conv")][-1]
     report = check_equal(model, _scaled(model, last.input[1], 1.5))
     assert not report.ok, report.summary()
@@ -156,18 +161,18 @@ def test_custom_op_that_onnxruntime_cannot_run_refuses_to_write(tmp_path: Path,
     src, out = tmp_path / "custom.onnx", tmp_path / "out.onnx"
     onnx.save(_custom_op_model(), src)
     with pytest.raises(NumericCheckUnavailable, match="--no-check"):
-        optimize(str(src), time_limit=10)
-    assert main(["optimize", str(src), "-o", str(out), "-q"]) == 2
+        optimize(str(src), time_limit=10, rules=STARTER)
+    assert main(["optimize", str(src), "-o", str(out), "-q", "--rules", "starter"]) == 2
     err = capsys.readouterr().err
     assert "cannot run" in err and "--no-check" in err and not out.exists()
-    assert main(["optimize", str(src), "-o", str(out), "-q", "--no-check"]) == 0
+    assert main(["optimize", str(src), "-o", str(out), "-q", "--no-check", "--rules", "starter"]) == 0
     assert out.exists()
 
 
 def test_report_says_what_was_compared(tmp_path: Path) -> None:
     src = tmp_path / "m.onnx"
     onnx.save(_matmul_softmax(0.1), src)
-    res = optimize(str(src), time_limit=10)
+    res = optimize(str(src), time_limit=10, rules=STARTER)
     line = res.numeric.summary()
     assert f"the original model as given ({src})" in line
     assert "3 random input set(s)" in line and "1 output(s)" in line and "worst error" in line

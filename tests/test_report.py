@@ -34,10 +34,15 @@ def _conv_relu(bias: bool) -> onnx.ModelProto:
                       [f32("x", (1, 4, 8, 8))], [f32("y", (1, 8, 8, 8))], inits)
 
 
+@pytest.fixture(scope="session")
+def nasrnn(optimized: Callable[[str], OptimizeResult]) -> OptimizeResult:
+    """optimize(the NasRNN cell, time_limit=30), shared (computed in the first user's setup)."""
+    return optimized("nasrnn_cell")
+
+
 def test_nodes_before_after_count_the_onnx_files(builtin_model: Callable[..., onnx.ModelProto],
-                                                 optimized: Callable[[str], OptimizeResult]) -> None:
-    model = builtin_model("nasrnn_cell")
-    res = optimized("nasrnn_cell")  # optimize(model, time_limit=30), shared
+                                                 nasrnn: OptimizeResult) -> None:
+    model, res = builtin_model("nasrnn_cell"), nasrnn
     assert res.onnx_nodes == (len(model.graph.node), len(res.model.graph.node))
     assert f"{len(model.graph.node)} / {len(res.model.graph.node)}" in res.summary()
 

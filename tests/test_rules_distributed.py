@@ -48,7 +48,8 @@ def _shutdown_ray() -> None:
             ray.shutdown()
 
 
-@pytest.mark.parametrize("executor,workers", [("pool", 2), pytest.param("ray", 1, marks=ON_RAY),
+@pytest.mark.parametrize("executor,workers", [pytest.param("pool", 2, marks=pytest.mark.slow),
+                                              pytest.param("ray", 1, marks=ON_RAY),
                                               pytest.param("ray", 2, marks=ON_RAY)])
 def test_corpus_is_the_same_with_any_workers_and_backend(serial2: tuple[tuple[Any, ...], bytes], executor: str,
                                                          workers: int, tmp_path: Path) -> None:
@@ -82,6 +83,7 @@ def test_sharded_pairing_matches_one_in_memory_pass() -> None:
     assert [(c.lhs_ops, c.rhs_ops) for c in sharded] == [(c.lhs_ops, c.rhs_ops) for c in ref]
 
 
+@pytest.mark.slow  # a whole N = 2 generation (the sharded pairing test checks shards in the fast lane)
 def test_shard_counts_do_not_change_the_result(serial2: tuple[tuple[Any, ...], bytes]) -> None:
     cands, rep = gen.generate(2, workers=1, executor="serial", shards=(1, 7))
     assert _facts(cands, rep) == serial2[0]
@@ -199,6 +201,7 @@ def test_stale_results_of_other_code_are_not_reused(tmp_path: Path) -> None:
     assert dist.source_salt(src) != before
 
 
+@pytest.mark.slow  # four generation runs (the toy stages above check resuming in the fast lane)
 def test_generation_resumes_and_code_changes_invalidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         serial2: tuple[tuple[Any, ...], bytes]) -> None:
     folder = tmp_path / "units"

@@ -223,6 +223,7 @@ def test_incremental_bookkeeping_equals_recomputing(build) -> None:
     assert seen >= 5  # enough neighbours to compare (small_cnn has 8 since Conv + Relu import fused)
 
 
+@pytest.mark.slow  # a 3 s search budget each
 @pytest.mark.parametrize("name,build", [
     ("taso_bert", lambda: models.taso_bert(seq=16, hidden=64, heads=4, layers=2)),
     ("taso_nasrnn", lambda: models.taso_nasrnn(hidden=32, steps=2)),

@@ -60,6 +60,7 @@ def test_suite_names() -> None:
     assert set(SMALL) == set(models.TASO_SUITE)
 
 
+@pytest.mark.slow  # TASO's full-size BERT, built twice and run
 def test_bert_structure() -> None:
     m = models.taso_bert(softmax=False)  # TASO's graph exactly
     ops = _ops(m)

@@ -11,8 +11,9 @@ import pytest
 from eqsat import models, onnx_io
 from eqsat.pipeline.check import check_equal
 
-#: zoo models with 100 MB or more of weights: their round trip is slow (minutes together)
-FULL_SIZE = {"alexnet", "resnet50", "vgg19", "zfnet512"}
+#: zoo models with over 100 MB of weights (their round trips take minutes together) and the two other ones whose
+#: round trip takes over a second; squeezenet, shufflenet and inception_v1 stay in the fast lane
+FULL_SIZE = {"alexnet", "resnet50", "vgg19", "zfnet512", "densenet121", "inception_v2"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in FULL_SIZE else n
