@@ -89,6 +89,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+class _XdistGroups:
+    """``--dist loadgroup`` for pytest >= 9.2: pytest-xdist 3.8 names a test's group by renaming
+    ``item._nodeid``, which pytest no longer reads (the id is ``item._id``), so every group was split across
+    workers. Done here the same way (``<nodeid>@<group>``, groups joined by ``_``), in xdist's workers only,
+    and left alone where xdist already did it."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):
+            return
+        from _pytest.nodeid import NodeId
+
+        for item in items:
+            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                            for m in item.iter_markers("xdist_group")})
+            if names and item.nodeid.rfind("@") <= item.nodeid.rfind("]"):
+                item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_XdistGroups(), "eqsat-xdist-groups")
+
+
 #: (test id, call seconds) of tests over SLOW_S not marked slow, as reported to this process (xdist's
 #: controller, or the only process)
 _UNMARKED_SLOW: list[tuple[str, float]] = []

@@ -19,6 +19,9 @@ from eqsat.onnx_io import load_model, to_onnx
 from eqsat.pipeline import run as pipeline
 from eqsat.search.matching import graph_hash
 
+#: NasRNN's optimize result and rules, shared with test_report: one worker runs them
+pytestmark = pytest.mark.xdist_group("nasrnn")
+
 
 @pytest.fixture(scope="session")
 def nasrnn_rules(fired_rules: Callable[[str], list[Any]]) -> list[Any]:

@@ -15,6 +15,9 @@ from eqsat.errors import UsageError
 from eqsat.pipeline.run import graph_cost
 from eqsat.search.comparison import METHODS, compare, model_cost
 
+#: the module fixture runs the comparison for every test here: one worker runs them all
+pytestmark = pytest.mark.xdist_group("compare")
+
 REL = 1e-9
 
 

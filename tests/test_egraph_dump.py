@@ -23,6 +23,9 @@ from eqsat.pipeline.check import check_equal
 from eqsat.pipeline.run import OptimizeResult, default_rules, optimize
 from eqsat.testing.onnx_builders import make_model
 
+#: the module fixture optimizes two models for every test here: one worker runs them all
+pytestmark = pytest.mark.xdist_group("egraph_dump")
+
 
 def _crafted() -> onnx.ModelProto:
     """Three matmuls of one input (a sibling merge the engine adds as an alternative), an opaque Hardmax, a

@@ -53,7 +53,8 @@ def test_lrn_imports_as_the_registry_operator() -> None:
     assert not [n for n in g.nodes if n.op == "opaque"]
 
 
-@pytest.mark.parametrize("opset", [9, 13, 17])
+@pytest.mark.parametrize("opset", [pytest.param(9, marks=pytest.mark.slow), 13,  # the fast lane: one opset
+                                   pytest.param(17, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("form", [1, 2])
 def test_each_form_is_extracted_where_cheaper_and_computes_the_lrn(opset: int, form: int) -> None:
     model = _lrn_model(opset, size=3 if form == 1 else 5, beta=0.6 if opset == 9 else 0.75)

@@ -20,6 +20,9 @@ from eqsat.pipeline.run import OptimizeResult, optimize
 from eqsat.rules import starter_rules
 from eqsat.testing.onnx_builders import f32, make_model
 
+#: NasRNN's optimize result, shared with test_candidates: one worker runs them
+pytestmark = pytest.mark.xdist_group("nasrnn")
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 

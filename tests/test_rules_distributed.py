@@ -16,6 +16,8 @@ from eqsat.rules import corpus
 from eqsat.rules import distributed as dist
 from eqsat.rules import generator as gen
 
+#: conftest's N = 2 generation, shared with test_rules_generator: one worker runs them (the Ray tests: group ray)
+pytestmark = pytest.mark.xdist_group("generated_n2")
 HAVE_RAY = dist.ray_available()
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed (pip install 'eqsat[dist]')")
 #: a local Ray cluster takes seconds to start: slow, and one xdist worker runs them all (one cluster at a time)

@@ -6,6 +6,8 @@ import pytest
 
 from eqsat.rules import generator as gen
 
+#: conftest's N = 2 generation, shared with test_rules_distributed: one worker runs them
+pytestmark = pytest.mark.xdist_group("generated_n2")
 
 @pytest.fixture(scope="module")
 def n2(generated_n2: tuple[list[gen.Candidate], gen.GenerationReport]) -> tuple[list[gen.Candidate],

@@ -21,6 +21,9 @@ from eqsat.rules import corpus
 from eqsat.rules.rule import terms_graph
 from eqsat.search import searches as search
 
+#: the searches are cached per (model, method) in this module: one worker runs them all
+pytestmark = pytest.mark.xdist_group("search")
+
 MODELS = {
     "two_matmul": lambda: models.two_matmul_shared_input(batch=4, hidden=8),
     "bert": lambda: models.bert_attention_block(seq=8, hidden=16, heads=2),
