@@ -3,9 +3,12 @@
 Speed rules
 -----------
 ``bash scripts/test.sh`` runs every test on two xdist workers; ``bash scripts/test.sh --fast`` runs the tests
-not marked ``slow`` (``-m "not slow"``), which is what to run after each change. A test whose call takes more
-than ``SLOW_S`` (5 s) is marked ``slow`` (``pytestmark = pytest.mark.slow`` where a whole module is); so are a
-few shorter end-to-end tests (full-size models, Ray, subprocesses) that keep the fast lane within its budget.
+not marked ``slow`` (``-m "not slow"``), which is what to run after each change (under 90 s on two cores; the
+whole suite under 6 minutes). A test whose call takes more than ``SLOW_S`` (5 s) is marked ``slow``
+(``pytestmark = pytest.mark.slow`` where a whole module is); so are the tests of about 1.5 s or more on a quiet
+machine that run a full-size model, Ray, a child process, a time or memory limit used up, or the default rules
+again where a sibling test in the fast lane already covers the same code with a smaller input. The reason is
+written beside each mark.
 
 This file enforces the rule after every run, from the call phase of each test (fixtures' setup is not
 counted: a shared fixture is paid once, by whichever test needs it first):
@@ -22,7 +25,9 @@ debugger; ``--pdb`` turns it off too) and ``EQSAT_TEST_SLOW_S`` overrides ``SLOW
 uses both to check the rules on tests that sleep a fraction of a second).
 
 Tests are ordered slow first (stable otherwise), so that xdist starts the long tests early instead of leaving
-one worker with a long test at the end.
+one worker with a long test at the end. ``scripts/test.sh`` runs ``--dist loadgroup``: the tests of one
+``xdist_group`` (modules sharing a module cache or a session result; the Ray tests) run on one worker, so what
+they share is computed once (``_XdistGroups`` below keeps that working under pytest 9.2).
 
 Shared fixtures (session scope: computed once per worker process, and read-only for the tests; a test that
 needs to change one copies it first):

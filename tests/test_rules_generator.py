@@ -123,14 +123,15 @@ def test_merging_unit_results_does_not_depend_on_their_order() -> None:
 _GEN_SCRIPT = """
 import json
 from eqsat.rules import corpus, generator
-cands, rep = generator.generate(2, workers=2)
+cands, rep = generator.generate(2, workers=2, executor="pool")
 print(json.dumps({"stages": rep.table(), "rules": [e.text() + str(e.conditions) for e in corpus.select(cands)]}))
 """
 
 
-@pytest.mark.slow  # two child processes, each generating N = 2 on a local Ray cluster
-@pytest.mark.xdist_group("ray")
+@pytest.mark.slow  # two child processes, each generating N = 2 with two pool workers
 def test_generation_is_deterministic_across_processes_and_hash_seeds() -> None:
+    # the executor is the process pool (test_rules_distributed shows every executor gives the same result); each
+    # child and its workers run under one hash seed, two seeds in all
     import json
     import os
     import subprocess

@@ -75,3 +75,28 @@ def test_the_check_can_be_turned_off(pytester: pytest.Pytester, monkeypatch: pyt
     monkeypatch.setenv("EQSAT_TEST_SLOW_S", "0.2")
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "limit")
     assert res.ret == pytest.ExitCode.OK
+
+
+GROUPED = """
+import pytest
+
+pytestmark = pytest.mark.xdist_group("shared")
+
+
+@pytest.mark.parametrize("k", range(6))
+def test_member(k):
+    pass
+"""
+
+
+@pytest.mark.slow  # two xdist workers in a child pytest
+def test_a_group_runs_on_one_worker(pytester: pytest.Pytester) -> None:
+    """conftest's loadgroup fix: the tests of one xdist_group all run on the same worker."""
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n    gpu: gpu\n")
+    pytester.makepyfile(test_grouped=GROUPED, test_loose="def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v")
+    res.assert_outcomes(passed=8)
+    members = [line.split()[0] for line in res.outlines
+               if line.startswith("[gw") and "test_member[" in line and "@shared" in line]
+    assert len(members) == 6 and len(set(members)) == 1, res.stdout.str()  # "[gw0]" six times
