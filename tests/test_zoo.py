@@ -14,10 +14,16 @@ from eqsat.pipeline.check import check_equal
 #: zoo models with over 100 MB of weights (their round trips take minutes together) and the two other ones whose
 #: round trip takes over a second; squeezenet, shufflenet and inception_v1 stay in the fast lane
 FULL_SIZE = {"alexnet", "resnet50", "vgg19", "zfnet512", "densenet121", "inception_v2"}
+#: the three largest (250-575 MB of weights, a few GB while both models run) one after the other on one worker
+LARGEST = {"alexnet", "vgg19", "zfnet512"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in FULL_SIZE else n
-                                  for n in models.zoo_names()])
+def _marks(name: str) -> list[pytest.MarkDecorator]:
+    return ([pytest.mark.slow] if name in FULL_SIZE else []) + \
+        ([pytest.mark.xdist_group("largest_zoo_models")] if name in LARGEST else [])
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in models.zoo_names()])
 def test_zoo_round_trip(name: str) -> None:
     model = models.load_zoo_model(name, seed=0)  # loaded here, not kept for the session: up to 575 MB
     graph = onnx_io.load_model(model)
