@@ -11,5 +11,5 @@ args=()
 for a in "$@"; do
   if [ "$a" = "--fast" ]; then select=(-m "not slow"); else args+=("$a"); fi
 done
-exec .venv/bin/python -m pytest -q -rs -n "${EQSAT_TEST_WORKERS:-2}" --dist loadgroup \
-  ${select[@]+"${select[@]}"} ${args[@]+"${args[@]}"}
+# --dist loadgroup comes from pyproject.toml's addopts
+exec .venv/bin/python -m pytest -q -rs -n "${EQSAT_TEST_WORKERS:-2}" ${select[@]+"${select[@]}"} ${args[@]+"${args[@]}"}
