@@ -14,6 +14,9 @@ from eqsat.costs import get_cost_model, graph_cost
 from eqsat.errors import UsageError
 from eqsat.search.comparison import METHODS, compare, model_cost
 
+#: the module fixture runs the comparison for every test here: one worker runs them all
+pytestmark = pytest.mark.xdist_group("compare")
+
 REL = 1e-9
 
 

@@ -237,16 +237,11 @@ def test_bound_runs_compute_what_a_plain_run_does() -> None:
 
 
 def _opaque_graph():
-    from onnx import TensorProto, helper
-
     from eqsat.onnx_io import load_model
+    from eqsat.testing.onnx_builders import make_model, node
 
-    node = helper.make_node("LpNormalization", ["x"], ["y"], axis=1, p=2)  # no registry operator
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 9, 9])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 9, 9])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return load_model(m)
+    lp = node("LpNormalization", ["x"], ["y"], axis=1, p=2)  # no registry operator
+    return load_model(make_model([lp], [("x", [1, 16, 9, 9])], [("y", [1, 16, 9, 9])], ir_version=8))
 
 
 def test_a_graphs_opaque_node_is_keyed_by_content_and_timed_as_itself(monkeypatch) -> None:
@@ -281,19 +276,15 @@ def test_a_graphs_opaque_node_is_keyed_by_content_and_timed_as_itself(monkeypatc
 def test_an_opaque_gather_of_token_ids_is_timed_with_integer_indices(monkeypatch) -> None:
     import numpy as np
     import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
 
     from eqsat.costs import graph_cost_keys
     from eqsat.costs.measured_cpu import _opaque_model
     from eqsat.onnx_io import load_model
+    from eqsat.testing.onnx_builders import INT64, make_model, node
 
     table = np.random.default_rng(1).standard_normal((1000, 64)).astype(np.float32)
-    node = helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 64])],
-                          [numpy_helper.from_array(table, "table")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
+    m = make_model([node("Gather", ["table", "ids"], ["y"], axis=0)], [("ids", [1, 8], INT64)], [("y", [1, 8, 64])],
+                   {"table": table}, ir_version=8)
     graph = load_model(m)
     (key,) = graph_cost_keys(graph)[0]
     assert dict(key.params)["op_type"] == "Gather" and key.weights == (0,) and key.dtype == "float32"

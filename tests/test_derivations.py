@@ -151,6 +151,8 @@ def _check_values(source: str, target: str, shapes: dict[str, tuple[int, ...]]) 
     np.testing.assert_allclose(evaluate(parse(source), env), evaluate(parse(target), env), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.slow  # ~30 cases, each loading all the default rules into the engine (the fast lane runs each
+# family's first case with its own rules, test_family_rules_alone_derive)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0].split()[0]}-{c[1]}")
 def test_default_rules_derive(case: tuple) -> None:
     family, _, source, target, shapes, iters = case
@@ -248,6 +250,7 @@ def _growth_module() -> Any:
     return mod
 
 
+@pytest.mark.slow  # every graph of benchmarks/growth.py saturated with the default rules
 def test_tiny_graphs_stay_small() -> None:
     """No graph of at most three operators exceeds 5 000 e-nodes after 6 iterations (or at saturation)."""
     growth = _growth_module()

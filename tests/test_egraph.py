@@ -107,6 +107,7 @@ def test_child_process_matches_in_process() -> None:
     assert a.egraph == b.egraph  # the e-graph crosses the process boundary intact
 
 
+@pytest.mark.slow  # grows an e-graph to 600 MB
 def test_memory_limit_keeps_the_last_complete_iteration() -> None:
     """An ewadd chain under associativity/commutativity explodes; the memory limit ends it cleanly."""
     rng = np.random.default_rng(0)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from eqsat import models, onnx_io
 from eqsat.cli.app import main
@@ -24,6 +24,10 @@ from eqsat.extract.egraph_json import parse_egraph
 from eqsat.inspect.dump import FORMAT, VERSION, DumpError, EGraphDump, build_dump
 from eqsat.pipeline import OptimizeResult, default_rules, optimize
 from eqsat.pipeline.check import check_equal
+from eqsat.testing.onnx_builders import make_model
+
+#: the module fixture optimizes two models for every test here: one worker runs them all
+pytestmark = pytest.mark.xdist_group("egraph_dump")
 
 
 def _crafted() -> onnx.ModelProto:
@@ -35,10 +39,7 @@ def _crafted() -> onnx.ModelProto:
     nodes += [helper.make_node("Hardmax", ["m0"], ["h"], axis=-1),
               helper.make_node("Concat", ["h", "m1", "m2"], ["cat"], axis=1),
               helper.make_node("Relu", ["cat"], ["y"])]
-    g = helper.make_graph(nodes, "crafted", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 24]),
-                           helper.make_tensor_value_info("m1", TensorProto.FLOAT, [4, 8])], ws)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return make_model(nodes, [("x", [4, 8])], [("y", [4, 24]), ("m1", [4, 8])], ws, name="crafted")
 
 
 @pytest.fixture(scope="module")

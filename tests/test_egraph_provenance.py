@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from eqsat import onnx_io
 from eqsat.cli.app import main
@@ -23,6 +23,7 @@ from eqsat.engine.saturation import saturate
 from eqsat.inspect.dump import DumpError, EGraphDump, build_dump
 from eqsat.pipeline import OptimizeResult, default_rules, optimize
 from eqsat.rules.rule import Rule
+from eqsat.testing.onnx_builders import make_model
 
 # distribute builds three e-nodes from the input graph in iteration 1; swap-products matches only what
 # distribute built, so it builds its one new e-node in iteration 2. It comes first in the rule list: rules run in
@@ -34,12 +35,8 @@ RULES = [SWAP, DISTRIBUTE]
 
 def _two_step_model() -> onnx.ModelProto:
     """y = c * (a + b)."""
-    def vi(name: str) -> onnx.ValueInfoProto:
-        return helper.make_tensor_value_info(name, TensorProto.FLOAT, [4, 8])
-
     nodes = [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
-    g = helper.make_graph(nodes, "two_step", [vi("a"), vi("b"), vi("c")], [vi("y")])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return make_model(nodes, [(n, [4, 8]) for n in "abc"], [("y", [4, 8])], name="two_step")
 
 
 def _siblings_model() -> onnx.ModelProto:
@@ -48,9 +45,7 @@ def _siblings_model() -> onnx.ModelProto:
     ws = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), f"w{k}") for k in range(3)]
     nodes = [helper.make_node("MatMul", ["x", f"w{k}"], [f"m{k}"]) for k in range(3)]
     nodes.append(helper.make_node("Concat", ["m0", "m1", "m2"], ["y"], axis=1))
-    g = helper.make_graph(nodes, "siblings", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 24])], ws)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return make_model(nodes, [("x", [4, 8])], [("y", [4, 24])], ws, name="siblings")
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +98,7 @@ def _without_rules(egraph: EGraph) -> EGraph:
     return dataclasses.replace(egraph, provenance=False, nodes=tuple(n._replace(rules=()) for n in egraph.nodes))
 
 
+@pytest.mark.slow  # two saturations with the default rules
 def test_provenance_leaves_the_egraph_unchanged() -> None:
     """The rows are bookkeeping: the same e-nodes, e-classes, sizes and matches per iteration, under a node limit
     that binds (the rows do not count as e-nodes), and the same dump but for the provenance fields."""
@@ -210,6 +206,7 @@ def test_stats_and_show_report_provenance(two_step: OptimizeResult) -> None:
     assert any(" 0  input " in line for line in lines)
 
 
+@pytest.mark.slow  # two optimize runs through the CLI
 def test_optimize_provenance_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "m.onnx"
     onnx.save(_two_step_model(), str(src))

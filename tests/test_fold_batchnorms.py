@@ -7,12 +7,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from eqsat import ops
 from eqsat.ir.graph import fold_batchnorms
 from eqsat.onnx_io import load_model
 from eqsat.pipeline.run import optimize
+from eqsat.testing.onnx_builders import f32, make_model
 
 
 def _model(*, relu: bool = False, extra_reader: bool = False, conv_is_output: bool = False,
@@ -25,9 +26,9 @@ def _model(*, relu: bool = False, extra_reader: bool = False, conv_is_output: bo
              numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32), "bb"),
              numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32), "m")]
     var = rng.uniform(0.1, 3.0, c_out).astype(np.float32)
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c_in, 6, 6])]
+    inputs = [("x", [1, c_in, 6, 6])]
     if stats_input:  # the variance is fed at run time: nothing to fold
-        inputs.append(helper.make_tensor_value_info("v", TensorProto.FLOAT, [c_out]))
+        inputs.append(("v", [c_out]))
     else:
         inits.append(numpy_helper.from_array(var, "v"))
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], group=groups),
@@ -36,16 +37,13 @@ def _model(*, relu: bool = False, extra_reader: bool = False, conv_is_output: bo
     if relu:
         nodes.append(helper.make_node("Relu", ["n"], ["y"]))
         out = "y"
-    outs = [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, c_out, 6, 6])]
+    outs = [(out, [1, c_out, 6, 6])]
     if extra_reader:
         nodes.append(helper.make_node("Sigmoid", ["c"], ["sg"]))
-        outs.append(helper.make_tensor_value_info("sg", TensorProto.FLOAT, [1, c_out, 6, 6]))
+        outs.append(("sg", [1, c_out, 6, 6]))
     if conv_is_output:
-        outs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, c_out, 6, 6]))
-    m = helper.make_model(helper.make_graph(nodes, "g", inputs, outs, inits),
-                          opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+        outs.append(("c", [1, c_out, 6, 6]))
+    return make_model(nodes, inputs, outs, inits, ir_version=8)
 
 
 def _ops(graph) -> list[tuple[str, int | None]]:
@@ -89,7 +87,7 @@ def test_folded_weight_names_do_not_collide() -> None:
     # a weight already named like the fold's output: the fold picks another name
     m.graph.initializer.append(numpy_helper.from_array(np.ones((1, 8, 1, 1), np.float32), "n_bnfold_w"))
     m.graph.node.append(helper.make_node("Add", ["n", "n_bnfold_w"], ["z"]))
-    m.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 8, 6, 6]))
+    m.graph.output.append(f32("z", [1, 8, 6, 6]))
     g = load_model(m)
     conv = next(n for n in g.nodes if n.op == "conv2d")
     assert "n_bnfold_w" not in conv.inputs and g.weights["n_bnfold_w"].shape == (1, 8, 1, 1)

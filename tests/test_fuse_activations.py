@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from eqsat import ops
 from eqsat.ir.graph import fuse_activations
 from eqsat.onnx_io import load_model, to_onnx
 from eqsat.pipeline.run import optimize
+from eqsat.testing.onnx_builders import make_model
 
 
 def _model(extra_reader: bool = False, conv_is_output: bool = False) -> onnx.ModelProto:
@@ -19,17 +20,13 @@ def _model(extra_reader: bool = False, conv_is_output: bool = False) -> onnx.Mod
              numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")]
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["y"])]
-    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])]
+    outs = [("y", [1, 8, 6, 6])]
     if extra_reader:
         nodes.append(helper.make_node("Sigmoid", ["c"], ["s"]))
-        outs.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 8, 6, 6]))
+        outs.append(("s", [1, 8, 6, 6]))
     if conv_is_output:
-        outs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 8, 6, 6]))
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])], outs,
-                          inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+        outs.append(("c", [1, 8, 6, 6]))
+    return make_model(nodes, [("x", [1, 4, 6, 6])], outs, inits, ir_version=8)
 
 
 def _ops(graph) -> list[tuple[str, int | None]]:

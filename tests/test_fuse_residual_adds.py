@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from eqsat import ops
 from eqsat.costs import AnalyticCostModel
@@ -15,12 +15,9 @@ from eqsat.costs.measured_cpu import one_node_model
 from eqsat.ir.graph import fuse_residual_adds
 from eqsat.onnx_io import load_model, to_onnx
 from eqsat.pipeline.run import optimize
+from eqsat.testing.onnx_builders import make_model
 
 C, H = 8, 6
-
-
-def _f(name: str, shape: tuple[int, ...]) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
 
 
 def _model(body: list[onnx.NodeProto], outputs: list[str], *, residual: tuple[int, ...] = (1, C, H, H),
@@ -31,11 +28,8 @@ def _model(body: list[onnx.NodeProto], outputs: list[str], *, residual: tuple[in
              for n, s in (("w1", (C, C, 3, 3)), ("b1", (C,)), ("w2", (C, C, 1, 1)), ("b2", (C,)), ("bs", (C,)),
                           ("bb", (C,)), ("bm", (C,)))]
     inits.append(numpy_helper.from_array(rng.uniform(0.5, 2.0, C).astype(np.float32), "bv"))
-    outs = [_f(o, (1, C, H, H)) for o in (*outputs, *extra_outputs)]
-    g = helper.make_graph(body, "g", [_f("x", (1, C, H, H)), _f("r", residual)], outs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+    outs = [(o, (1, C, H, H)) for o in (*outputs, *extra_outputs)]
+    return make_model(body, [("x", (1, C, H, H)), ("r", residual)], outs, inits, ir_version=8)
 
 
 def _conv(out: str, src: str = "x", w: str = "w1", b: str = "b1") -> onnx.NodeProto:

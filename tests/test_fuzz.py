@@ -8,21 +8,16 @@ import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper, shape_inference
+from onnx import helper, numpy_helper, shape_inference
 
 from eqsat import onnx_io
 from eqsat.rules.rule import Rule
 from eqsat.testing import fuzz
+from eqsat.testing.onnx_builders import make_model
 
 
 def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
-    g = helper.make_graph(nodes, "regression", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
-                                               for n, s in inputs],
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
-                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", fuzz.OPSET)])
-    m.ir_version = fuzz.IR_VERSION
-    return m
+    return make_model(nodes, inputs, outputs, inits, fuzz.OPSET, name="regression", ir_version=fuzz.IR_VERSION)
 
 
 def _assert_ok(res: fuzz.CaseResult, what: str = "") -> None:
@@ -92,13 +87,14 @@ def test_a_corrupted_optimized_model_is_caught() -> None:
 def test_a_wrong_rule_is_caught_by_the_fuzzer() -> None:
     """The whole loop (generate, optimize, compare) flags a rewrite that drops a relu."""
     wrong = [Rule("drop-relu", ("(relu ?x)",), ("?x",))]
-    rep = fuzz.run_fuzz(4, seed=0, per_model=4, rules=wrong, shrink_budget=3)
+    rep = fuzz.run_fuzz(2, seed=0, per_model=2, rules=wrong, shrink_budget=3)  # graph 1 of seed 0 has a relu
     assert rep.mismatches >= 1
     assert any("drop-relu" in f.rules_fired for f in rep.findings)
 
 
 # -- CI-sized fuzzing ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # four optimize calls of eight graphs each
 def test_fuzz_packed_graphs_fixed_seed() -> None:
     """32 random graphs, 8 to an optimize call: no mismatch, no crash, and a good share of the rules fire."""
     rep = fuzz.run_fuzz(32, seed=2024, per_model=8, shrink_budget=40)
@@ -109,6 +105,7 @@ def test_fuzz_packed_graphs_fixed_seed() -> None:
     assert rep.changed_models >= 1  # and extraction kept some of them
 
 
+@pytest.mark.slow  # fifteen optimize calls
 @settings(max_examples=15, deadline=None, derandomize=True, database=None, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())

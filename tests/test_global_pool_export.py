@@ -13,13 +13,11 @@ from onnx import helper
 from eqsat.costs.measured_cpu import one_node_model
 from eqsat.onnx_io import load_model, to_onnx
 from eqsat.ops import CostKey
+from eqsat.testing.onnx_builders import make_model
 
 
 def _model(op_type: str, shape: tuple[int, ...], opset: int, **attrs: object) -> onnx.ModelProto:
-    g = helper.make_graph([helper.make_node(op_type, ["x"], ["y"], **attrs)], "g",
-                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(shape))],
-                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    return make_model([helper.make_node(op_type, ["x"], ["y"], **attrs)], [("x", shape)], ["y"], opset=opset)
 
 
 def _run(m: onnx.ModelProto, x: np.ndarray) -> np.ndarray:

@@ -5,6 +5,7 @@ differently (onnxruntime fuses the add into a 3-D layer norm only)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from onnx import numpy_helper
 
 from eqsat import models, ops
@@ -57,6 +58,7 @@ def test_extraction_takes_the_rows_form_where_it_is_cheaper_and_stays_equal() ->
     assert "layout-layernorm-rows" in res.rules_fired
 
 
+@pytest.mark.slow  # optimize of a (small) BERT layer; the rows form's test below runs in the fast lane
 def test_plain_costs_keep_the_layer_norms_as_they_are() -> None:
     model = models.hf_bert(seq=8, hidden=16, heads=2, intermediate=32, vocab=50)
     res = optimize(model, time_limit=60)

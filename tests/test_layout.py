@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
 from eqsat import models, onnx_io
 from eqsat.costs import AnalyticCostModel
-from eqsat.pipeline.run import optimize
+from eqsat.pipeline.run import OptimizeResult, optimize
 from eqsat.rules.layout import LAYOUT_RULES
 from eqsat.rules.rule import check_condition, evaluate, parse
 
@@ -71,12 +73,13 @@ def test_extraction_picks_cheaper_layouts_and_export_stays_equal() -> None:
     assert "Transpose" in types and "Conv" in types
 
 
-def test_plain_cost_model_keeps_nchw() -> None:
-    res = optimize(models.small_cnn(), time_limit=30)
+def test_plain_cost_model_keeps_nchw(optimized: Callable[[str], OptimizeResult]) -> None:
+    res = optimized("small_cnn")  # optimize(models.small_cnn(), time_limit=30), shared
     assert "conv2d_nhwc" not in {n.op for n in res.graph.nodes}
     assert res.cost_after <= res.cost_before
 
 
+@pytest.mark.slow  # optimize of the BERT attention block
 def test_transposed_operand_matmul_exports_as_gemm() -> None:
     res = optimize(models.bert_attention_block(), cost_model=_PreferVariants(), time_limit=30)
     assert "matmul_t" in {n.op for n in res.graph.nodes}

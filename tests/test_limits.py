@@ -68,6 +68,7 @@ def _two_matmuls() -> Graph:
 # ------------------------------------------------------------------------------------------ the time limit
 
 
+@pytest.mark.slow  # a 10 s time limit, used up
 def test_long_chain_stays_within_its_time_limit() -> None:
     """The issue's model: 1000 x (MatMul, Add, Relu) with a shared weight took 41.7 s under --time-limit 10."""
     limit = 10.0
@@ -79,6 +80,7 @@ def test_long_chain_stays_within_its_time_limit() -> None:
     assert res.numeric.ok
 
 
+@pytest.mark.slow  # a 3 s time limit, used up
 def test_saturation_stops_at_its_time_limit() -> None:
     """An e-graph that would grow for minutes (the ewadd chain, no node limit) stops in time, saying so."""
     limit = 3.0
@@ -90,6 +92,7 @@ def test_saturation_stops_at_its_time_limit() -> None:
     assert len(res.iterations) >= 3 and res.egraph.roots
 
 
+@pytest.mark.slow  # waits out a 1 s limit and the kill margin
 def test_engine_killed_past_the_deadline_keeps_iteration_zero(monkeypatch: pytest.MonkeyPatch,
                                                               caplog: pytest.LogCaptureFixture,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -150,6 +153,7 @@ def test_node_limit_holds_against_a_two_output_rule_with_quadratic_matches() -> 
     assert "fuse-matmul-shared-rhs" not in res.rules_fired
 
 
+@pytest.mark.slow  # grows the e-graph to its 50 000 e-node limit
 def test_node_limit_holds_during_an_exploding_iteration() -> None:
     """Associativity and commutativity on the ewadd chain: one iteration goes from 31 k to 730 k e-nodes
     unchecked (a limit checked between iterations ends far past it); with a 50 k limit every iteration, and the
@@ -194,6 +198,7 @@ def test_stop_reason_time_limit() -> None:
     assert res.stop_reason == StopReason.TIME_LIMIT and str(res.stop_reason) == "time limit"
 
 
+@pytest.mark.slow  # grows the e-graph to its memory limit
 def test_stop_reason_memory_limit() -> None:
     res = E.saturate(_ewadd_chain(), STARTER_RULES,
                      Limits(iter_limit=30, node_limit=10**9, time_limit=60, memory_limit_mb=200), in_process=True)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 from eqsat import ops
 from eqsat.costs import AnalyticCostModel
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.onnx_io import load_model, run_onnxruntime, to_onnx
 from eqsat.pipeline.run import optimize
+from eqsat.testing.onnx_builders import make_model
 
 
 def _lrn_model(opset: int, size: int = 5, beta: float = 0.75, shape: tuple[int, ...] = (1, 6, 5, 5),
@@ -27,10 +28,8 @@ def _lrn_model(opset: int, size: int = 5, beta: float = 0.75, shape: tuple[int, 
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("LRN", ["r1"], ["n1"], size=size, alpha=0.02, beta=beta, bias=1.5),
              helper.make_node("Conv", ["n1", "w2"], ["y"])]
-    g = helper.make_graph(nodes, "lrn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, 4, *shape[2:]])],
-                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=7)
+    return make_model(nodes, [("x", shape)], [("y", [n, 4, *shape[2:]])], {"w1": w1, "w2": w2}, opset, name="lrn",
+                      ir_version=7)
 
 
 class _PreferForm(AnalyticCostModel):
@@ -54,7 +53,8 @@ def test_lrn_imports_as_the_registry_operator() -> None:
     assert not [n for n in g.nodes if n.op == "opaque"]
 
 
-@pytest.mark.parametrize("opset", [9, 13, 17])
+@pytest.mark.parametrize("opset", [pytest.param(9, marks=pytest.mark.slow), 13,  # the fast lane: one opset
+                                   pytest.param(17, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("form", [1, 2])
 def test_each_form_is_extracted_where_cheaper_and_computes_the_lrn(opset: int, form: int) -> None:
     model = _lrn_model(opset, size=3 if form == 1 else 5, beta=0.6 if opset == 9 else 0.75)

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 from _onnx_checks import assert_same_outputs, ops_of
-from onnx import TensorProto, helper, numpy_helper, shape_inference
+from onnx import TensorProto, helper, numpy_helper
 
 import eqsat
 from eqsat import ops
@@ -19,6 +19,7 @@ from eqsat.onnx_io import load_model, random_feeds, run_onnxruntime, to_onnx
 from eqsat.onnx_io.patterns import collapse_gelu
 from eqsat.ops import shapes as S
 from eqsat.ops.reduce import DROP_MAX_RANK
+from eqsat.testing.onnx_builders import make_model
 
 RNG = np.random.default_rng(0)
 INF = math.inf
@@ -32,20 +33,9 @@ def _model(nodes, inputs, outputs, inits=None, opset: int = 13, declared=None,
            out_type: int = TensorProto.FLOAT) -> onnx.ModelProto:
     """A checked model; ``inputs`` are (name, shape) floats or (name, shape, elem type); the outputs (of
     ``out_type``) have the shapes ``declared`` (name -> shape) gives, or else shape inference's."""
-    ins = [helper.make_tensor_value_info(i[0], i[2] if len(i) > 2 else TensorProto.FLOAT, i[1]) for i in inputs]
     declared = declared or {}
-    outs = [helper.make_tensor_value_info(n, out_type, declared.get(n)) for n in outputs]
-    g = helper.make_graph(nodes, "g", ins, outs,
-                          [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8 if opset < 21 else 10
-    done = shape_inference.infer_shapes(m).graph
-    inferred = {vi.name: vi for vi in [*done.value_info, *done.output] if vi.type.tensor_type.HasField("shape")}
-    for out in m.graph.output:
-        if out.name in inferred and out.name not in declared:
-            out.CopyFrom(inferred[out.name])
-    onnx.checker.check_model(m, full_check=True)
-    return m
+    return make_model(nodes, inputs, [(n, declared.get(n), out_type) for n in outputs], inits, opset,
+                      ir_version=8 if opset < 21 else 10, infer_shapes=True, check=True)
 
 
 def _round_trip(model: onnx.ModelProto, opsets=(None,)) -> Graph:

@@ -3,27 +3,23 @@ tolerances relative to each output's scale, saturation, and models onnxruntime c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from eqsat import onnx_io
 from eqsat.cli.app import main
 from eqsat.pipeline import NumericCheckUnavailable, NumericMismatch, optimize
 from eqsat.pipeline.check import check_equal
+from eqsat.rules import starter_rules
+from eqsat.testing.onnx_builders import f32, make_model
 
-
-def _model(nodes, inputs, outputs, inits=(), opset: int = 17, domains=()) -> onnx.ModelProto:
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
-    return helper.make_model(g, opset_imports=opsets)
-
-
-def _f(name: str, shape) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+#: the numeric check is what these tests are about, not the rules: the hand-written starter rules load fastest
+STARTER = starter_rules()
 
 
 def _w(name: str, array) -> onnx.TensorProto:
@@ -32,9 +28,9 @@ def _w(name: str, array) -> onnx.TensorProto:
 
 def _matmul_softmax(scale: float) -> onnx.ModelProto:
     w = np.random.default_rng(0).standard_normal((16, 8)) * scale
-    return _model([helper.make_node("MatMul", ["x", "w"], ["logits"]),
-                   helper.make_node("Softmax", ["logits"], ["y"], axis=-1)],
-                  [_f("x", (4, 16))], [_f("y", (4, 8))], [_w("w", w)])
+    return make_model([helper.make_node("MatMul", ["x", "w"], ["logits"]),
+                       helper.make_node("Softmax", ["logits"], ["y"], axis=-1)],
+                      [f32("x", (4, 16))], [f32("y", (4, 8))], [_w("w", w)])
 
 
 def _scaled(model: onnx.ModelProto, weight: str, factor: float) -> onnx.ModelProto:
@@ -49,8 +45,8 @@ def _scaled(model: onnx.ModelProto, weight: str, factor: float) -> onnx.ModelPro
 def test_reference_is_the_original_file_not_its_reexport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An export bug must not hide behind a reference that went through the same export."""
     src = tmp_path / "m.onnx"
-    onnx.save(_model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
-                     [_f("x", (2, 4))], [_f("y", (2, 3))], [_w("w", np.arange(12).reshape(4, 3) - 5.0)]), src)
+    onnx.save(make_model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                         [f32("x", (2, 4))], [f32("y", (2, 3))], [_w("w", np.arange(12).reshape(4, 3) - 5.0)]), src)
     real = onnx_io.to_onnx
 
     def buggy_export(graph, **kw):  # an export that doubles every weight
@@ -61,9 +57,9 @@ def test_reference_is_the_original_file_not_its_reexport(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(onnx_io, "to_onnx", buggy_export)
     with pytest.raises(NumericMismatch):
-        optimize(str(src), time_limit=10)
+        optimize(str(src), time_limit=10, rules=STARTER)
     with pytest.raises(NumericMismatch):
-        optimize(src.read_bytes(), time_limit=10)
+        optimize(src.read_bytes(), time_limit=10, rules=STARTER)
 
 
 def test_saturated_output_still_catches_a_scaled_last_layer() -> None:
@@ -76,9 +72,9 @@ def test_saturated_output_still_catches_a_scaled_last_layer() -> None:
     assert "before logits" in wrong.summary()
 
 
-def test_saturated_zoo_model_catches_a_scaled_last_layer() -> None:
-    from eqsat import models
-    model = models.load_zoo_model("resnet50")  # logits ~4.5e4 under random weights
+@pytest.mark.slow  # ResNet-50 run six times (the small model above runs in the fast lane)
+def test_saturated_zoo_model_catches_a_scaled_last_layer(zoo_model: Callable[[str], onnx.ModelProto]) -> None:
+    model = zoo_model("resnet50")  # logits ~4.5e4 under random weights
     last = [n for n in model.graph.node if n.op_type in ("Gemm", "MatMul", "Conv")][-1]
     report = check_equal(model, _scaled(model, last.input[1], 1.5))
     assert not report.ok, report.summary()
@@ -90,7 +86,7 @@ def test_unsaturated_softmax_is_not_reported_as_saturated() -> None:
 
 
 def _nan_model(op: str) -> onnx.ModelProto:
-    return _model([helper.make_node(op, ["x"], ["y"])], [_f("x", (3, 5))], [_f("y", (3, 5))])
+    return make_model([helper.make_node(op, ["x"], ["y"])], [f32("x", (3, 5))], [f32("y", (3, 5))])
 
 
 def test_nan_positions_must_match() -> None:
@@ -102,18 +98,18 @@ def test_nan_positions_must_match() -> None:
 
 
 def test_all_nan_original_does_not_pass_against_a_finite_model() -> None:
-    nan = _model([helper.make_node("Mul", ["x", "nan"], ["y"])], [_f("x", (3, 5))], [_f("y", (3, 5))],
-                 [_w("nan", np.full((1,), np.nan))])
+    nan = make_model([helper.make_node("Mul", ["x", "nan"], ["y"])], [f32("x", (3, 5))], [f32("y", (3, 5))],
+                     [_w("nan", np.full((1,), np.nan))])
     report = check_equal(nan, _nan_model("Relu"))
     assert not report.ok and "NaN" in report.summary()
 
 
 def test_inf_positions_and_signs_must_match() -> None:
     recip = _nan_model("Reciprocal")
-    neg = _model([helper.make_node("Reciprocal", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])],
-                 [_f("x", (3, 5))], [_f("y", (3, 5))])
-    zero_in = _model([helper.make_node("Mul", ["x", "zero"], ["z"]), helper.make_node("Reciprocal", ["z"], ["y"])],
-                     [_f("x", (3, 5))], [_f("y", (3, 5))], [_w("zero", [0.0])])
+    neg = make_model([helper.make_node("Reciprocal", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])],
+                     [f32("x", (3, 5))], [f32("y", (3, 5))])
+    zero_in = make_model([helper.make_node("Mul", ["x", "zero"], ["z"]), helper.make_node("Reciprocal", ["z"], ["y"])],
+                         [f32("x", (3, 5))], [f32("y", (3, 5))], [_w("zero", [0.0])])
     assert check_equal(zero_in, zero_in).ok
     assert not check_equal(recip, neg).ok
     assert not check_equal(zero_in, recip).ok
@@ -121,22 +117,22 @@ def test_inf_positions_and_signs_must_match() -> None:
 
 def test_every_output_is_compared_including_intermediate_outputs() -> None:
     def two_outputs(factor: float) -> onnx.ModelProto:
-        return _model([helper.make_node("Mul", ["x", "s"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
-                      [_f("x", (2, 3))], [_f("y", (2, 3)), _f("h", (2, 3))], [_w("s", [factor])])
+        return make_model([helper.make_node("Mul", ["x", "s"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                          [f32("x", (2, 3))], [f32("y", (2, 3)), f32("h", (2, 3))], [_w("s", [factor])])
 
     report = check_equal(two_outputs(2.0), two_outputs(2.0))
     assert report.ok and [c.name for c in report.comparisons] == ["y", "h"]
-    wrong = _model([helper.make_node("Mul", ["x", "s"], ["h0"]), helper.make_node("Relu", ["h0"], ["y"]),
-                    helper.make_node("Abs", ["h0"], ["h"])],  # y is right, the intermediate output h is not
-                   [_f("x", (2, 3))], [_f("y", (2, 3)), _f("h", (2, 3))], [_w("s", [2.0])])
+    wrong = make_model([helper.make_node("Mul", ["x", "s"], ["h0"]), helper.make_node("Relu", ["h0"], ["y"]),
+                        helper.make_node("Abs", ["h0"], ["h"])],  # y is right, the intermediate output h is not
+                       [f32("x", (2, 3))], [f32("y", (2, 3)), f32("h", (2, 3))], [_w("s", [2.0])])
     bad = check_equal(two_outputs(2.0), wrong)
     assert not bad.ok and bad.problems[0].startswith("h:")
 
 
 def test_tolerance_is_relative_to_the_outputs_scale() -> None:
     def tiny(offset: float) -> onnx.ModelProto:  # outputs of magnitude ~1e-3
-        return _model([helper.make_node("Mul", ["x", "s"], ["h"]), helper.make_node("Add", ["h", "o"], ["y"])],
-                      [_f("x", (4, 4))], [_f("y", (4, 4))], [_w("s", [1e-3]), _w("o", [offset])])
+        return make_model([helper.make_node("Mul", ["x", "s"], ["h"]), helper.make_node("Add", ["h", "o"], ["y"])],
+                          [f32("x", (4, 4))], [f32("y", (4, 4))], [_w("s", [1e-3]), _w("o", [offset])])
 
     assert check_equal(tiny(0.0), tiny(0.0)).ok
     report = check_equal(tiny(0.0), tiny(3e-5))  # 1 % of the output's scale: a real difference
@@ -153,10 +149,10 @@ def test_several_random_input_sets_are_used() -> None:
 
 
 def _custom_op_model() -> onnx.ModelProto:
-    m = _model([helper.make_node("MatMul", ["x", "w"], ["h"]),
-                helper.make_node("Mystery", ["h"], ["y"], domain="com.example")],
-               [_f("x", (2, 4))], [_f("y", (2, 3))], [_w("w", np.ones((4, 3)))], domains=["com.example"])
-    m.graph.value_info.append(_f("y", (2, 3)))
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["h"]),
+                    helper.make_node("Mystery", ["h"], ["y"], domain="com.example")],
+                   [f32("x", (2, 4))], [f32("y", (2, 3))], [_w("w", np.ones((4, 3)))], domains=["com.example"])
+    m.graph.value_info.append(f32("y", (2, 3)))
     return m
 
 
@@ -165,18 +161,18 @@ def test_custom_op_that_onnxruntime_cannot_run_refuses_to_write(tmp_path: Path,
     src, out = tmp_path / "custom.onnx", tmp_path / "out.onnx"
     onnx.save(_custom_op_model(), src)
     with pytest.raises(NumericCheckUnavailable, match="--no-check"):
-        optimize(str(src), time_limit=10)
-    assert main(["optimize", str(src), "-o", str(out), "-q"]) == 2
+        optimize(str(src), time_limit=10, rules=STARTER)
+    assert main(["optimize", str(src), "-o", str(out), "-q", "--rules", "starter"]) == 2
     err = capsys.readouterr().err
     assert "cannot run" in err and "--no-check" in err and not out.exists()
-    assert main(["optimize", str(src), "-o", str(out), "-q", "--no-check"]) == 0
+    assert main(["optimize", str(src), "-o", str(out), "-q", "--no-check", "--rules", "starter"]) == 0
     assert out.exists()
 
 
 def test_report_says_what_was_compared(tmp_path: Path) -> None:
     src = tmp_path / "m.onnx"
     onnx.save(_matmul_softmax(0.1), src)
-    res = optimize(str(src), time_limit=10)
+    res = optimize(str(src), time_limit=10, rules=STARTER)
     line = res.numeric.summary()
     assert f"the original model as given ({src})" in line
     assert "3 random input set(s)" in line and "1 output(s)" in line and "worst error" in line

@@ -9,21 +9,15 @@ from onnx import TensorProto, helper, numpy_helper
 from eqsat import onnx_io
 from eqsat.errors import ModelLoadError
 from eqsat.pipeline.check import check_equal
+from eqsat.testing.onnx_builders import make_model, value_info
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=17):
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8 if opset >= 13 else 7
-    return m
-
-
-def _vi(name, shape, t=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, t, shape)
+    return make_model(nodes, inputs, outputs, inits, opset, ir_version=8 if opset >= 13 else 7)
 
 
 def test_truncated_file_is_a_clear_error(tmp_path) -> None:
-    m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [value_info("x", [2, 3])], [value_info("y", [2, 3])])
     path = tmp_path / "m.onnx"
     path.write_bytes(m.SerializeToString()[:-7])
     with pytest.raises(ModelLoadError, match="m.onnx"):
@@ -41,7 +35,7 @@ def test_empty_graph_is_a_clear_error() -> None:
 
 
 def test_dynamic_dims_name_the_input_and_can_be_fixed() -> None:
-    m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["batch", 3])], [_vi("y", ["batch", 3])])
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", ["batch", 3])], [("y", ["batch", 3])])
     with pytest.raises(ModelLoadError, match=r"'x'.*--input-shape x="):
         onnx_io.load_model(m)
     g = onnx_io.load_model(m, input_shapes={"x": (4, 3)})
@@ -53,9 +47,9 @@ def test_dynamic_dims_name_the_input_and_can_be_fixed() -> None:
 def test_unknown_op_in_custom_domain_is_kept() -> None:
     node = helper.make_node("Mystery", ["x"], ["m"], domain="com.example", alpha=0.5)
     relu = helper.make_node("Relu", ["m"], ["y"])
-    vi = _vi("m", [2, 3])
-    g = helper.make_graph([node, relu], "g", [_vi("x", [2, 3])], [_vi("y", [2, 3])], value_info=[vi])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    vi = value_info("m", [2, 3])
+    m = make_model([node, relu], [value_info("x", [2, 3])], [value_info("y", [2, 3])], value_infos=[vi],
+                   domains=["com.example"])
     graph = onnx_io.load_model(m)
     assert graph.op_histogram()["Mystery"] == 1
     out = onnx_io.to_onnx(graph)
@@ -66,7 +60,7 @@ def test_unknown_op_in_custom_domain_is_kept() -> None:
 def test_identical_initializers_are_stored_once() -> None:
     w = np.ones((3, 3), np.float32)
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"]), helper.make_node("MatMul", ["a", "w2"], ["y"])]
-    m = _model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 3])],
+    m = _model(nodes, [value_info("x", [2, 3])], [value_info("y", [2, 3])],
                [numpy_helper.from_array(w, "w1"), numpy_helper.from_array(w.copy(), "w2")])
     out = onnx_io.to_onnx(onnx_io.load_model(m))
     assert len(out.graph.initializer) == 1
@@ -80,7 +74,7 @@ def test_split_pieces_export_as_one_split(opset: int) -> None:
     inits = [] if opset < 13 else [numpy_helper.from_array(np.array([2, 4], np.int64), "sizes")]
     nodes = [helper.make_node("Split", ins, ["a", "b"], axis=1, **split_attr),
              helper.make_node("Relu", ["a"], ["y1"]), helper.make_node("Tanh", ["b"], ["y2"])]
-    m = _model(nodes, [_vi("x", [3, 6])], [_vi("y1", [3, 2]), _vi("y2", [3, 4])], inits, opset=opset)
+    m = _model(nodes, [("x", [3, 6])], [("y1", [3, 2]), ("y2", [3, 4])], inits, opset=opset)
     g = onnx_io.load_model(m)
     assert g.op_histogram()["split"] == 2
     out = onnx_io.to_onnx(g)
@@ -94,7 +88,7 @@ def test_gemm_attributes_round_trip() -> None:
     a = numpy_helper.from_array(rng.standard_normal((5, 4)).astype(np.float32), "A")
     c = numpy_helper.from_array(rng.standard_normal((5,)).astype(np.float32), "C")
     node = helper.make_node("Gemm", ["x", "A", "C"], ["y"], transA=1, transB=1, alpha=0.5, beta=2.0)
-    m = _model([node], [_vi("x", [4, 3])], [_vi("y", [3, 5])], [a, c])
+    m = _model([node], [value_info("x", [4, 3])], [value_info("y", [3, 5])], [a, c])
     g = onnx_io.load_model(m)
     assert "opaque" not in {n.op for n in g.nodes}
     assert check_equal(m, onnx_io.to_onnx(g)).ok
@@ -103,7 +97,7 @@ def test_gemm_attributes_round_trip() -> None:
 def test_integer_tensors_stay_opaque_and_graph_is_equal() -> None:
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Reshape", ["x", "s"], ["r"]),
              helper.make_node("Relu", ["r"], ["y"])]
-    m = _model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    m = _model(nodes, [value_info("x", [2, 3])], [value_info("y", [2, 3])])
     g = onnx_io.load_model(m)
     assert check_equal(m, onnx_io.to_onnx(g)).ok
     assert g.op_histogram()["relu"] == 1
@@ -112,7 +106,7 @@ def test_integer_tensors_stay_opaque_and_graph_is_equal() -> None:
 def test_shape_of_a_static_tensor_is_folded() -> None:
     """An attention scale computed at run time from Shape (transformers' SDPA export): with static shapes it is
     a constant, so the Mul by it imports as a scalar multiplication instead of staying opaque."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
     from eqsat.onnx_io import load_model, opaque_reasons, to_onnx
     from eqsat.pipeline.check import check_equal
@@ -122,10 +116,7 @@ def test_shape_of_a_static_tensor_is_folded() -> None:
              helper.make_node("Sqrt", ["sf"], ["r"]),
              helper.make_node("Div", ["one", "r"], ["scale"]),
              helper.make_node("Mul", ["x", "scale"], ["y"])]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 16])],
-                          [numpy_helper.from_array(np.array([1.0], np.float32), "one")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = make_model(nodes, [("x", [2, 3, 16])], [("y", [2, 3, 16])], {"one": np.array([1.0], np.float32)})
     ir = load_model(m)
     assert opaque_reasons(ir) == []
     assert [n.op for n in ir.nodes] == ["smul"]

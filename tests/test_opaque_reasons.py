@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from eqsat import onnx_io
 from eqsat.cli.app import main
+from eqsat.testing.onnx_builders import make_model
 
 
 def _model() -> onnx.ModelProto:
@@ -20,12 +21,8 @@ def _model() -> onnx.ModelProto:
         helper.make_node("Gemm", ["x2", "w", "c"], ["g"], beta=0.5),  # beta != 1 is not mapped
         helper.make_node("Relu", ["g"], ["y2"]),
     ]
-    g = helper.make_graph(nodes, "reasons", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 4]),
-                                             helper.make_tensor_value_info("x2", TensorProto.FLOAT, [3, 4]),
-                                             helper.make_tensor_value_info("c", TensorProto.FLOAT, [3, 4])],
-                          [helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 2, 3]),
-                           helper.make_tensor_value_info("y2", TensorProto.FLOAT, [3, 4])], [w, wb])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return make_model(nodes, [("x", [1, 2, 3, 4]), ("x2", [3, 4]), ("c", [3, 4])], [("r", [1, 2, 3]), ("y2", [3, 4])],
+                      [w, wb], name="reasons")
 
 
 def test_each_opaque_type_has_its_reason() -> None:
@@ -60,10 +57,7 @@ def test_activations_times_a_matrix_import_as_a_matrix_product() -> None:
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), f"w{i}") for i in range(3)]
     nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"y{i}"]) for i in range(3)]
-    g = helper.make_graph(nodes, "proj", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 8])],
-                          [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [2, 5, 8]) for i in range(3)],
-                          inits)
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model = make_model(nodes, [("x", [2, 5, 8])], [(f"y{i}", [2, 5, 8]) for i in range(3)], inits, name="proj")
     graph = onnx_io.load_model(model)
     assert graph.op_histogram() == {"reshape": 6, "matmul": 3}
     assert all(graph.shapes[n.output] == (10, 8) for n in graph.nodes if n.op == "matmul")

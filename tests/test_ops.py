@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import helper, shape_inference
 
@@ -215,13 +214,12 @@ def test_bad_parameters_raise_clear_errors() -> None:
 
 
 def test_opaque_node_round_trips_through_onnx() -> None:
-    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 5])
-    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 5])
+    from eqsat.onnx_io import load_model
+    from eqsat.testing.onnx_builders import make_model
+
     node = helper.make_node("Hardmax", ["x"], ["s"], axis=1)
     relu = helper.make_node("Relu", ["s"], ["y"])
-    model = helper.make_model(helper.make_graph([node, relu], "g", [x], [y]),
-                              opset_imports=[helper.make_opsetid("", 13)])
-    from eqsat.onnx_io import load_model
+    model = make_model([node, relu], [("x", [2, 5])], [("y", [2, 5])], opset=13)
 
     g = load_model(model)
     assert [n.op for n in g.nodes] == ["opaque", "relu"]

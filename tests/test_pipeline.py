@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import onnx
 import pytest
 
 from eqsat import models, onnx_io
-from eqsat.pipeline import NumericMismatch, optimize
+from eqsat.pipeline import NumericMismatch, OptimizeResult, optimize
 from eqsat.rules.rule import Rule
 
 
-def test_two_matmuls_sharing_an_input_are_fused() -> None:
-    model = models.builtin_models()["two_matmul_shared_input"]()
-    res = optimize(model, time_limit=20)
+def test_two_matmuls_sharing_an_input_are_fused(optimized: Callable[[str], OptimizeResult]) -> None:
+    res = optimized("two_matmul_shared_input")  # optimize(model, time_limit=30), shared
     ops = [n.op for n in res.graph.nodes]
     assert ops.count("matmul") + ops.count("matmul_t") == 1, ops  # one product over concatenated weights
     assert "split" in ops
@@ -38,9 +38,10 @@ def test_fusion_is_not_chosen_when_the_cost_model_makes_it_dearer() -> None:
     assert ops.count("matmul") + ops.count("matmul_t") == 2, ops
 
 
-@pytest.mark.parametrize("name", ["squeezenet", "resnet50", "inception_v1", "densenet121"])
-def test_zoo_model_optimizes_and_stays_equal(name: str) -> None:
-    model = models.load_zoo_model(name)
+@pytest.mark.parametrize("name", ["squeezenet", *(pytest.param(n, marks=pytest.mark.slow)  # full-size models
+                                                   for n in ("resnet50", "inception_v1", "densenet121"))])
+def test_zoo_model_optimizes_and_stays_equal(name: str, zoo_model: Callable[[str], onnx.ModelProto]) -> None:
+    model = zoo_model(name)
     res = optimize(model, time_limit=30)
     onnx.checker.check_model(res.model, full_check=True)
     assert res.numeric.ok
@@ -56,6 +57,7 @@ def test_wrong_rule_is_caught_by_the_numeric_check() -> None:
         optimize(models.builtin_models()["two_matmul_shared_input"](), rules=[wrong], time_limit=10)
 
 
+@pytest.mark.slow  # a child process: Python, imports and optimize from scratch
 def test_cli_optimize_writes_a_checked_model(tmp_path) -> None:
     src = tmp_path / "m.onnx"
     out = tmp_path / "out.onnx"
@@ -98,6 +100,7 @@ def test_cli_inspect_lists_opaque_ops(tmp_path) -> None:
     assert "Where" in r.stdout and "eqsat has no operator for Where" in r.stdout
 
 
+@pytest.mark.slow  # two end-to-end latency timings (about 2 s each)
 def test_latency_verification_keeps_the_original_unless_measurably_faster() -> None:
     model = models.two_matmul_shared_input()
     # a margin of 100 % can never be met: the original is kept, and both latencies are reported

@@ -5,29 +5,25 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from eqsat import models
 from eqsat.cli.app import main
-from eqsat.pipeline import default_rules, optimize
+from eqsat.pipeline import OptimizeResult, default_rules, optimize
 from eqsat.pipeline import run as pipeline
 from eqsat.rules import starter_rules
+from eqsat.testing.onnx_builders import f32, make_model
+
+#: NasRNN's optimize result, shared with test_candidates: one worker runs them
+pytestmark = pytest.mark.xdist_group("nasrnn")
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-
-
-def _f(name: str, shape) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
-
-
-def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
-    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, list(inits)),
-                             opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _conv_relu(bias: bool) -> onnx.ModelProto:
@@ -37,21 +33,28 @@ def _conv_relu(bias: bool) -> onnx.ModelProto:
     if bias:
         inits.append(numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b"))
         ins.append("b")
-    return _model([helper.make_node("Conv", ins, ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
-                  [_f("x", (1, 4, 8, 8))], [_f("y", (1, 8, 8, 8))], inits)
+    return make_model([helper.make_node("Conv", ins, ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+                      [f32("x", (1, 4, 8, 8))], [f32("y", (1, 8, 8, 8))], inits)
 
 
-def test_nodes_before_after_count_the_onnx_files() -> None:
-    model = models.builtin_models()["nasrnn_cell"]()
-    res = optimize(model, time_limit=20)
+@pytest.fixture(scope="session")
+def nasrnn(optimized: Callable[[str], OptimizeResult]) -> OptimizeResult:
+    """optimize(the NasRNN cell, time_limit=30), shared (computed in the first user's setup)."""
+    return optimized("nasrnn_cell")
+
+
+def test_nodes_before_after_count_the_onnx_files(builtin_model: Callable[..., onnx.ModelProto],
+                                                 nasrnn: OptimizeResult) -> None:
+    model, res = builtin_model("nasrnn_cell"), nasrnn
     assert res.onnx_nodes == (len(model.graph.node), len(res.model.graph.node))
     assert f"{len(model.graph.node)} / {len(res.model.graph.node)}" in res.summary()
 
 
 def test_vanished_computation_shows_its_real_speedup() -> None:
     # transpose(transpose(x)) is x: nothing is left to compute
-    model = _model([helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
-                    helper.make_node("Transpose", ["t"], ["y"], perm=[1, 0])], [_f("x", (16, 32))], [_f("y", (16, 32))])
+    model = make_model([helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+                        helper.make_node("Transpose", ["t"], ["y"], perm=[1, 0])],
+                       [f32("x", (16, 32))], [f32("y", (16, 32))])
     res = optimize(model, time_limit=20)
     assert res.cost_before > 0 and res.cost_after == 0
     assert math.isinf(res.speedup) and "infinite" in res.summary()
@@ -60,9 +63,9 @@ def test_vanished_computation_shows_its_real_speedup() -> None:
 
 def test_extraction_and_final_cost_differences_are_explained() -> None:
     # a three-way concat is two binary concats in the e-graph and one n-ary concat once written
-    model = _model([helper.make_node("Relu", [n], [n + "r"]) for n in "abc"]
-                   + [helper.make_node("Concat", ["ar", "br", "cr"], ["y"], axis=0)],
-                   [_f(n, (4, 8)) for n in "abc"], [_f("y", (12, 8))])
+    model = make_model([helper.make_node("Relu", [n], [n + "r"]) for n in "abc"]
+                       + [helper.make_node("Concat", ["ar", "br", "cr"], ["y"], axis=0)],
+                       [f32(n, (4, 8)) for n in "abc"], [f32("y", (12, 8))])
     res = optimize(model, time_limit=20)
     assert res.cost_after != pytest.approx(res.extraction_cost, rel=1e-12)
     assert any("concat" in note for note in res.cost_notes), res.cost_notes
@@ -108,16 +111,19 @@ def test_exported_models_carry_no_unused_initializers() -> None:
     assert res.model.graph.initializer and all(init.name in read for init in res.model.graph.initializer)
 
 
-def test_rules_show_resolves_every_fired_rule_name(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.slow  # four models optimized (two shared with other tests), then `rules show` for ~70 names
+def test_rules_show_resolves_every_fired_rule_name(capsys: pytest.CaptureFixture[str],
+                                                   optimized: Callable[[str], OptimizeResult],
+                                                   corpus_read_once: None) -> None:
     # the conv's output is also a graph output, so import leaves the batch norm for the e-graph rule to fold
-    bn = _model([helper.make_node("Conv", ["x", "w"], ["c"]),
-                 helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])],
-                [_f("x", (1, 4, 8, 8))], [_f("y", (1, 8, 6, 6)), _f("c", (1, 8, 6, 6))],
-                [numpy_helper.from_array(np.ones(s, np.float32), n)
-                 for n, s in [("w", (8, 4, 3, 3)), ("s", (8,)), ("b", (8,)), ("m", (8,)), ("v", (8,))]])
-    fired: set[str] = set()
-    for model in (bn, models.builtin_models()["bert_attention_block"](), models.builtin_models()["nasrnn_cell"]()):
-        fired |= set(optimize(model, time_limit=20).rules_fired)
+    bn = make_model([helper.make_node("Conv", ["x", "w"], ["c"]),
+                     helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])],
+                    [f32("x", (1, 4, 8, 8))], [f32("y", (1, 8, 6, 6)), f32("c", (1, 8, 6, 6))],
+                    [numpy_helper.from_array(np.ones(s, np.float32), n)
+                     for n, s in [("w", (8, 4, 3, 3)), ("s", (8,)), ("b", (8,)), ("m", (8,)), ("v", (8,))]])
+    fired = set(optimize(bn, time_limit=20).rules_fired)
+    for name in ("bert_attention_block", "nasrnn_cell"):
+        fired |= set(optimized(name).rules_fired)
     fired |= set(optimize(_conv_relu(True), rules=starter_rules(), time_limit=20).rules_fired)
     assert any(n.endswith("-rev") for n in fired) and "conv-batchnorm-fold" in fired
     assert any(n.startswith("layout-") for n in fired)

@@ -35,6 +35,7 @@ def test_size4_rules_are_committed_new_and_verified() -> None:
     assert META4["max_ops"] == 4 and META4["novelty"]["kept"] == len(ENTRIES4)
 
 
+@pytest.mark.slow  # ~500 rules, 40 random shape assignments each (the size-3 corpus's check runs in the fast lane)
 @pytest.mark.parametrize("entry", ENTRIES4, ids=lambda e: e.id)
 def test_size4_rule_is_numerically_sound(entry: corpus.Entry) -> None:
     # float64, three shape sets, plus random shape assignments where both sides are well-shaped; a rule refuted by
@@ -64,6 +65,7 @@ def test_size4_rules_load_beside_the_corpus() -> None:
         corpus_or_starter(5)
 
 
+@pytest.mark.slow  # six saturations with 400-1000 rules
 def test_a_size4_rule_derives_what_the_corpus_does_not() -> None:
     """The first proved single-output rules: the corpus does not derive them in 3 iterations (that is why they
     were kept), the corpus with the size-4 rules does in one."""
@@ -75,6 +77,7 @@ def test_a_size4_rule_derives_what_the_corpus_does_not() -> None:
         assert derivable.derives(lhs, rhs, shapes, rules(4), 1), e.id
 
 
+@pytest.mark.slow  # optimize with the default and size-4 rules
 def test_optimize_cli_runs_the_size4_rules(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     import onnx
 
@@ -88,7 +91,9 @@ def test_optimize_cli_runs_the_size4_rules(tmp_path, capsys: pytest.CaptureFixtu
     assert "numeric check" in capsys.readouterr().out
 
 
-def test_rules_show_resolves_the_size4_rules_that_fired(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.slow  # optimize with the default and size-4 rules
+def test_rules_show_resolves_the_size4_rules_that_fired(capsys: pytest.CaptureFixture[str],
+                                                        corpus_read_once: None) -> None:
     from eqsat import models, optimize
     from eqsat.cli.app import main
 

@@ -143,6 +143,7 @@ def test_enlarge_to_merge_1x1_with_3x3() -> None:
     assert any("conv2d" in _child_ops(eg, s, 0) for s in _nodes(eg, "split", one_by_one))
 
 
+@pytest.mark.slow  # four iterations of the whole corpus on two pools (about 4 s)
 def test_two_avgpools_and_add_become_one_depthwise_conv() -> None:
     pool = "(avgpool [3 3] [1 1] [1 1 1 1] 1 {x})"
     eg = _saturate([f"(ewadd {pool.format(x='?a')} {pool.format(x='?b')})"], {"?a": (1, 3, 4, 4), "?b": (1, 3, 4, 4)})

@@ -16,8 +16,12 @@ from eqsat.rules import corpus
 from eqsat.rules import distributed as dist
 from eqsat.rules import generator as gen
 
+#: conftest's N = 2 generation, shared with test_rules_generator: one worker runs them (the Ray tests: group ray)
+pytestmark = pytest.mark.xdist_group("generated_n2")
 HAVE_RAY = dist.ray_available()
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed (pip install 'eqsat[dist]')")
+#: a local Ray cluster takes seconds to start: slow, and one xdist worker runs them all (one cluster at a time)
+ON_RAY = [needs_ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 def _corpus_bytes(cands: list[gen.Candidate], path: Path) -> bytes:
@@ -31,8 +35,10 @@ def _facts(cands: list[gen.Candidate], rep: gen.GenerationReport) -> tuple[Any, 
 
 
 @pytest.fixture(scope="module")
-def serial2(tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[Any, ...], bytes]:
-    cands, rep = gen.generate(2, workers=1, executor="serial")
+def serial2(generated_n2: tuple[list[gen.Candidate], gen.GenerationReport],
+            tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[Any, ...], bytes]:
+    """The serial N = 2 generation (conftest's ``generated_n2``: generate(2, workers=1, executor="serial"))."""
+    cands, rep = generated_n2
     return _facts(cands, rep), _corpus_bytes(cands, tmp_path_factory.mktemp("serial") / "rules.json")
 
 
@@ -44,8 +50,9 @@ def _shutdown_ray() -> None:
             ray.shutdown()
 
 
-@pytest.mark.parametrize("executor,workers", [("pool", 2), pytest.param("ray", 1, marks=needs_ray),
-                                              pytest.param("ray", 2, marks=needs_ray)])
+@pytest.mark.parametrize("executor,workers", [pytest.param("pool", 2, marks=pytest.mark.slow),
+                                              pytest.param("ray", 1, marks=ON_RAY),
+                                              pytest.param("ray", 2, marks=ON_RAY)])
 def test_corpus_is_the_same_with_any_workers_and_backend(serial2: tuple[tuple[Any, ...], bytes], executor: str,
                                                          workers: int, tmp_path: Path) -> None:
     _shutdown_ray()  # so that a local Ray starts with this many CPUs
@@ -78,6 +85,7 @@ def test_sharded_pairing_matches_one_in_memory_pass() -> None:
     assert [(c.lhs_ops, c.rhs_ops) for c in sharded] == [(c.lhs_ops, c.rhs_ops) for c in ref]
 
 
+@pytest.mark.slow  # a whole N = 2 generation (the sharded pairing test checks shards in the fast lane)
 def test_shard_counts_do_not_change_the_result(serial2: tuple[tuple[Any, ...], bytes]) -> None:
     cands, rep = gen.generate(2, workers=1, executor="serial", shards=(1, 7))
     assert _facts(cands, rep) == serial2[0]
@@ -195,6 +203,7 @@ def test_stale_results_of_other_code_are_not_reused(tmp_path: Path) -> None:
     assert dist.source_salt(src) != before
 
 
+@pytest.mark.slow  # four generation runs (the toy stages above check resuming in the fast lane)
 def test_generation_resumes_and_code_changes_invalidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         serial2: tuple[tuple[Any, ...], bytes]) -> None:
     folder = tmp_path / "units"
@@ -216,7 +225,7 @@ def test_generation_resumes_and_code_changes_invalidate(tmp_path: Path, monkeypa
     assert rep.stages["enumerate"].reused == 0
 
 
-@pytest.mark.parametrize("backend", ["pool", pytest.param("ray", marks=needs_ray)])
+@pytest.mark.parametrize("backend", ["pool", pytest.param("ray", marks=ON_RAY)])
 def test_a_killed_worker_is_retried(backend: str, tmp_path: Path) -> None:
     log = tmp_path / "log"
     log.mkdir()
@@ -274,12 +283,17 @@ def test_verification_is_the_same_on_any_executor_and_resumes(tmp_path: Path) ->
            (["(transpose [1 0] (transpose [1 0] ?x1))"], ["?x1"]),
            (["(matmul (matmul ?x1 ?w1) ?w2)"], ["(matmul ?x1 (matmul ?w1 ?w2))"]),
            (["(ewmul ?x1 ?x2)"], ["(ewmul ?x2 ?x1)"])]
-    serial = verifier.verify_many(eqs, workers=1, executor="serial")
+    # a small budget (Z3 resource units, reproducible) keeps the unprovable relu equation short; the verdicts
+    # are the same with the default budget, only reached sooner
+    budget = {"rlimit": 200_000, "timeout": 5.0}
+    serial = verifier.verify_many(eqs, workers=1, executor="serial", **budget)
     assert [v.status for v in serial] == ["proved", "unknown", "proved", "proved", "proved"]
     said: list[str] = []
-    pooled = verifier.verify_many(eqs, workers=2, executor="pool", results_dir=tmp_path, progress=said.append)
+    pooled = verifier.verify_many(eqs, workers=2, executor="pool", results_dir=tmp_path, progress=said.append,
+                                  **budget)
     assert [(v.status, v.reason) for v in pooled] == [(v.status, v.reason) for v in serial]
     assert any("2 to run" in m for m in said)  # two units of up to four equations
     said.clear()
-    again = verifier.verify_many(eqs, workers=2, executor="pool", results_dir=tmp_path, progress=said.append)
+    again = verifier.verify_many(eqs, workers=2, executor="pool", results_dir=tmp_path, progress=said.append,
+                                 **budget)
     assert [v.status for v in again] == [v.status for v in serial] and not said  # nothing run again

@@ -7,10 +7,15 @@ import pytest
 from eqsat import ops
 from eqsat.rules import generator as gen
 
+#: conftest's N = 2 generation, shared with test_rules_distributed: one worker runs them
+pytestmark = pytest.mark.xdist_group("generated_n2")
 
 @pytest.fixture(scope="module")
-def n2() -> tuple[list[gen.Candidate], gen.GenerationReport]:
-    return gen.generate(max_ops=2, workers=2)
+def n2(generated_n2: tuple[list[gen.Candidate], gen.GenerationReport]) -> tuple[list[gen.Candidate],
+                                                                                gen.GenerationReport]:
+    """generate(2) on the serial executor (conftest's ``generated_n2``; test_rules_distributed checks that every
+    executor gives the same)."""
+    return generated_n2
 
 
 def _texts(cands: list[gen.Candidate]) -> set[str]:
@@ -119,12 +124,15 @@ def test_merging_unit_results_does_not_depend_on_their_order() -> None:
 _GEN_SCRIPT = """
 import json
 from eqsat.rules import corpus, generator
-cands, rep = generator.generate(2, workers=2)
+cands, rep = generator.generate(2, workers=2, executor="pool")
 print(json.dumps({"stages": rep.table(), "rules": [e.text() + str(e.conditions) for e in corpus.select(cands)]}))
 """
 
 
+@pytest.mark.slow  # two child processes, each generating N = 2 with two pool workers
 def test_generation_is_deterministic_across_processes_and_hash_seeds() -> None:
+    # the executor is the process pool (test_rules_distributed shows every executor gives the same result); each
+    # child and its workers run under one hash seed, two seeds in all
     import json
     import os
     import subprocess
@@ -150,9 +158,10 @@ def test_variable_prefixes_name_one_type_across_domains() -> None:
 
 @pytest.fixture(scope="module")
 def heads() -> list[gen.Candidate]:
-    return gen.generate(max_ops=3, workers=2, domains=("heads",))[0]
+    return gen.generate(max_ops=3, workers=1, executor="serial", domains=("heads",))[0]
 
 
+@pytest.mark.slow  # the heads fixture: an N = 3 generation (about 5 s)
 def test_heads_domain_finds_rank3_transpose_and_reshape_rules(heads: list[gen.Candidate]) -> None:
     texts = _texts(heads)
     # a scalar multiplication moves through a reshape to any target shape (a parameter variable) ...
@@ -171,6 +180,7 @@ def test_heads_domain_finds_rank3_transpose_and_reshape_rules(heads: list[gen.Ca
     assert not [c for c in heads if c.multi]
 
 
+@pytest.mark.slow  # the heads fixture
 def test_heads_rules_hold_for_other_shapes_and_reshape_targets(heads: list[gen.Candidate]) -> None:
     for c in heads:
         assert gen.check_numeric(c.lhs, c.rhs, shape_sets=(0, 1, 2), random_shapes=4, seed=5,

@@ -10,8 +10,13 @@ from eqsat.rules import verifier as V
 from eqsat.rules.rule import eval_param, evaluate, parse
 from eqsat.rules.validation import param_combos
 
+#: axioms whose symbolic validation takes 0.6 s or more (reshapes of many-element tensors, a grouped convolution)
+SLOW_AXIOMS = {"clip-reshape", "gelu-reshape", "reshape-reshape", "conv-group-merge", "smul-reshape", "tanh-reshape",
+               "sigmoid-reshape", "transpose-ones"}
 
-@pytest.mark.parametrize("ax", A.AXIOMS, ids=lambda a: a.name)
+
+@pytest.mark.parametrize("ax", [pytest.param(a, marks=pytest.mark.slow) if a.name in SLOW_AXIOMS else a
+                                for a in A.AXIOMS], ids=lambda a: a.name)
 def test_axiom_is_valid(ax: A.Axiom) -> None:
     res = V.validate_axiom(ax, cases=2)
     assert res.status == "valid", (res.name, res.reason)
@@ -39,14 +44,16 @@ def test_rules_are_proved_from_axioms() -> None:
 
 
 def test_unentailed_rule_is_not_proved() -> None:
-    v = V.verify_equation(["(relu ?x)"], ["?x"], 2)
+    # a budget a tenth of the default: what is not entailed stays unproved at any budget
+    v = V.verify_equation(["(relu ?x)"], ["?x"], 2, rlimit=500_000)
     assert v.status in ("unknown", "refuted")
 
 
 def test_redundancy_check_finds_a_duplicate_axiom() -> None:
     subset = [a for a in A.AXIOMS if a.name in ("ewadd-comm", "ewadd-assoc")]
     dup = A.Axiom("ewadd-assoc-other-way", "(ewadd ?a (ewadd ?b ?c))", "(ewadd (ewadd ?a ?b) ?c)")
-    found = V.redundant_axioms(subset + [dup], timeout=5)
+    # a small budget (Z3 resource units, reproducible): the duplicate is found well within it
+    found = V.redundant_axioms(subset + [dup], timeout=5, rlimit=200_000)
     assert "ewadd-assoc-other-way" in found or "ewadd-assoc" in found
     assert "ewadd-comm" not in found
 

@@ -21,6 +21,9 @@ from eqsat.rules import corpus
 from eqsat.rules.rule import terms_graph
 from eqsat.search import searches as search
 
+#: the searches are cached per (model, method) in this module: one worker runs them all
+pytestmark = pytest.mark.xdist_group("search")
+
 MODELS = {
     "two_matmul": lambda: models.two_matmul_shared_input(batch=4, hidden=8),
     "bert": lambda: models.bert_attention_block(seq=8, hidden=16, heads=2),
@@ -223,6 +226,7 @@ def test_incremental_bookkeeping_equals_recomputing(build) -> None:
     assert seen >= 5  # enough neighbours to compare (small_cnn has 8 since Conv + Relu import fused)
 
 
+@pytest.mark.slow  # a 3 s search budget each
 @pytest.mark.parametrize("name,build", [
     ("taso_bert", lambda: models.taso_bert(seq=16, hidden=64, heads=4, layers=2)),
     ("taso_nasrnn", lambda: models.taso_nasrnn(hidden=32, steps=2)),

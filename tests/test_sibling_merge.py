@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 import eqsat
 from eqsat import onnx_io
@@ -12,6 +12,7 @@ from eqsat.engine.compile import sibling_groups
 from eqsat.engine.limits import Limits
 from eqsat.engine.saturation import saturate
 from eqsat.ir.graph import Graph, TensorInfo, make_node
+from eqsat.testing.onnx_builders import make_model
 
 
 def _weights(rng: np.random.Generator, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
@@ -54,10 +55,7 @@ def _model(n: int, hidden: int = 16) -> onnx.ModelProto:
              for i in range(n)]
     nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"]) for i in range(n)]
     nodes += [helper.make_node("Tanh", [f"m{i}"], [f"y{i}"]) for i in range(n)]
-    g = helper.make_graph(nodes, "siblings", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, hidden])],
-                          [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [4, hidden]) for i in range(n)],
-                          inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return make_model(nodes, [("x", [4, hidden])], [(f"y{i}", [4, hidden]) for i in range(n)], inits, name="siblings")
 
 
 def test_five_siblings_become_one_matmul_and_stay_equal() -> None:

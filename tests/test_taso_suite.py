@@ -25,6 +25,10 @@ SMALL: dict[str, Callable[[], onnx.ModelProto]] = {
 }
 
 
+#: the structure tests build TASO's full-size graphs (the small versions above run in the fast lane)
+FULL_SIZE = pytest.mark.slow
+
+
 def _ops(m: onnx.ModelProto) -> Counter[str]:
     return Counter(n.op_type for n in m.graph.node)
 
@@ -60,6 +64,7 @@ def test_suite_names() -> None:
     assert set(SMALL) == set(models.TASO_SUITE)
 
 
+@FULL_SIZE
 def test_bert_structure() -> None:
     m = models.taso_bert(softmax=False)  # TASO's graph exactly
     ops = _ops(m)
@@ -72,6 +77,7 @@ def test_bert_structure() -> None:
     assert np.all(np.isfinite(out)) and 0.1 < out.std() < 10  # calibrated on random_feeds' default input
 
 
+@FULL_SIZE
 def test_nasrnn_structure() -> None:
     m = models.taso_nasrnn()
     assert [i.name for i in m.graph.input] == [f"x{i}" for i in range(5)]
@@ -85,6 +91,7 @@ def test_nasrnn_structure() -> None:
     assert inits[first.input[0]] == (1, 512)
 
 
+@FULL_SIZE
 def test_resnext50_structure() -> None:
     m = models.taso_resnext50()
     convs = [n for n in m.graph.node if n.op_type == "Conv"]
@@ -95,6 +102,7 @@ def test_resnext50_structure() -> None:
     _check_conventions(m)
 
 
+@FULL_SIZE
 def test_nasnet_a_structure() -> None:
     m = models.taso_nasnet_a()
     concats = [n for n in m.graph.node if n.op_type == "Concat"]
@@ -108,6 +116,7 @@ def test_nasnet_a_structure() -> None:
     _check_conventions(m)
 
 
+@FULL_SIZE
 def test_inception_v3_structure() -> None:
     m = models.taso_inception_v3()
     arity = Counter(len(n.input) for n in m.graph.node if n.op_type == "Concat")
@@ -119,6 +128,7 @@ def test_inception_v3_structure() -> None:
     _check_conventions(m)
 
 
+@FULL_SIZE
 def test_squeezenet_and_vgg19_structure() -> None:
     sq = models.taso_squeezenet()
     assert _ops(sq)["Conv"] == 26 and _ops(sq)["Concat"] == 8 and _out_shape(sq) == (1, 1000)

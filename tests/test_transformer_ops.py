@@ -10,11 +10,12 @@ import numpy as np
 import onnx
 import pytest
 from _onnx_checks import assert_same_outputs, ops_of
-from onnx import TensorProto, helper, numpy_helper, shape_inference
+from onnx import helper, numpy_helper
 
 import eqsat
 from eqsat import ops
 from eqsat.onnx_io import load_model, opaque_reasons, random_feeds, run_onnxruntime, to_onnx
+from eqsat.testing.onnx_builders import INT64, make_model
 
 RNG = np.random.default_rng(0)
 
@@ -24,19 +25,9 @@ def _w(*shape: int, scale: float = 0.3) -> np.ndarray:
 
 
 def _model(nodes, inputs, outputs, inits=None, opset: int = 17) -> onnx.ModelProto:
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
-                          [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8 if opset < 21 else 10
     # the outputs' shapes, as an exporter declares them, from shape inference
-    done = shape_inference.infer_shapes(m, strict_mode=True).graph
-    inferred = {vi.name: vi for vi in [*done.value_info, *done.output] if vi.type.tensor_type.HasField("shape")}
-    for out in m.graph.output:
-        if out.name in inferred:
-            out.CopyFrom(inferred[out.name])
-    onnx.checker.check_model(m, full_check=True)
-    return m
+    return make_model(nodes, inputs, outputs, inits, opset, ir_version=8 if opset < 21 else 10, infer_shapes=True,
+                      strict=True, check=True)
 
 
 def _round_trip(model: onnx.ModelProto, opset: int | None = None):
@@ -475,11 +466,8 @@ def test_gather_of_constant_positions_imports_as_a_piece(indices, expect) -> Non
 
 
 def test_embedding_gather_stays_opaque_with_a_reason() -> None:
-    g = helper.make_graph([helper.make_node("Gather", ["table", "ids"], ["y"])], "g",
-                          [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])],
-                          [numpy_helper.from_array(_w(10, 4), "table")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = make_model([helper.make_node("Gather", ["table", "ids"], ["y"])], [("ids", [2, 3], INT64)], [("y", [2, 3, 4])],
+                   {"table": _w(10, 4)})
     graph = load_model(m)
     assert ops_of(graph) == ["opaque"]
     assert "embedding" in next(iter(graph.meta["opaque_reasons"]["Gather"]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 import pytest
@@ -9,10 +11,21 @@ import pytest
 from eqsat import models, onnx_io
 from eqsat.pipeline.check import check_equal
 
+#: zoo models with over 100 MB of weights (their round trips take minutes together) and the two other ones whose
+#: round trip takes over a second; squeezenet, shufflenet and inception_v1 stay in the fast lane
+FULL_SIZE = {"alexnet", "resnet50", "vgg19", "zfnet512", "densenet121", "inception_v2"}
+#: the three largest (250-575 MB of weights, a few GB while both models run) one after the other on one worker
+LARGEST = {"alexnet", "vgg19", "zfnet512"}
 
-@pytest.mark.parametrize("name", models.zoo_names())
+
+def _marks(name: str) -> list[pytest.MarkDecorator]:
+    return ([pytest.mark.slow] if name in FULL_SIZE else []) + \
+        ([pytest.mark.xdist_group("largest_zoo_models")] if name in LARGEST else [])
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in models.zoo_names()])
 def test_zoo_round_trip(name: str) -> None:
-    model = models.load_zoo_model(name, seed=0)
+    model = models.load_zoo_model(name, seed=0)  # loaded here, not kept for the session: up to 575 MB
     graph = onnx_io.load_model(model)
     assert graph.op_histogram()["conv2d"] >= 5
     out = onnx_io.to_onnx(graph)
@@ -33,8 +46,8 @@ def test_zoo_weights_are_seeded_and_finite() -> None:
     assert np.all(np.isfinite(out)) and out.std() > 0
 
 
-def test_numpy_evaluation_matches_onnxruntime_on_squeezenet() -> None:
-    model = models.load_zoo_model("squeezenet")
+def test_numpy_evaluation_matches_onnxruntime_on_squeezenet(zoo_model: Callable[[str], onnx.ModelProto]) -> None:
+    model = zoo_model("squeezenet")
     graph = onnx_io.load_model(model)
     feeds = onnx_io.random_feeds(graph, seed=3)
     ours = graph.evaluate(feeds, onnx_io.onnx_opaque_evaluator(graph))[0]
@@ -43,7 +56,8 @@ def test_numpy_evaluation_matches_onnxruntime_on_squeezenet() -> None:
 
 
 # TASO's models: test_taso_suite
-@pytest.mark.parametrize("name", sorted(set(models.builtin_models()) - set(models.TASO_SUITE)))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "hf_bert" else n  # BERT-base size
+                                  for n in sorted(set(models.builtin_models()) - set(models.TASO_SUITE))])
 def test_builtin_models_round_trip(name: str) -> None:
     model = models.builtin_models()[name]()
     out = onnx_io.to_onnx(onnx_io.load_model(model))

@@ -11,6 +11,7 @@ stubs.
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import re
 from collections import Counter
@@ -226,9 +227,11 @@ def to_dot(d: Drawing) -> str:
 def visualizer_files() -> tuple[str, str]:
     """The JavaScript module and the stylesheet of the interactive e-graph visualizer the egglog package ships
     (``egglog/visualizer.js``, ``visualizer.css``); :class:`DumpError` if this egglog has none."""
-    import egglog  # lazy: 0.2-0.4 s to load, for 'view' only (the CLI imports this module at start-up)
-
-    folder = Path(egglog.__file__).parent
+    # the files only: egglog itself is the engine's (eqsat.engine) to import
+    spec = importlib.util.find_spec("egglog")
+    if spec is None or spec.origin is None:
+        raise DumpError("the egglog package is not installed; 'eqsat egraph render' draws with Graphviz instead")
+    folder = Path(spec.origin).parent
     try:
         return (folder / "visualizer.js").read_text(encoding="utf-8"), \
             (folder / "visualizer.css").read_text(encoding="utf-8")
