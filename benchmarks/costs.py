@@ -67,7 +67,7 @@ def part1(models: list[str], repeats: int) -> tuple[list[dict], float]:
 def part2(models: list[str], repeats: int, time_limit: float) -> list[dict]:
     """Optimize with measured CPU costs; time original and optimized end to end."""
     from eqsat.costs import get_cost_model
-    from eqsat.pipeline.run import optimize
+    from eqsat.pipeline import optimize
 
     rows = []
     for name in models:

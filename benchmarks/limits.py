@@ -25,7 +25,7 @@ KEEP = "<!-- kept across runs -->"  # what follows this line in limits.md is not
 def run(lengths: list[int], time_limits: list[float]) -> list[dict]:
     """Optimize each chain under each time limit (default node limit) and collect what happened."""
     from eqsat import models
-    from eqsat.pipeline.run import optimize
+    from eqsat.pipeline import optimize
 
     rows = []
     for n in lengths:

@@ -25,7 +25,7 @@ def run(models: list[str], time_limit: float, costs: str) -> list[dict]:
     """Optimize each model and collect per-stage times and costs."""
     from eqsat import models as zoo
     from eqsat.costs import get_cost_model
-    from eqsat.pipeline.run import optimize
+    from eqsat.pipeline import optimize
 
     builders = zoo.builtin_models()
     rows = []

@@ -398,7 +398,7 @@ def worker(spec: dict) -> dict:
     import onnxruntime  # noqa: F401  (imported before the clock starts)
 
     from eqsat.costs import CachedCostModel, CostCache, OnnxRuntimeCostModel
-    from eqsat.pipeline.run import optimize
+    from eqsat.pipeline import optimize
 
     say = (lambda msg: print(f"    {msg}", file=sys.stderr, flush=True)) if spec.get("verbose") else None
     t0 = time.perf_counter()

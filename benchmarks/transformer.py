@@ -37,7 +37,7 @@ def run(variant: str, layers: int, rounds: int, time_limit: float) -> dict[str, 
     from eqsat import onnx_io
     from eqsat.costs import get_cost_model
     from eqsat.costs.measured_cpu import end_to_end_latency
-    from eqsat.pipeline.run import optimize
+    from eqsat.pipeline import optimize
 
     model = build(variant, layers)
     graph = onnx_io.load_model(model)

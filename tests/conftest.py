@@ -179,7 +179,7 @@ def _own_cost_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def default_rules() -> tuple[Any, ...]:
     """The rules ``optimize`` uses when given none (corpus, extra and layout rules)."""
-    from eqsat.pipeline.run import default_rules as rules
+    from eqsat.pipeline import default_rules as rules
 
     return tuple(rules())
 
@@ -220,7 +220,7 @@ def optimized(builtin_model: Callable[..., onnx.ModelProto]) -> Callable[[str], 
     """``optimized(name)``: ``optimize(builtin model, time_limit=30)`` with the default rules and analytic costs,
     run once per session (the small built-in models saturate well within the limit, so the result does not
     depend on it)."""
-    from eqsat.pipeline.run import optimize
+    from eqsat.pipeline import optimize
 
     cache: dict[str, Any] = {}
 

@@ -294,7 +294,7 @@ def test_node_without_inputs_measured_costs(tmp_path: Path, capsys: pytest.Captu
     inputs) when measured costs favour it; ``Graph.dtypes`` used to read that node's first input."""
     from eqsat.costs.base import CostModel
     from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
-    from eqsat.pipeline.run import optimize
+    from eqsat.pipeline import optimize
     from eqsat.rules.rule import Rule
 
     conv = make_node("conv2d", {"pads": (1, 1, 1, 1), "groups": 4}, ["x", "k", "b"], "y")
@@ -331,7 +331,7 @@ def test_node_without_inputs_measured_costs(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_library_never_prints_to_stdout(capfd: pytest.CaptureFixture[str]) -> None:
-    from eqsat.pipeline.run import optimize
+    from eqsat.pipeline import optimize
 
     optimize(models.two_matmul_shared_input(batch=4, hidden=16), time_limit=10)
     onnx_io.summarize_model(_control_flow_model())

@@ -12,7 +12,7 @@ from onnx import helper, numpy_helper
 from eqsat import ops
 from eqsat.ir.graph import fold_batchnorms
 from eqsat.onnx_io import load_model
-from eqsat.pipeline.run import optimize
+from eqsat.pipeline import optimize
 from eqsat.testing.onnx_builders import f32, make_model
 
 

@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 from eqsat import ops
 from eqsat.ir.graph import fuse_activations
 from eqsat.onnx_io import load_model, to_onnx
-from eqsat.pipeline.run import optimize
+from eqsat.pipeline import optimize
 from eqsat.testing.onnx_builders import make_model
 
 

@@ -14,7 +14,7 @@ from eqsat.costs import AnalyticCostModel
 from eqsat.costs.measured_cpu import one_node_model
 from eqsat.ir.graph import fuse_residual_adds
 from eqsat.onnx_io import load_model, to_onnx
-from eqsat.pipeline.run import optimize
+from eqsat.pipeline import optimize
 from eqsat.testing.onnx_builders import make_model
 
 C, H = 8, 6

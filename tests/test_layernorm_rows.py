@@ -12,7 +12,7 @@ from eqsat import models, ops
 from eqsat.costs import AnalyticCostModel
 from eqsat.costs.measured_cpu import one_node_model
 from eqsat.onnx_io import random_feeds, run_onnxruntime
-from eqsat.pipeline.run import optimize
+from eqsat.pipeline import optimize
 
 
 def _ln_key(shape: tuple[int, ...]):

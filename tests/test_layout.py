@@ -9,7 +9,7 @@ import pytest
 
 from eqsat import models, onnx_io
 from eqsat.costs import AnalyticCostModel
-from eqsat.pipeline.run import OptimizeResult, optimize
+from eqsat.pipeline import OptimizeResult, optimize
 from eqsat.rules.layout import LAYOUT_RULES
 from eqsat.rules.rule import check_condition, evaluate, parse
 

@@ -13,7 +13,7 @@ from eqsat import ops
 from eqsat.costs import AnalyticCostModel
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.onnx_io import load_model, run_onnxruntime, to_onnx
-from eqsat.pipeline.run import optimize
+from eqsat.pipeline import optimize
 from eqsat.testing.onnx_builders import make_model
 
 
