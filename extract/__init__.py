@@ -1,4 +1,5 @@
-"""Extraction of a cheapest acyclic term DAG from a serialized e-graph (extraction-gym JSON).
+"""Extraction of a cheapest acyclic term DAG from a serialized e-graph (extraction-gym JSON). Imports nothing of
+eqsat: it knows nothing of egglog or ONNX.
 
 Public API::
 

@@ -1,4 +1,5 @@
-"""Operator axioms, rule generator, Z3 verifier and the committed rule corpus."""
+"""Operator axioms, rule generator, Z3 verifier and the committed rule corpus. Imports ``eqsat.ops`` and ``eqsat.ir``
+(the derivability filter also runs ``eqsat.engine``, imported inside its functions)."""
 
 from __future__ import annotations
 
