@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import hashlib
+import importlib.util
 import multiprocessing as mp
 import os
 import pickle
@@ -41,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from platformdirs import user_cache_dir
+
 BACKENDS = ("auto", "ray", "pool", "serial")
 
 #: Bumped when the layout of stored results changes.
@@ -49,14 +52,12 @@ STORE_VERSION = "1"
 
 def default_results_dir() -> Path:
     """The default results folder: ``eqsat/rules-units`` in the user's cache directory (outside the repo)."""
-    from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("eqsat")) / "rules-units"
 
 
 def ray_available() -> bool:
     """Whether Ray can be imported (without importing it)."""
-    import importlib.util
 
     if "ray" in sys.modules:
         return sys.modules["ray"] is not None

@@ -49,6 +49,7 @@ from typing import Any
 
 from eqsat import ops
 from eqsat.ops.layout import TRANSPOSES3
+from eqsat.rules import distributed
 from eqsat.rules.candidates import (
     Candidate,
     candidates_from,
@@ -61,6 +62,7 @@ from eqsat.rules.candidates import (
     prune_instances,
 )
 from eqsat.rules.confirmation import check_numeric, confirm, random_env, shape_conditions
+from eqsat.rules.distributed import Executor, ResultStore, run_stage
 from eqsat.rules.domains import (
     CONV,
     DOMAINS,
@@ -224,7 +226,6 @@ def confirm_chunk(cands: Sequence[Candidate]) -> list[tuple[str | None, str | No
 
 def generator_salt() -> str:
     """The version of the code that generation results depend on (generator, patterns, operator registry)."""
-    from eqsat.rules import distributed
 
     here = Path(__file__).parent
     modules = ("generator", "domains", "fingerprints", "templates", "enumeration", "candidates", "confirmation", "rule")
@@ -244,7 +245,6 @@ def generate(max_ops: int = 3, workers: int = 2, domains: Sequence[str] = tuple(
     and deduplication per canonical-text shard (``shards``: their counts, default :data:`SHARDS`), so no
     process holds every graph. The result does not depend on the workers, the backend or the shards.
     """
-    from eqsat.rules.distributed import Executor, ResultStore, run_stage
 
     say = progress or (lambda m: None)
     rep = GenerationReport(max_ops)

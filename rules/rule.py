@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from eqsat import ops
+from eqsat.ir.graph import Graph, TensorInfo, make_node
 
 Sexp = Any  # str | int | tuple[int, ...] literal | list[Sexp]
 
@@ -313,7 +314,6 @@ def terms_graph(outputs: Sequence[str], shapes: Mapping[str, tuple[int, ...]]) -
     """An IR graph computing rule terms (``outputs``, s-expressions) over their variables as graph inputs of
     the given ``shapes`` (``{"?x": (4, 8)}``); a repeated subterm is computed once. For tests and benchmarks
     that saturate rule sides as graphs."""
-    from eqsat.ir.graph import Graph, TensorInfo, make_node
 
     nodes: list[Any] = []
     names: dict[str, str] = {}

@@ -20,12 +20,15 @@ import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import z3
 
 from eqsat import ops
+from eqsat.rules import distributed
 from eqsat.rules.axioms import AXIOMS, CORE_AXIOMS, DIM_AXIOMS, Axiom, DimAxiom, declared_axioms
+from eqsat.rules.distributed import Executor, ResultStore, run_stage
 from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, param_vars, parse, shape_equality, split_args, tensor_vars
 from eqsat.rules.validation import (
     AxiomCheck,
@@ -268,9 +271,7 @@ def _verify_chunk(jobs: Sequence[tuple[tuple[str, ...], tuple[str, ...], float, 
 
 def verifier_salt() -> str:
     """The version of the code that verdicts depend on (verifier, axioms, patterns, operator registry)."""
-    from pathlib import Path
 
-    from eqsat.rules import distributed
 
     here = Path(__file__).parent
     return distributed.source_salt(here / "verifier.py", here / "validation.py", here / "axioms.py", here / "rule.py",
@@ -290,7 +291,6 @@ def verify_many(equations: Sequence[tuple[Sequence[str], ...]], timeout: float =
     ``address``: a Ray cluster). Verdicts are stored in ``results_dir`` (a temporary folder when None) by a
     hash of the equations, budget and code, so a rerun redoes only what did not finish (``fresh``: forget
     them first). Verdicts come back in the order of ``equations``."""
-    from eqsat.rules.distributed import Executor, ResultStore, run_stage
 
     jobs = [(tuple(eq[0]), tuple(eq[1]), timeout, rlimit, tuple(eq[2]) if len(eq) > 2 else ()) for eq in equations]
     chunks = [jobs[i:i + VERIFY_CHUNK] for i in range(0, len(jobs), VERIFY_CHUNK)]

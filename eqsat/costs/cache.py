@@ -11,6 +11,8 @@ import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
+from platformdirs import user_cache_dir
+
 from eqsat.costs.base import CostModel, Progress
 from eqsat.ops import CostKey
 
@@ -20,7 +22,6 @@ def default_cache_dir() -> Path:
     env = os.environ.get("EQSAT_CACHE_DIR")
     if env:
         return Path(env)
-    from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("eqsat"))
 

@@ -7,16 +7,21 @@ import functools
 import os
 import platform
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
 
 from eqsat import ops
 from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
 from eqsat.ir.names import NameAllocator
+from eqsat.onnx_io import opaque_node
 from eqsat.ops import CostKey
 
 
@@ -52,8 +57,6 @@ def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
     computed by ``key.after`` from graph inputs ``in0`` and ``in0_b`` (the context the operator is timed in). An
     operand of :data:`BLOCKED_OPERANDS` is computed from ``in{k}`` by a 1x1 MaxPool (``in{k}_blocked``), once:
     an identity onnxruntime runs in NCHWc, so the operand arrives blocked as it does inside a model."""
-    import onnx
-    from onnx import helper, numpy_helper
 
     spec = ops.get(key.op)
     params = dict(key.params)
@@ -103,10 +106,7 @@ _NCHWC_DOMAIN = "com.microsoft.nchwc"
 def _nchwc_reorders(model, threads: int) -> dict[str, list[str]]:
     """The inputs of the ReorderInput nodes and outputs of the ReorderOutput nodes in the graph onnxruntime
     optimizes ``model`` to (none where it keeps the NCHW kernels)."""
-    import tempfile
 
-    import onnx
-    import onnxruntime as ort
 
     found: dict[str, list[str]] = {"ReorderInput": [], "ReorderOutput": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,8 +127,6 @@ def _reorder_model(kind: str, shape: tuple[int, ...], block: int):
     """One NCHWc ``ReorderInput`` (NCHW ``shape`` -> blocked) or ``ReorderOutput`` (blocked -> NCHW ``shape``);
     the blocked tensor has the channels rounded up to a whole number of ``block``. A ReorderOutput reads its
     input as blocked whatever its values."""
-    import onnx
-    from onnx import helper
 
     blocked = [shape[0], -(-shape[1] // block) * block, *shape[2:]]
     attrs = {"channels": shape[1]} if kind == "ReorderOutput" else {}
@@ -146,7 +144,6 @@ def _reorder_model(kind: str, shape: tuple[int, ...], block: int):
 def nchwc_block_size() -> int:
     """Channels per block of onnxruntime's NCHWc layout on this CPU (8 with AVX2, 16 with AVX-512): the
     channel count a ReorderInput pads four channels (its least) to."""
-    import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -160,9 +157,7 @@ def _opaque_model(key: CostKey, int_inputs: frozenset[int] = frozenset()):
     """The one-node ONNX model of an opaque cost key: the node's operator and attributes over graph inputs
     ``in{k}`` (weights as seeded random initializers) in the key's dtype, or int64 for the graph inputs in
     ``int_inputs`` (index operands), returning the output the key prices."""
-    from onnx import TensorProto, helper, numpy_helper
 
-    from eqsat.onnx_io import opaque_node
 
     p = dict(key.params)
     dt = helper.np_dtype_to_tensor_dtype(np.dtype(key.dtype))
@@ -288,7 +283,6 @@ class OnnxRuntimeCostModel(CostModel):
 
     def _median_run_ms(self, model, feeds: dict[str, np.ndarray], optimize: bool = True,
                        rotate: bool = True) -> float:
-        import onnxruntime as ort
 
         so = ort.SessionOptions()
         so.intra_op_num_threads = self.threads
@@ -320,7 +314,6 @@ class OnnxRuntimeCostModel(CostModel):
         """The fixed cost of one ``session.run`` call with ``n_inputs`` one-element inputs (a Sum, or Identity for
         one), subtracted from every measurement: inside a whole model that cost is paid once, not per operator."""
         if n_inputs not in self._overhead:
-            from onnx import helper
 
             names = [f"in{k}" for k in range(n_inputs)]
             node = helper.make_node("Identity" if n_inputs == 1 else "Sum", names, ["out"])
@@ -412,7 +405,6 @@ class OnnxRuntimeCostModel(CostModel):
     def _cost_split_piece(self, key: CostKey, feeds: dict[str, np.ndarray]) -> float:
         """A piece's share, by size, of one ONNX Split that cuts the tensor at the piece's bounds: export writes
         the pieces that tile a tensor as one Split node, so n pieces cost one Split, not n Slice nodes."""
-        from onnx import helper, numpy_helper
 
         p = dict(key.params)
         shape = key.input_shapes[0]
@@ -454,7 +446,6 @@ class OnnxRuntimeCostModel(CostModel):
 
     def device_identity(self) -> dict[str, str]:
         """CPU model, core count, onnxruntime version and thread count."""
-        import onnxruntime as ort
 
         return {"model": self.name, "cpu": _cpu_name(), "cores": str(os.cpu_count()),
                 "onnxruntime": ort.__version__,
@@ -477,7 +468,6 @@ def end_to_end_rounds(models: list, feeds: list[dict[str, np.ndarray]], *, threa
     and interleaved across models, so that machine noise and drift hit every model of a round alike (compare
     models by their per-round ratios). With ``budget_s``, large models get fewer rounds (at least
     ``min_rounds``) and warm-up runs (at least 2) so the timing takes about that long."""
-    import onnxruntime as ort
 
     sessions = []
     for m in models:

@@ -13,6 +13,9 @@ from typing import Any
 
 import onnx
 
+from eqsat.pipeline import optimize
+from eqsat.pipeline.check import check_equal
+
 
 class InvalidModel(ValueError):
     """The original model itself does not run: a generator bug, not an optimizer bug."""
@@ -22,7 +25,6 @@ def compare_models(original: onnx.ModelProto, optimized: onnx.ModelProto, *, tri
     """Compare both models with the optimizer's own numeric check (:func:`eqsat.pipeline.check.check_equal`:
     onnxruntime with graph optimizations off, every output, NaN/inf by position, tolerance relative to each
     output's scale); problems by output name (``<run>`` when the optimized model does not run)."""
-    from eqsat.pipeline.check import check_equal
 
     report = check_equal(original, optimized, trials=trials)
     if not report.ran:
@@ -56,7 +58,6 @@ def check_model(model: onnx.ModelProto, *, time_limit: float = 10.0, trials: int
     An exception from ``optimize`` on a valid model is a finding too (``error``). ``optimized`` skips the
     optimizer and compares against that model instead (used to show the comparison is not vacuous).
     """
-    from eqsat.pipeline.run import optimize
 
     t = time.perf_counter()
     fired: dict[str, int] = {}

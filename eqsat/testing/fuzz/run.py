@@ -13,6 +13,8 @@ from typing import Any
 
 import onnx
 
+from eqsat.rules import corpus_or_starter
+from eqsat.rules.layout import LAYOUT_RULES
 from eqsat.testing.fuzz.check import CaseResult, InvalidModel, check_model
 from eqsat.testing.fuzz.choices import RandomChoices, ReplayChoices
 from eqsat.testing.fuzz.generate import generate_graph
@@ -171,7 +173,5 @@ def _pin(rep: FuzzReport, item: tuple[int, FuzzGraph, list[int]], build: Callabl
 def default_rule_names() -> list[str]:
     """Names of the one-way rules ``optimize`` runs by default (corpus + layout rules; reverses as ``-rev``),
     the denominator of rule coverage."""
-    from eqsat.rules import corpus_or_starter
-    from eqsat.rules.layout import LAYOUT_RULES
 
     return [d.name for r in [*corpus_or_starter(), *LAYOUT_RULES] for d in r.directions()]
