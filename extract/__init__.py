@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 SOLVERS = ("cpsat", "greedy")
-_CPSAT_OPTIONS = frozenset({"time_limit", "num_workers", "random_seed", "log_progress"})
+_CPSAT_OPTIONS = frozenset({"time_limit", "num_workers", "random_seed", "log_progress", "start"})
 
 
 def extract(eg: SerializedEGraph | str | Path | Mapping[str, Any], *, solver: str = "cpsat",
@@ -46,7 +46,8 @@ def extract(eg: SerializedEGraph | str | Path | Mapping[str, Any], *, solver: st
     """Extract a cheapest acyclic DAG with the named solver (``"cpsat"`` or ``"greedy"``).
 
     ``kw`` are passed to :func:`extract_cpsat` (``time_limit``, ``num_workers``, ``random_seed``,
-    ``log_progress``); the greedy extractor ignores these options. ``eg`` may also be a path or a
+    ``log_progress``, ``start``); the greedy extractor takes ``start`` (a known valid selection the answer
+    is never worse than) and ignores the others. ``eg`` may also be a path or a
     parsed JSON dict, which is loaded first.
 
     Raises:
@@ -60,5 +61,5 @@ def extract(eg: SerializedEGraph | str | Path | Mapping[str, Any], *, solver: st
     if solver == "cpsat":
         return extract_cpsat(eg, **kw)
     if solver == "greedy":
-        return extract_greedy(eg)
+        return extract_greedy(eg, start=kw.get("start"))
     raise ValueError(f"unknown extraction solver {solver!r}; choose one of {', '.join(SOLVERS)}")

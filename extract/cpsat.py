@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -24,7 +25,7 @@ from ortools.sat.python import cp_model
 from .egraph_json import SerializedEGraph
 from .greedy import greedy_choices, strongly_connected_components
 from .result import Extraction
-from .validate import InvalidExtraction, validate_selection
+from .validate import InvalidExtraction, reachable_part, validate_selection
 
 __all__ = ["ExtractionModel", "extract_cpsat", "prune", "build_model", "solve_model", "decode", "add_hint"]
 
@@ -253,60 +254,78 @@ def _relative_gap(cost: float, bound: float) -> float:
 
 
 def _choose(em: ExtractionModel, eg: SerializedEGraph, solver: cp_model.CpSolver, status: int,
-            greedy_sel: dict[str, str], greedy_cost: float) -> _Choice:
-    """Pick the solver's solution or the greedy one: (selection, cost, status, bound)."""
+            kept_sel: dict[str, str], kept_cost: float) -> _Choice:
+    """Pick the solver's solution or the incumbent (greedy's, or the caller's start where cheaper): (selection,
+    cost, status, bound); status ``"greedy"`` means the incumbent was kept."""
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return greedy_sel, greedy_cost, "greedy", None
+        return kept_sel, kept_cost, "greedy", None
     bound: float | None = solver.best_objective_bound / em.scale
     cp_sel = decode(em, eg, solver)
     try:
         cp_cost = validate_selection(eg, cp_sel)
     except InvalidExtraction as e:  # a model bug must never cost the caller a valid answer
-        warnings.warn(f"CP-SAT solution rejected by the validator ({e}); using the greedy extraction",
+        warnings.warn(f"CP-SAT solution rejected by the validator ({e}); keeping the incumbent",
                       RuntimeWarning, stacklevel=3)
-        return greedy_sel, greedy_cost, "greedy", None
+        return kept_sel, kept_cost, "greedy", None
     if status == cp_model.OPTIMAL:
-        if cp_cost > greedy_cost + _rounding_slack(em, cp_sel):
-            warnings.warn(f"CP-SAT 'optimal' cost {cp_cost} exceeds the greedy cost {greedy_cost}; "
-                          "keeping the greedy extraction", RuntimeWarning, stacklevel=3)
-            return greedy_sel, greedy_cost, "greedy", None
+        if cp_cost > kept_cost + _rounding_slack(em, cp_sel):
+            warnings.warn(f"CP-SAT 'optimal' cost {cp_cost} exceeds the incumbent's cost {kept_cost}; "
+                          "keeping the incumbent", RuntimeWarning, stacklevel=3)
+            return kept_sel, kept_cost, "greedy", None
         # equal up to cost rounding: whichever is cheaper is optimal
-        return (cp_sel, cp_cost, "optimal", cp_cost) if cp_cost <= greedy_cost else \
-            (greedy_sel, greedy_cost, "optimal", greedy_cost)
+        return (cp_sel, cp_cost, "optimal", cp_cost) if cp_cost <= kept_cost else \
+            (kept_sel, kept_cost, "optimal", kept_cost)
     if bound is not None and not math.isfinite(bound):
         bound = None
-    if cp_cost < greedy_cost:
+    if cp_cost < kept_cost:
         return cp_sel, cp_cost, "feasible", bound
-    return greedy_sel, greedy_cost, "greedy", bound
+    return kept_sel, kept_cost, "greedy", bound
 
 
 # ------------------------------------------------------------------------------------------- driver
 def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers: int = 8,
-                  random_seed: int | None = None, log_progress: bool = False) -> Extraction:
-    """Minimum-DAG-cost acyclic extraction with CP-SAT, never worse than the greedy DAG extraction.
+                  random_seed: int | None = None, log_progress: bool = False,
+                  start: Mapping[str, str] | None = None) -> Extraction:
+    """Minimum-DAG-cost acyclic extraction with CP-SAT, never worse than the greedy DAG extraction, nor than
+    ``start`` when one is given.
+
+    ``start`` is a known valid selection (class id -> node id, e.g. the input graph's own term): when it is
+    cheaper than greedy's it is the incumbent, the solver's hint and the answer unless CP-SAT improves on it
+    (status ``"start"``). An invalid ``start`` raises :class:`InvalidExtraction` before any solving.
 
     ``time_limit`` (seconds) covers the whole call: greedy, pruning and model building use part of it and
     the solver gets the rest. The returned cost is recomputed by the independent validator. Status is
     ``"optimal"`` when CP-SAT proved optimality, ``"feasible"`` when it found a strictly cheaper
-    unproven solution, else ``"greedy"`` (greedy selection returned; ``bound`` still reported when known).
+    unproven solution, ``"start"`` when ``start`` was cheaper than greedy and is returned, else ``"greedy"``
+    (greedy selection returned); ``bound`` is still reported when known.
 
     Raises:
         NoFiniteChoice: a class needed from a root has no acyclic choice (so no extraction exists).
     """
-    start = time.perf_counter()
+    began = time.perf_counter()
     greedy = greedy_choices(eg)
     greedy_sel = {eg.class_ids[c]: eg.node_ids[n] for c, n in greedy.items()}
     greedy_cost = validate_selection(eg, greedy_sel)
+    # the incumbent: greedy's selection, or the caller's start where that is cheaper
+    best, best_sel, best_cost, best_status = greedy, greedy_sel, greedy_cost, "greedy"
+    if start is not None:
+        start_sel = reachable_part(eg, start)
+        start_cost = validate_selection(eg, start_sel)
+        if start_cost < greedy_cost:
+            best = {eg.class_index[c]: eg.node_index[n] for c, n in start_sel.items()}
+            best_sel, best_cost, best_status = start_sel, start_cost, "start"
 
-    em = build_model(eg, prune(eg, greedy_cost))
-    add_hint(em, eg, greedy)
-    remaining = time_limit - (time.perf_counter() - start)
+    em = build_model(eg, prune(eg, best_cost))
+    add_hint(em, eg, best)
+    remaining = time_limit - (time.perf_counter() - began)
     solver, status = solve_model(em, time_limit=remaining, num_workers=num_workers, random_seed=random_seed,
                                  log_progress=log_progress)
 
-    selection, cost, result_status, bound = _choose(em, eg, solver, status, greedy_sel, greedy_cost)
+    selection, cost, result_status, bound = _choose(em, eg, solver, status, best_sel, best_cost)
+    if result_status == "greedy":  # _choose kept the incumbent
+        result_status = best_status
     if bound is not None:
         bound = min(bound, cost)  # rounding of the scaled costs must not report a bound above the cost
     gap = None if bound is None else _relative_gap(cost, bound)
     return Extraction(selection=selection, cost=cost, status=result_status, bound=bound, gap=gap,
-                      seconds=time.perf_counter() - start, solver="cpsat", greedy_cost=greedy_cost)
+                      seconds=time.perf_counter() - began, solver="cpsat", greedy_cost=greedy_cost)

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from .egraph_json import SerializedEGraph
 from .result import Extraction, NoFiniteChoice
-from .validate import validate_selection
+from .validate import reachable_part, validate_selection
 
 __all__ = ["extract_greedy", "greedy_choices", "reachable_class_mask", "strongly_connected_components",
            "class_graph"]
@@ -285,15 +285,24 @@ def greedy_choices(eg: SerializedEGraph) -> dict[int, int]:
     return selection
 
 
-def extract_greedy(eg: SerializedEGraph) -> Extraction:
-    """Greedy DAG extraction (heuristic, fast); the cost is recomputed by the validator.
+def extract_greedy(eg: SerializedEGraph, *, start: Mapping[str, str] | None = None) -> Extraction:
+    """Greedy DAG extraction (heuristic, fast); the cost is recomputed by the validator. With ``start`` (a known
+    valid selection, e.g. the input graph's own term) the cheaper of the two is returned (status ``"start"``
+    when it is ``start``), so the answer is never worse than it.
 
     Raises:
-        NoFiniteChoice: a class needed from a root has no acyclic choice (the message names it).
+        NoFiniteChoice: a class needed from a root has no acyclic choice (the message names it);
+        InvalidExtraction: ``start`` is not a valid selection.
     """
-    start = time.perf_counter()
+    began = time.perf_counter()
     chosen = greedy_choices(eg)
     selection = {eg.class_ids[c]: eg.node_ids[n] for c, n in chosen.items()}
-    cost = validate_selection(eg, selection)
-    return Extraction(selection=selection, cost=cost, status="greedy", bound=None, gap=None,
-                      seconds=time.perf_counter() - start, solver="greedy", greedy_cost=cost)
+    cost = greedy_cost = validate_selection(eg, selection)
+    status = "greedy"
+    if start is not None:
+        start_sel = reachable_part(eg, start)
+        start_cost = validate_selection(eg, start_sel)
+        if start_cost < cost:
+            selection, cost, status = start_sel, start_cost, "start"
+    return Extraction(selection=selection, cost=cost, status=status, bound=None, gap=None,
+                      seconds=time.perf_counter() - began, solver="greedy", greedy_cost=greedy_cost)

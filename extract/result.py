@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 __all__ = ["Extraction", "NoFiniteChoice", "STATUSES"]
 
-STATUSES = ("optimal", "feasible", "greedy")
+STATUSES = ("optimal", "feasible", "greedy", "start")
 
 
 class NoFiniteChoice(ValueError):
@@ -25,8 +25,9 @@ class Extraction:
     Attributes:
         selection: class id -> chosen node id, only for classes reachable from the roots.
         cost: DAG cost (sum of the costs of the distinct chosen nodes), recomputed by the validator.
-        status: ``"optimal"`` (proven), ``"feasible"`` (solver solution, not proven) or ``"greedy"``
-            (the greedy DAG heuristic's selection, e.g. when the solver found nothing better).
+        status: ``"optimal"`` (proven), ``"feasible"`` (solver solution, not proven), ``"greedy"`` (the
+            greedy DAG heuristic's selection, e.g. when the solver found nothing better) or ``"start"`` (the
+            caller's start selection, cheaper than greedy's and not improved on).
         bound: a lower bound on the optimal DAG cost, when a solver provided one.
         gap: relative gap ``(cost - bound) / |cost|`` when ``bound`` is known.
         seconds: wall time of the whole extraction (including greedy and model building).

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 
 from ortools.sat.python import cp_model
 
@@ -26,7 +27,8 @@ __all__ = ["extract_top_k"]
 
 
 def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, within: float = 0.25,
-                  num_workers: int = 8, random_seed: int | None = None) -> list[Extraction]:
+                  num_workers: int = 8, random_seed: int | None = None,
+                  start: Mapping[str, str] | None = None) -> list[Extraction]:
     """Up to ``k`` distinct acyclic extractions, cheapest first; :func:`extract_cpsat`'s answer is one of them.
 
     ``within`` bounds the others: cost at most ``(1 + within)`` times the first's (for costs >= 0). The first
@@ -34,6 +36,7 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
     first solve's time (at least 1 s), and fewer than ``k`` come back when no other selection is within the bound
     or time runs out. Every selection is checked by the independent validator, which also recomputes its cost.
     Only the first carries a bound and gap (a bound of a model with cuts is not a bound on the e-graph).
+    ``start`` (a known valid selection) goes to the first solve, which is then never worse than it.
 
     Raises:
         ValueError: ``k < 1`` or ``within < 0``; NoFiniteChoice: no extraction exists.
@@ -42,9 +45,9 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
         raise ValueError(f"k must be at least 1, got {k}")
     if within < 0:
         raise ValueError(f"within must be >= 0, got {within}")
-    start = time.perf_counter()
+    began = time.perf_counter()
     first = extract_cpsat(eg, time_limit=time_limit if k == 1 else 0.6 * time_limit, num_workers=num_workers,
-                          random_seed=random_seed)
+                          random_seed=random_seed, start=start)
     # an alternative gets at most a quarter of the first solve's time (at least 1 s): a big e-graph whose
     # first solve used its whole budget does not spend k times that on the others
     per_alternative = max(1.0, 0.25 * first.seconds)
@@ -59,7 +62,7 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
         em.model.add(objective <= math.floor(limit * em.scale + 0.5 * len(em.node_vars)))
     _cut(em, eg, first.selection)
     while len(found) < k:
-        left = time_limit - (time.perf_counter() - start)
+        left = time_limit - (time.perf_counter() - began)
         if left <= 0.01:
             break
         solver, status = solve_model(em, time_limit=min(per_alternative, left / (k - len(found))),
@@ -76,7 +79,7 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
             break
         found.append(Extraction(selection=selection, cost=cost,
                                 status="optimal" if status == cp_model.OPTIMAL else "feasible",
-                                bound=None, gap=None, seconds=time.perf_counter() - start, solver="cpsat",
+                                bound=None, gap=None, seconds=time.perf_counter() - began, solver="cpsat",
                                 greedy_cost=first.greedy_cost))
         _cut(em, eg, selection)
     return sorted(found, key=lambda e: e.cost)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from .egraph_json import SerializedEGraph
 
-__all__ = ["InvalidExtraction", "validate_selection", "reachable_classes"]
+__all__ = ["InvalidExtraction", "validate_selection", "reachable_classes", "reachable_part"]
 
 
 class InvalidExtraction(ValueError):
@@ -96,3 +96,18 @@ def validate_selection(eg: SerializedEGraph, selection: Mapping[str, str]) -> fl
                                 f"got {type(selection).__name__}")
     order = reachable_classes(eg, selection)
     return math.fsum(eg.cost_of(selection[c]) for c in order)
+
+
+def reachable_part(eg: SerializedEGraph, selection: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``selection`` reachable from the roots through its own choices (a selection may name more
+    classes, e.g. every class of the input graph's term); unknown classes are left for the validator."""
+    out: dict[str, str] = {}
+    stack = [eg.class_ids[r] for r in eg.roots]
+    while stack:
+        c = stack.pop()
+        if c in out or c not in selection:
+            continue
+        out[c] = n = selection[c]
+        if n in eg.node_index:
+            stack.extend(eg.class_ids[d] for d in eg.node_children[eg.node_index[n]])
+    return out

@@ -24,6 +24,7 @@ from eqsat.extract import (
 )
 from eqsat.extract import cli as extract_cli
 from eqsat.extract import greedy as greedy_module
+from eqsat.extract.validate import reachable_part
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # the extractor warns about model bugs
 
@@ -411,3 +412,65 @@ def test_cli_register_adds_subcommand(tmp_path: Path) -> None:
     args = parser.parse_args(["extract", str(src), "--solver", "greedy", "--out", str(tmp_path / "o.json")])
     assert args.func(args) == 0
     assert json.loads((tmp_path / "o.json").read_text())["cost"] == 7.0
+
+
+# --- a start selection (the input graph's own term): the answer is never costlier ---------------------------------
+
+def _shared_leaf_egraph() -> SerializedEGraph:
+    """R = h(X, Y); X and Y each a leaf of cost 3 or a node of cost 1 over a shared S of cost 3.5. Greedy
+    compares each class alone (3 < 4.5) and pays 6; sharing S costs 5.5."""
+    return load_egraph({"nodes": {
+        "r": {"op": "h", "children": ["x2", "y2"], "eclass": "R", "cost": 0.0},
+        "x1": {"op": "x", "children": [], "eclass": "X", "cost": 3.0},
+        "x2": {"op": "u", "children": ["s"], "eclass": "X", "cost": 1.0},
+        "y1": {"op": "y", "children": [], "eclass": "Y", "cost": 3.0},
+        "y2": {"op": "v", "children": ["s"], "eclass": "Y", "cost": 1.0},
+        "s": {"op": "s", "children": [], "eclass": "S", "cost": 3.5},
+    }, "root_eclasses": ["R"]})
+
+
+SHARED_START = {"R": "r", "X": "x2", "Y": "y2", "S": "s"}
+
+
+def test_a_start_cheaper_than_greedy_is_returned_by_greedy() -> None:
+    eg = _shared_leaf_egraph()
+    plain = extract(eg, solver="greedy")
+    assert plain.cost == 6.0  # the premise: greedy's own choice is costlier than the start
+    res = extract(eg, solver="greedy", start=SHARED_START)
+    assert (res.cost, res.status, res.greedy_cost) == (5.5, "start", 6.0)
+    assert res.selection == SHARED_START and validate_selection(eg, res.selection) == 5.5
+
+
+@pytest.mark.parametrize("time_limit", [0.0, 5.0])
+def test_cpsat_is_never_worse_than_its_start(time_limit: float) -> None:
+    eg = _shared_leaf_egraph()
+    res = extract(eg, solver="cpsat", time_limit=time_limit, start=SHARED_START)
+    assert res.cost <= 5.5 and res.status in ("optimal", "feasible", "start")
+    assert validate_selection(eg, res.selection) == res.cost
+
+
+def test_a_start_may_name_unreachable_classes_but_must_be_valid() -> None:
+    eg = _shared_leaf_egraph()
+    # x1 and y1 chosen: S is no longer reachable, and the start's choice for it is left out
+    res = extract(eg, solver="greedy", start={"R": "r", "X": "x1", "Y": "y1", "S": "s"})
+    assert res.cost == 6.0 and "S" not in res.selection
+    with pytest.raises(InvalidExtraction):
+        extract(eg, solver="greedy", start={"R": "r", "X": "x2"})  # Y unchosen
+    with pytest.raises(InvalidExtraction):
+        extract(eg, solver="cpsat", start={"R": "r", "X": "x2", "Y": "y2", "S": "x1"})  # a node of another class
+
+
+def test_the_input_graphs_term_is_a_valid_start_that_bounds_the_extraction() -> None:
+    from eqsat import engine, models
+    from eqsat.onnx_io import load_model
+    from eqsat.rules import starter_rules
+
+    graph = load_model(models.nasrnn_cell(hidden=16))
+    sat = engine.saturate(graph, starter_rules(), engine.Limits(iter_limit=3, time_limit=30))
+    costs = {n.id: 1.0 + len(n.children) for n in sat.egraph.nodes}  # any positive costs
+    eg = sat.egraph.with_costs(costs).to_serialized()
+    start = engine.input_terms(sat.egraph, graph).selection
+    start_cost = validate_selection(eg, reachable_part(eg, start))
+    for solver in ("greedy", "cpsat"):
+        res = extract(eg, solver=solver, start=start, **({"time_limit": 10.0} if solver == "cpsat" else {}))
+        assert res.cost <= start_cost + 1e-9

@@ -162,11 +162,15 @@ class InputTerms:
         missing: tensors whose term is not in the e-graph (none for an e-graph
             :func:`eqsat.engine.saturation.saturate` returned for this graph; some when the e-graph comes from
             another model).
+        selection: e-class -> the input graph's first term in it (in the order the graph defines them): the
+            input graph as an extraction. It is acyclic, since each chosen term's children hold earlier terms,
+            and it is the start extraction improves on (:func:`eqsat.extract.extract_cpsat`).
     """
 
     nodes: frozenset[str]
     tensor_class: Mapping[str, str]
     missing: tuple[str, ...]
+    selection: Mapping[str, str]
 
 
 def _canonical_param(value: Any, kind: str) -> Any:
@@ -202,12 +206,14 @@ def input_terms(egraph: EGraph, graph: Graph) -> InputTerms:
     found: set[str] = set()
     cls: dict[str, str] = {}
     missing: list[str] = []
+    first: dict[str, str] = {}
 
     def look(op: str, params: tuple[Any, ...], kids: tuple[str, ...]) -> str | None:
         n = index.get((op, _term_key(params), kids))
         if n is None:
             return None
         found.add(n.id)
+        first.setdefault(n.eclass, n.id)
         return n.eclass
 
     for inp in graph.inputs:
@@ -247,7 +253,7 @@ def input_terms(egraph: EGraph, graph: Graph) -> InputTerms:
             missing.append(n.output)
         else:
             cls[n.output] = c
-    return InputTerms(frozenset(found), cls, tuple(missing))
+    return InputTerms(frozenset(found), cls, tuple(missing), first)
 
 
 def graph_from_selection(egraph: EGraph, selection: Mapping[str, str], original: Graph,

@@ -21,7 +21,8 @@ import onnx
 
 from eqsat import engine, onnx_io
 from eqsat.costs import CostModel, get_cost_model, graph_cost
-from eqsat.extract import Extraction, extract, extract_top_k
+from eqsat.extract import Extraction, InvalidExtraction, SerializedEGraph, extract, extract_top_k
+from eqsat.extract.validate import reachable_part, validate_selection
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.graph import Graph
 from eqsat.pipeline import candidates
@@ -127,13 +128,31 @@ def extract_graphs(s: State) -> None:
     # what follows (export, numeric check) keeps at least 10 %; about 0.5 ms a node on 2 cores for large graphs
     after = max(AFTER_SHARE * o.time_limit, 0.5e-3 * len(s.graph.nodes))
     seconds = max(0.05, min(EXTRACTION_SHARE * o.time_limit, s.start + o.time_limit - after - time.perf_counter()))
+    # the input graph's own term is a valid extraction: the answer is never costlier than the input in the e-graph
+    start = _input_start(s, eg)
     if s.candidate_count > 1 and s.verify_latency and o.solver == "cpsat":
-        s.extractions = extract_top_k(eg, s.candidate_count, time_limit=seconds)
+        s.extractions = extract_top_k(eg, s.candidate_count, time_limit=seconds, start=start)
         s.say(f"extracted {len(s.extractions)} candidates: costs " + ", ".join(f"{e.cost:.6g}" for e in s.extractions))
     else:
-        s.extractions = [extract(eg, solver=o.solver, **({"time_limit": seconds} if o.solver == "cpsat" else {}))]
+        s.extractions = [extract(eg, solver=o.solver, start=start,
+                                 **({"time_limit": seconds} if o.solver == "cpsat" else {}))]
     s.chosen = s.extractions[0]
     s.say(f"extracted: cost {s.chosen.cost:.6g} ({s.chosen.status})")
+
+
+def _input_start(s: State, eg: SerializedEGraph) -> dict[str, str] | None:
+    """The input graph's term as a selection of the costed e-graph, or None where it is not a complete, valid
+    one (an e-graph that lost a term; never for the engine's own)."""
+    terms = engine.input_terms(s.sat.egraph, s.graph)
+    if terms.missing:
+        return None
+    start = reachable_part(eg, terms.selection)
+    try:
+        validate_selection(eg, start)
+    except InvalidExtraction as e:
+        log.warning("the input graph's term is no valid extraction (%s); extracting without it", e)
+        return None
+    return start
 
 
 def export(s: State) -> None:
