@@ -7,6 +7,7 @@ Writes benchmarks/results/compare.{md,csv,json} and compare.png (best cost over 
 Usage: python benchmarks/compare.py [MODEL ...] [--budget 60] [--methods eqsat,backtracking,sampling]
                                     [--alpha 1.05] [--costs analytic] [--out benchmarks/results]
        python benchmarks/compare.py --render benchmarks/results/compare.json   (tables and plot only)
+       python benchmarks/compare.py --render a.json b.json --out DIR   (the files eqsat compare --json wrote)
 Targets (issue 14): eqsat's cost <= backtracking's on all seven and strictly lower on at least three; eqsat
 reaches its result >= 10x faster than backtracking reaches the same or worse cost.
 """
@@ -145,6 +146,35 @@ def plot(results: list[dict], path: Path, title: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def load_results(paths: list[Path]) -> tuple[list[dict], str, str]:
+    """(results, meta, command) from saved JSON files: this script's ``compare.json`` (``{"meta", "command",
+    "results"}``) or one file per model as ``eqsat compare MODEL --json FILE`` writes it (``{"model",
+    "methods", ...}``)."""
+    results: list[dict] = []
+    metas: list[str] = []
+    cli_files: list[str] = []
+    settings: dict[str, None] = {}
+    command = ""
+    for path in paths:
+        saved = json.loads(path.read_text())
+        if isinstance(saved, dict) and "results" in saved:
+            results += saved["results"]
+            metas.append(saved.get("meta", ""))
+            command = command or saved.get("command", "")
+        elif isinstance(saved, dict) and "model" in saved and "methods" in saved:
+            results.append(saved)
+            cli_files.append(path.name)
+            setting = f"cost model {saved.get('cost_model', '?')}, budget {saved.get('budget', '?')} s per method"
+            settings[setting] = None
+        else:
+            raise SystemExit(f"compare.py: error: {path} is neither a compare.json nor an 'eqsat compare --json' "
+                             "file; give the files this script or 'eqsat compare --json' wrote")
+    if cli_files:
+        metas.append(f"from eqsat compare --json ({', '.join(cli_files)}): {'; '.join(settings)}")
+        command = command or "python benchmarks/compare.py --render " + " ".join(str(p) for p in paths)
+    return results, "; ".join(m for m in metas if m), command
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison and write the results files."""
     from eqsat import models as zoo
@@ -155,11 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--alpha", type=float, default=1.05)
     ap.add_argument("--costs", default="analytic")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
-    ap.add_argument("--render", metavar="JSON", help="only re-render the tables and plot of a saved compare.json")
+    ap.add_argument("--render", metavar="JSON", nargs="+",
+                    help="only re-render the tables and plot: a saved compare.json, or files of eqsat compare --json")
     args = ap.parse_args(argv)
     if args.render:
-        saved = json.loads(Path(args.render).read_text())
-        results, meta, command = saved["results"], saved["meta"], saved.get("command", "")
+        results, meta, command = load_results([Path(p) for p in args.render])
     else:
         methods = [m for m in args.methods.split(",") if m]
         commit = git_commit(mark_uncommitted=True)  # what is measured: the code as the run starts

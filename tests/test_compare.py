@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import onnx
 import pytest
@@ -108,6 +109,33 @@ def test_cli_compares_a_built_in_model_and_writes_json(tmp_path, capsys) -> None
         assert m["status"] == "ok", name
         assert m["cost"] <= d["original_cost"] * (1 + REL), name
         assert 0.0 <= m["seconds_to_best"] <= m["seconds"], name
+
+
+def test_the_benchmark_renders_the_clis_json(tmp_path, capsys, monkeypatch) -> None:
+    """benchmarks/compare.py --render reads the files eqsat compare --json writes (it read only its own)."""
+    import importlib.util
+
+    bench_dir = Path(__file__).resolve().parent.parent / "benchmarks"
+    monkeypatch.syspath_prepend(str(bench_dir))  # the script imports its sibling _common
+    spec = importlib.util.spec_from_file_location("eqsat_compare_benchmark", bench_dir / "compare.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cli_json = tmp_path / "two.json"
+    assert main(["compare", "two_matmul_shared_input", "--methods", "eqsat,backtracking", "--budget", "1", "--json",
+                 str(cli_json), "-q"]) == 0
+    out = tmp_path / "rendered"
+    assert bench.main(["--render", str(cli_json), "--out", str(out)]) == 0
+    md = (out / "compare.md").read_text()
+    assert "| two_matmul_shared_input | eqsat |" in md and "| two_matmul_shared_input | backtracking |" in md
+    assert "from eqsat compare --json (two.json)" in md
+    assert (out / "compare.png").stat().st_size > 0
+    assert json.loads((out / "compare.json").read_text())["results"][0]["model"] == "two_matmul_shared_input"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"something": 1}))
+    with pytest.raises(SystemExit, match="neither a compare.json nor"):
+        bench.main(["--render", str(bad), "--out", str(out)])
+    capsys.readouterr()
 
 
 def test_cli_rejects_an_unknown_method(capsys) -> None:
