@@ -23,10 +23,12 @@ class ModelNotFoundError(ModelReadError, FileNotFoundError):
 
 
 def np_dtype(elem_type: int) -> str:
+    """The numpy dtype name (``"float32"``) of an ONNX element type."""
     return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
 
 
 def elem_type(dtype: str) -> int:
+    """The ONNX element type of a numpy dtype name."""
     return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
@@ -69,6 +71,7 @@ def read_model(src: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.ModelPro
 
 
 def static_shape(vi: onnx.ValueInfoProto) -> Shape | None:
+    """A tensor's shape when every dimension is a known size, else None."""
     t = vi.type.tensor_type
     if not t.HasField("shape"):
         return None
@@ -81,6 +84,7 @@ def static_shape(vi: onnx.ValueInfoProto) -> Shape | None:
 
 
 def attr_dict(node: onnx.NodeProto) -> dict[str, Any]:
+    """A node's attributes as plain Python values (strings decoded)."""
     out: dict[str, Any] = {}
     for a in node.attribute:
         v = helper.get_attribute_value(a)
@@ -118,10 +122,12 @@ def eval_node(node: onnx.NodeProto, values: Sequence[np.ndarray | None], opset: 
 
 
 def has_subgraph(node: onnx.NodeProto) -> bool:
+    """Whether a node carries a graph attribute (control flow: If, Loop, Scan)."""
     return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
 
 def shape_text(name: str, dims: Sequence[int | str]) -> str:
+    """An input's shape as ``--input-shape`` takes it: ``name=d0,d1,...``."""
     return f"{name}={','.join(str(d) for d in dims)}"
 
 
@@ -136,6 +142,7 @@ def declared_dims(vi: onnx.ValueInfoProto) -> tuple[int | str, ...] | None:
 
 
 def format_dims(dims: Sequence[int | str] | None) -> str:
+    """Declared dimensions for a message: ``[1, seq, 768]``, ``[?]`` for an unknown rank."""
     return "[?]" if dims is None else "[" + ", ".join(str(d) for d in dims) + "]"
 
 
