@@ -21,8 +21,14 @@ import onnx
 
 from eqsat import engine, onnx_io
 from eqsat.costs import CostModel, get_cost_model, graph_cost
-from eqsat.extract import Extraction, InvalidExtraction, SerializedEGraph, extract, extract_top_k
-from eqsat.extract.validate import reachable_part, validate_selection
+from eqsat.extract import (
+    Extraction,
+    InvalidExtraction,
+    SerializedEGraph,
+    extract,
+    extract_top_k,
+    validate_selection,
+)
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.graph import Graph
 from eqsat.pipeline import candidates
@@ -146,7 +152,7 @@ def _input_start(s: State, eg: SerializedEGraph) -> dict[str, str] | None:
     terms = engine.input_terms(s.sat.egraph, s.graph)
     if terms.missing:
         return None
-    start = reachable_part(eg, terms.selection)
+    start = dict(terms.selection)  # the extractors keep the part reachable from the outputs
     try:
         validate_selection(eg, start)
     except InvalidExtraction as e:
