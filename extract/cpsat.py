@@ -208,9 +208,22 @@ def _selection_levels(eg: SerializedEGraph, selection: dict[int, int],
 
 
 # -------------------------------------------------------------------------------------------- solve
+class _SolutionTimes(cp_model.CpSolverSolutionCallback):
+    """Records when CP-SAT reports each solution (``perf_counter`` time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def on_solution_callback(self) -> None:
+        self.times.append(time.perf_counter())
+
+
 def solve_model(em: ExtractionModel, *, time_limit: float, num_workers: int, random_seed: int | None,
-                log_progress: bool) -> tuple[cp_model.CpSolver, int]:
-    """Run CP-SAT on the model; returns the solver and its status."""
+                log_progress: bool, solution_times: list[float] | None = None) -> tuple[cp_model.CpSolver, int]:
+    """Run CP-SAT on the model; returns the solver and its status. With ``solution_times`` (a list), the
+    ``perf_counter`` time of each solution the solver reports is appended to it (the last is the solution
+    it returns)."""
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.max_time_in_seconds = max(0.01, float(time_limit))
@@ -218,7 +231,11 @@ def solve_model(em: ExtractionModel, *, time_limit: float, num_workers: int, ran
     if random_seed is not None:
         p.random_seed = int(random_seed)
     p.log_search_progress = bool(log_progress)
-    status = solver.solve(em.model)
+    if solution_times is None:
+        return solver, solver.solve(em.model)
+    times = _SolutionTimes()
+    status = solver.solve(em.model, times)
+    solution_times.extend(times.times)
     return solver, status
 
 
@@ -318,8 +335,9 @@ def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers
     em = build_model(eg, prune(eg, best_cost))
     add_hint(em, eg, best)
     remaining = time_limit - (time.perf_counter() - began)
+    times: list[float] = []
     solver, status = solve_model(em, time_limit=remaining, num_workers=num_workers, random_seed=random_seed,
-                                 log_progress=log_progress)
+                                 log_progress=log_progress, solution_times=times)
 
     selection, cost, result_status, bound = _choose(em, eg, solver, status, best_sel, best_cost)
     if result_status == "greedy":  # _choose kept the incumbent
@@ -327,5 +345,8 @@ def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers
     if bound is not None:
         bound = min(bound, cost)  # rounding of the scaled costs must not report a bound above the cost
     gap = None if bound is None else _relative_gap(cost, bound)
+    # the solver's own solution (not the incumbent kept) was found when it reported its last one
+    found = times[-1] - began if times and selection is not best_sel else None
     return Extraction(selection=selection, cost=cost, status=result_status, bound=bound, gap=gap,
-                      seconds=time.perf_counter() - began, solver="cpsat", greedy_cost=greedy_cost)
+                      seconds=time.perf_counter() - began, solver="cpsat", greedy_cost=greedy_cost,
+                      found_after=found)

@@ -33,6 +33,8 @@ class Extraction:
         seconds: wall time of the whole extraction (including greedy and model building).
         solver: which extractor produced the result (``"cpsat"`` or ``"greedy"``).
         greedy_cost: the greedy DAG cost, for comparison.
+        found_after: when the selection returned was found, in seconds into the call (CP-SAT: when the solver
+            reported that solution; None when the extractor does not say, e.g. greedy, or the start returned).
     """
 
     selection: dict[str, str]
@@ -43,6 +45,7 @@ class Extraction:
     seconds: float
     solver: str
     greedy_cost: float | None
+    found_after: float | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -12,14 +12,15 @@ from eqsat.engine.readback import (
     graph_from_selection,
     input_terms,
     node_cost_keys,
+    relocate_selection,
     selection_to_graph,
     tensor_names_by_class,
     tensors_by_class,
     weight_only_classes,
 )
-from eqsat.engine.saturation import EGGLOG_VERSION, IterationStats, SaturationResult, saturate
+from eqsat.engine.saturation import EGGLOG_VERSION, IterationStats, SaturationResult, Snapshot, saturate
 
 __all__ = ["EGGLOG_VERSION", "EClass", "EGraph", "ENode", "EngineError", "InputTerms", "IterationStats",
-           "LimitError", "Limits", "SIBLING_MERGE", "SaturationResult", "StopReason", "check_seconds",
-           "graph_from_selection", "input_terms", "node_cost_keys", "saturate", "selection_to_graph",
-           "tensor_names_by_class", "tensors_by_class", "weight_only_classes"]
+           "LimitError", "Limits", "SIBLING_MERGE", "SaturationResult", "Snapshot", "StopReason", "check_seconds",
+           "graph_from_selection", "input_terms", "node_cost_keys", "relocate_selection", "saturate",
+           "selection_to_graph", "tensor_names_by_class", "tensors_by_class", "weight_only_classes"]

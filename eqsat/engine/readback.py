@@ -11,12 +11,12 @@ from typing import Any
 
 from eqsat import ops
 from eqsat.engine.egraph import EGraph, ENode
-from eqsat.engine.saturation import SaturationResult
+from eqsat.engine.saturation import SaturationResult, Snapshot
 from eqsat.ir.graph import Graph, Node, computed_from_weights, flatten_concats, make_node
 from eqsat.ir.names import NameAllocator
 
 __all__ = ["weight_only_classes", "node_cost_keys", "selection_to_graph", "tensors_by_class", "tensor_names_by_class",
-           "InputTerms", "input_terms"]
+           "InputTerms", "input_terms", "relocate_selection"]
 
 
 def weight_only_classes(egraph: EGraph) -> set[str]:
@@ -128,7 +128,7 @@ def selection_to_graph(egraph: EGraph, selection: Mapping[str, str], original: G
     return (flatten_concats(graph) if flatten else graph).live()
 
 
-def tensors_by_class(result: SaturationResult) -> dict[str, list[str]]:
+def tensors_by_class(result: SaturationResult | Snapshot) -> dict[str, list[str]]:
     """Map e-classes to every tensor name of the input graph they hold (graph inputs, weights, intermediates,
     outputs), in the input graph's order.
 
@@ -145,7 +145,7 @@ def tensors_by_class(result: SaturationResult) -> dict[str, list[str]]:
     return out
 
 
-def tensor_names_by_class(result: SaturationResult) -> dict[str, str]:
+def tensor_names_by_class(result: SaturationResult | Snapshot) -> dict[str, str]:
     """Map e-classes to one original tensor name (the first, in the input graph's order), for readable output."""
     return {cls: names[0] for cls, names in tensors_by_class(result).items()}
 
@@ -192,6 +192,47 @@ def _term_key(value: Any) -> Any:
     return ("float", repr(value)) if isinstance(value, float) else value
 
 
+def _term_index(egraph: EGraph) -> dict[tuple[Any, ...], ENode]:
+    """Every e-node by its term: operator, parameters (as lookup keys) and child e-classes."""
+    index: dict[tuple[Any, ...], ENode] = {}
+    for n in egraph.nodes:
+        index.setdefault((n.op, _term_key(tuple(v for _, v in n.params)), n.children), n)
+    return index
+
+
+def relocate_selection(old: EGraph, selection: Mapping[str, str], new: EGraph) -> dict[str, str] | None:
+    """The terms an extraction chose in ``old`` (``selection``: e-class -> node id, e.g. the best graph an
+    anytime run found in an earlier snapshot) as a selection of ``new``, an e-graph that holds every term of
+    ``old`` (a later snapshot of the same saturation, or its final e-graph); None if some term is missing.
+
+    Only the part reachable from ``old``'s roots is relocated. Where terms of several old e-classes meet in
+    one new e-class (a later merge), the first one relocated (children first) is kept: each chosen e-node's
+    children were chosen before it, so the selection stays acyclic, and it costs at most what the old one did
+    (the same e-nodes, some shared).
+    """
+    index = _term_index(new)
+    mapped: dict[str, str] = {}  # old e-class -> new e-class
+    out: dict[str, str] = {}
+    old_node = old.node
+    for root in old.roots:
+        stack: list[tuple[str, bool]] = [(root, False)]
+        while stack:  # iterative post-order: e-graphs of large models are deeper than Python's recursion limit
+            cls, expanded = stack.pop()
+            if cls in mapped:
+                continue
+            n = old_node(selection[cls])
+            if not expanded:
+                stack.append((cls, True))
+                stack.extend((k, False) for k in reversed(n.children) if k not in mapped)
+                continue
+            term = index.get((n.op, _term_key(tuple(v for _, v in n.params)), tuple(mapped[k] for k in n.children)))
+            if term is None:
+                return None
+            mapped[cls] = term.eclass
+            out.setdefault(term.eclass, term.id)
+    return out
+
+
 def input_terms(egraph: EGraph, graph: Graph) -> InputTerms:
     """Find the input graph's terms in an e-graph (the engine's, or an e-graph dump's: ``EGraphDump.egraph``).
 
@@ -200,9 +241,7 @@ def input_terms(egraph: EGraph, graph: Graph) -> InputTerms:
     and the serializer writes canonical e-nodes), so the lookup is exact whatever the rules merged later:
     the e-node found is the one egglog made from the input graph's ``let``.
     """
-    index: dict[tuple[Any, ...], ENode] = {}
-    for n in egraph.nodes:
-        index.setdefault((n.op, _term_key(tuple(v for _, v in n.params)), n.children), n)
+    index = _term_index(egraph)
     found: set[str] = set()
     cls: dict[str, str] = {}
     missing: list[str] = []

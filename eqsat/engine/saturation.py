@@ -25,7 +25,7 @@ from eqsat.engine.serialize import clean_serialized
 from eqsat.ir.graph import Graph
 from eqsat.rules.rule import Rule
 
-__all__ = ["EGGLOG_VERSION", "IterationStats", "SaturationResult", "saturate"]
+__all__ = ["EGGLOG_VERSION", "IterationStats", "SaturationResult", "Snapshot", "saturate"]
 
 EGGLOG_VERSION = "13.2.0"
 log = logging.getLogger(__name__)
@@ -40,6 +40,25 @@ class IterationStats:
     eclasses: int
     seconds: float
     matches: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The e-graph as it stood after one iteration, while saturation goes on (see ``on_snapshot`` of
+    :func:`saturate`).
+
+    Attributes:
+        iteration: the iteration just ended (0: the input graph with its shapes).
+        egraph: the e-graph then; every term of it is in each later e-graph (e-graphs only grow and merge).
+        seconds: when it was taken, in seconds since :func:`saturate` was called.
+        tensor_of_global: the egglog globals of the input graph's tensors -> tensor names (as
+            :attr:`SaturationResult.tensor_of_global`).
+    """
+
+    iteration: int
+    egraph: EGraph
+    seconds: float
+    tensor_of_global: dict[str, str]
 
 
 @dataclass
@@ -96,17 +115,25 @@ class _Progress:
 
 
 
-def _serialize(eg: Any, b: Any, roots: list[str]) -> EGraph:
-    ser = eg.serialize([b.Var(b.PanicSpan(), r) for r in roots])
-    return clean_serialized(json.loads(ser.to_json()))
+def _serialize_text(eg: Any, b: Any, roots: list[str]) -> str:
+    """egglog's serialization as JSON text (cheap: the Python-side reading is left to whoever receives it)."""
+    return eg.serialize([b.Var(b.PanicSpan(), r) for r in roots]).to_json()
+
+
+def _read(text: str) -> EGraph:
+    return clean_serialized(json.loads(text))
 
 
 
 def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[str], limits: Limits,
                          report: Callable[[str, Any], None], *, deadline: float | None = None,
-                         memory_base: int | None = None, snapshot: bool = False, provenance: bool = False) -> None:
+                         memory_base: int | None = None, snapshot: bool = False, provenance: bool = False,
+                         wants_snapshot: Callable[[], bool] | None = None) -> None:
     """Load ``program`` and saturate it, reporting ``("iter", IterationStats)`` after each iteration and
-    ``("done", (egraph, StopReason))`` at the end (``("snapshot", egraph)`` after iteration 0 with ``snapshot``).
+    ``("done", (egraph, StopReason))`` at the end. ``("snapshot", (iteration, JSON text))`` is reported after
+    iteration 0 with ``snapshot``, and after each later iteration that changed the e-graph when
+    ``wants_snapshot()`` says someone is waiting for one (an anytime consumer asks for the next one when it has
+    dealt with the last, so a slow consumer costs the engine one serialization per request, not per iteration).
 
     Every rule has a ruleset of its own. An iteration runs them in groups, under a back-off scheduler whose
     match limit is the number of e-nodes the limits still allow divided by the most e-nodes the group's
@@ -139,9 +166,9 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
     report("iter", IterationStats(0, enodes, classes, time.perf_counter() - t_start, {}))
     reason = StopReason.ITERATION_LIMIT if limits.iter_limit == 0 else budget.out_of(enodes, 0)
     first = None
-    if reason is None and snapshot:  # the fallback if this process is killed or dies later
-        first = _serialize(eg, b, roots)
-        report("snapshot", first)
+    if reason is None and (snapshot or wants_snapshot is not None):  # the fallback if this process dies later
+        first = _serialize_text(eg, b, roots)
+        report("snapshot", (0, first))
     # rules are loaded after the graph (egglog plans a query with the table sizes it sees, issue #866), and
     # not at all when a limit is already reached
     for chunk in rule_chunks if reason is None else ():
@@ -223,6 +250,8 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
             new_enodes, new_classes = _sizes(eg)
             report("iter", IterationStats(i, new_enodes, new_classes, time.perf_counter() - t0, it.matches))
             changed = True
+            if stop is None and wants_snapshot is not None and wants_snapshot():
+                report("snapshot", (i, _serialize_text(eg, b, roots)))
         else:
             new_enodes, new_classes = enodes, classes
         if stop is not None:
@@ -236,7 +265,7 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
         enodes, classes = new_enodes, new_classes
     reason = reason or StopReason.ITERATION_LIMIT
     log.debug("saturation stopped (%s) after %.2f s", reason, time.perf_counter() - t_start)
-    report("done", (first if first is not None and not changed else _serialize(eg, b, roots), reason))
+    report("done", (_read(first if first is not None and not changed else _serialize_text(eg, b, roots)), reason))
 
 
 def _groups(steps: list[RuleStep], size: int = 16) -> list[list[RuleStep]]:
@@ -254,7 +283,7 @@ def _explain(e: BaseException) -> str:
 
 
 def _child_main(conn: Any, program: str, steps: Sequence[RuleStep], roots: list[str], limits: Limits,
-                deadline: float, provenance: bool = False) -> None:
+                deadline: float, provenance: bool = False, anytime: bool = False) -> None:
     # the memory limit is on what the engine adds to what the forked process already maps
     mapped = vm_bytes()
     if mapped is not None:
@@ -263,9 +292,17 @@ def _child_main(conn: Any, program: str, steps: Sequence[RuleStep], roots: list[
                                                     resource.RLIM_INFINITY))
         except (ValueError, OSError):  # pragma: no cover - platform without RLIMIT_AS
             pass
+    def wants_snapshot() -> bool:  # the parent sends a request when it has dealt with the last snapshot
+        asked = False
+        while conn.poll():
+            conn.recv()
+            asked = True
+        return asked
+
     try:
         _saturate_in_process(program, steps, roots, limits, lambda kind, payload: conn.send((kind, payload)),
-                             deadline=deadline, memory_base=mapped, snapshot=True, provenance=provenance)
+                             deadline=deadline, memory_base=mapped, snapshot=True, provenance=provenance,
+                             wants_snapshot=wants_snapshot if anytime else None)
     except MemoryError:
         conn.send(("error", "memory limit"))
     except BaseException as e:  # egglog errors (and Rust panics) cross the process boundary as text
@@ -276,7 +313,7 @@ def _child_main(conn: Any, program: str, steps: Sequence[RuleStep], roots: list[
 
 def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, *,
              progress: Callable[[IterationStats], None] | None = None, in_process: bool = False,
-             provenance: bool = False) -> SaturationResult:
+             provenance: bool = False, on_snapshot: Callable[[Snapshot], None] | None = None) -> SaturationResult:
     """Saturate ``graph`` under ``rules`` and return the serialized e-graph.
 
     The limits hold during iterations (see :func:`_saturate_in_process`): the e-graph returned has at most
@@ -289,6 +326,12 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
 
     With ``provenance`` the e-graph's nodes also carry ``rules``: (rule, the first iteration in which that rule
     built the node) pairs (:func:`eqsat.engine.serialize.clean_serialized`); the e-graph is otherwise the same.
+
+    ``on_snapshot`` is called with :class:`Snapshot` s of the e-graph while saturation goes on: after iteration
+    0, then, each time the call returns, with the e-graph of the next iteration that ends (in a child process
+    the engine keeps saturating meanwhile; in process, after every iteration). It runs in the calling process
+    and should return well before the time limit: the engine is only killed between calls. A run that has to
+    be killed returns the latest snapshot's e-graph rather than iteration 0's.
     """
     limits = limits or Limits()
     t0 = time.perf_counter()
@@ -298,6 +341,9 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     def result(egraph: EGraph, iters: list[IterationStats], reason: StopReason) -> SaturationResult:
         return SaturationResult(egraph, iters, reason, time.perf_counter() - t0, program, cg.tensor_of_global)
 
+    def snapshot(iteration: int, text: str) -> Snapshot:
+        return Snapshot(iteration, _read(text), time.perf_counter() - t0, cg.tensor_of_global)
+
     if in_process:
         msgs: list[tuple[str, Any]] = []
 
@@ -305,10 +351,12 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
             msgs.append((kind, payload))
             if kind == "iter" and progress:
                 progress(payload)
+            elif kind == "snapshot" and on_snapshot:
+                on_snapshot(snapshot(*payload))
 
         try:
             _saturate_in_process(program, steps, cg.output_globals, limits, rep, deadline=deadline,
-                                 provenance=provenance)
+                                 provenance=provenance, wants_snapshot=(lambda: True) if on_snapshot else None)
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # a Rust panic is a BaseException
@@ -320,25 +368,28 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     # the child stops itself before the deadline; past the margin (an estimate was off, or one rule's search
     # ran long) it is killed. The caller's later stages absorb the margin (optimize gives extraction what is left)
     margin = 0.5 + 0.2 * limits.time_limit
-    iters, snapshot, done, failure = _run_child(program, steps, cg.output_globals, limits, progress,
-                                                deadline=deadline, kill_at=deadline + margin, provenance=provenance)
+    iters, last, done, failure = _run_child(program, steps, cg.output_globals, limits, progress, snapshot,
+                                            on_snapshot, deadline=deadline, kill_at=deadline + margin,
+                                            provenance=provenance)
     if done is not None:
         return result(done[0], iters, done[1])
-    if snapshot is None or not iters:
+    if last is None or not iters:
         raise EngineError(f"e-graph engine failed before the first iteration: {failure[1]}")
-    log.warning("e-graph engine stopped (%s); keeping the e-graph of iteration 0", failure[1])
-    return result(snapshot, iters[:1], failure[0])
+    log.warning("e-graph engine stopped (%s); keeping the e-graph of iteration %d", failure[1], last.iteration)
+    return result(last.egraph, iters[:last.iteration + 1], failure[0])
 
 
 def _run_child(program: str, steps: Sequence[RuleStep], roots: list[str], limits: Limits,
-               progress: Callable[[IterationStats], None] | None, deadline: float, kill_at: float,
+               progress: Callable[[IterationStats], None] | None, read: Callable[[int, str], Snapshot],
+               on_snapshot: Callable[[Snapshot], None] | None, deadline: float, kill_at: float,
                provenance: bool = False
-               ) -> tuple[list[IterationStats], EGraph | None, tuple[EGraph, StopReason] | None,
+               ) -> tuple[list[IterationStats], Snapshot | None, tuple[EGraph, StopReason] | None,
                           tuple[StopReason, str]]:
-    """Run the engine in a forked child; return (iterations, iteration-0 snapshot, result, failure)."""
+    """Run the engine in a forked child; return (iterations, the latest snapshot, result, failure)."""
     ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(child, program, steps, roots, limits, deadline, provenance),
+    parent, child = ctx.Pipe()  # duplex: the child sends its reports, the parent its requests for snapshots
+    proc = ctx.Process(target=_child_main,
+                       args=(child, program, steps, roots, limits, deadline, provenance, on_snapshot is not None),
                        daemon=True)
     proc.start()
     child.close()
@@ -368,7 +419,13 @@ def _run_child(program: str, steps: Sequence[RuleStep], roots: list[str], limits
                 if progress:
                     progress(payload)
             elif kind == "snapshot":
-                snapshot = payload
+                snapshot = read(*payload)
+                if on_snapshot is not None:
+                    on_snapshot(snapshot)
+                    try:
+                        parent.send("next")  # ask for the e-graph of the next iteration that ends
+                    except OSError:  # the child has finished (its result is in the pipe) or died
+                        pass
             elif kind == "done":
                 return iters, snapshot, payload, (StopReason.SATURATED, "")
             elif str(payload).startswith("memory"):

@@ -56,6 +56,12 @@ class OptimizeOptions:
     that passes is timed against the original once more, in rounds of their own, and must pass again: the
     fastest of several timings is the one noise favoured most.
 
+    With ``anytime`` (the default) the best graph so far is kept from the start: each snapshot of the e-graph
+    while it saturates is extracted greedily, warm-started from that graph, then the final e-graph greedily and
+    exactly (:mod:`eqsat.pipeline.anytime`); ``result.trace`` records when each better graph was found.
+    Snapshots are not extracted under a measured cost model (its timings would share the CPU with the engine).
+    Without it, the final e-graph alone is extracted, warm-started from the input graph.
+
     With ``dump_egraph`` (a path, or True for the object only) the result carries the saturated e-graph with
     costs, input terms, tensor names and the extraction's choice (``result.egraph_dump``, an
     :class:`eqsat.inspect.dump.EGraphDump`), written to the path (missing folders created) once the run has
@@ -85,6 +91,7 @@ class OptimizeOptions:
     provenance: bool = False
     candidates: int | None = None
     progress: Callable[[str], None] | None = None
+    anytime: bool = True
 
     def __post_init__(self) -> None:
         check_seconds("time_limit", self.time_limit)

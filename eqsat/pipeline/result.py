@@ -54,6 +54,15 @@ class OptimizeResult:
     cost_notes: list[str] = field(default_factory=list)  # why the final cost differs from the extraction's
     egraph_dump: EGraphDump | None = None  # the e-graph with costs and choice, when optimize(dump_egraph=...)
     candidates: list[CandidateTiming] = field(default_factory=list)  # with candidates > 1: each one timed
+    #: (seconds since the run started, best cost so far under the cost model), from the input's cost; one point
+    #: per better graph found (:mod:`eqsat.pipeline.anytime`). The latency check may still keep the original.
+    trace: list[tuple[float, float]] = field(default_factory=list)
+    best_source: str = ""  # what found the best graph: "input", "greedy, iteration 2", "cpsat", ...
+
+    @property
+    def seconds_to_best(self) -> float:
+        """When the best graph under the cost model was found, in seconds since the run started."""
+        return self.trace[-1][0] if self.trace else math.nan
 
     @property
     def speedup(self) -> float:
@@ -77,6 +86,9 @@ class OptimizeResult:
             ("saturation", f"{len(self.iterations) - 1} iterations, stopped: {self.stop_reason}"),
             ("e-graph", f"{last.enodes} e-nodes, {last.eclasses} e-classes" if last else "-"),
             ("extraction", f"{self.solver_status}, bound {_fmt(self.solver_bound)}, gap {_fmt(self.solver_gap)}"),
+            ("best found", "-" if not self.trace else
+             f"{self.trace[-1][1]:.6g} ms at {self.seconds_to_best:.2f} s ({self.best_source}); "
+             f"{len(self.trace) - 1} improvement(s)"),
             ("end-to-end latency", "-" if self.latency_ms is None else
              f"{self.latency_ms[0]:.4f} ms -> {self.latency_ms[1]:.4f} ms (onnxruntime CPU, median)"),
             ("numeric check", "not run (check=False)" if self.numeric is None else self.numeric.summary()),

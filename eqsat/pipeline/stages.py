@@ -32,6 +32,7 @@ from eqsat.extract import (
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.graph import Graph
 from eqsat.pipeline import candidates
+from eqsat.pipeline.anytime import Anytime, price_nodes
 from eqsat.pipeline.check import (
     NumericCheckUnavailable,
     NumericMismatch,
@@ -53,6 +54,7 @@ class State:
     original: onnx.ModelProto  # load: the model as given, the reference for every check
     label: str  # load: how messages name the model
     graph: Graph  # load: the imported model
+    anytime: Anytime  # load: the best graph so far and the trace; saturate, extract and export improve it
     rules: list[Rule]  # rules
     limits: engine.Limits  # saturate: the limits it ran under
     sat: engine.SaturationResult  # saturate
@@ -95,6 +97,9 @@ def load(s: State) -> None:
     shapes = s.options.input_shapes
     s.graph = onnx_io.load_model(s.original, input_shapes=dict(shapes) if shapes else None, label=s.label)
     s.say(f"imported {len(s.graph.nodes)} nodes ({sum(1 for n in s.graph.nodes if n.op == 'opaque')} opaque)")
+    # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
+    s.cost_model = s.cost_model.in_context(s.graph.weight_bytes)
+    s.anytime = Anytime(s.graph, s.cost_model, s.start)
 
 
 def choose_rules(s: State) -> None:
@@ -103,7 +108,8 @@ def choose_rules(s: State) -> None:
 
 
 def saturate(s: State) -> None:
-    """Saturate the e-graph of the imported graph under the limits."""
+    """Saturate the e-graph of the imported graph under the limits; with ``anytime``, extract each snapshot of
+    it greedily meanwhile (:mod:`eqsat.pipeline.anytime`)."""
     o = s.options
     # each stage ends by its share's deadline from the start (saturation 40 %, extraction 50 %), so time a stage
     # overran comes out of the next one and the run stays within time_limit
@@ -111,19 +117,33 @@ def saturate(s: State) -> None:
     s.limits = dataclasses.replace(o.saturation_limits(), time_limit=max(0.0, deadline - time.perf_counter()))
     s.sat = engine.saturate(s.graph, s.rules, s.limits, provenance=bool(o.provenance and o.dump_egraph),
                             progress=lambda it: s.say(f"  iteration {it.iteration}: {it.enodes} e-nodes, "
-                                                      f"{it.eclasses} e-classes ({it.seconds:.2f} s)"))
+                                                      f"{it.eclasses} e-classes ({it.seconds:.2f} s)"),
+                            on_snapshot=_on_snapshot(s) if _snapshots_pay(s) else None)
+
+
+def _snapshots_pay(s: State) -> bool:
+    """Whether to extract snapshots during saturation: with ``anytime``, and only under computed costs (a
+    measured model would time operators on a core the engine is using, and the timings would show it)."""
+    return s.options.anytime and not s.cost_model.is_measured
+
+
+def _on_snapshot(s: State) -> Callable[[engine.Snapshot], None]:
+    def take(snap: engine.Snapshot) -> None:
+        before = s.anytime.best.cost
+        s.anytime.on_snapshot(snap)
+        if s.anytime.best.cost < before:
+            s.say(f"  best so far: {s.anytime.best.cost:.6g} ({s.anytime.best.source}, "
+                  f"{s.anytime.best.seconds:.2f} s)")
+
+    return take
 
 
 def cost(s: State) -> None:
     """Price every e-node: the operator configurations it runs as, under the cost model."""
-    # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
-    s.cost_model = s.cost_model.in_context(s.graph.weight_bytes)
-    keys = engine.node_cost_keys(s.sat.egraph)
-    unique = {k for ks in keys.values() for k in ks}
+    unique = {k for ks in engine.node_cost_keys(s.sat.egraph).values() for k in ks}
     s.say(f"costing {len(unique)} operator configurations with {s.cost_model.name}")
-    costs = (s.cost_model.costs(unique, progress=_progress_every(s.say, len(unique))) if s.options.progress
-             else s.cost_model.costs(unique))
-    s.node_costs = {nid: float(sum(costs[k] for k in ks)) for nid, ks in keys.items()}
+    s.node_costs = price_nodes(s.sat.egraph, s.cost_model,
+                               _progress_every(s.say, len(unique)) if s.options.progress else None)
 
 
 def extract_graphs(s: State) -> None:
@@ -134,8 +154,15 @@ def extract_graphs(s: State) -> None:
     # what follows (export, numeric check) keeps at least 10 %; about 0.5 ms a node on 2 cores for large graphs
     after = max(AFTER_SHARE * o.time_limit, 0.5e-3 * len(s.graph.nodes))
     seconds = max(0.05, min(EXTRACTION_SHARE * o.time_limit, s.start + o.time_limit - after - time.perf_counter()))
-    # the input graph's own term is a valid extraction: the answer is never costlier than the input in the e-graph
-    start = _input_start(s, eg)
+    # the best graph so far (or the input graph's own term) is a valid extraction: the answer is never costlier
+    began = time.perf_counter()
+    names = engine.tensor_names_by_class(s.sat)
+    start = _start(s, eg)
+    if o.anytime and o.solver == "cpsat":  # the cheap answer first: greedy on the final e-graph
+        s.anytime.greedy(s.sat.egraph, eg, names, "greedy, final e-graph", start)
+        start = _start(s, eg)
+    seconds = max(0.05, seconds - (time.perf_counter() - began))
+    began = time.perf_counter()
     if s.candidate_count > 1 and s.verify_latency and o.solver == "cpsat":
         s.extractions = extract_top_k(eg, s.candidate_count, time_limit=seconds, start=start)
         s.say(f"extracted {len(s.extractions)} candidates: costs " + ", ".join(f"{e.cost:.6g}" for e in s.extractions))
@@ -143,7 +170,21 @@ def extract_graphs(s: State) -> None:
         s.extractions = [extract(eg, solver=o.solver, start=start,
                                  **({"time_limit": seconds} if o.solver == "cpsat" else {}))]
     s.chosen = s.extractions[0]
+    found = None if s.chosen.found_after is None else began - s.start + s.chosen.found_after
+    s.anytime.offer(s.sat.egraph, s.chosen.selection, names, s.chosen.solver, found)
     s.say(f"extracted: cost {s.chosen.cost:.6g} ({s.chosen.status})")
+
+
+def _start(s: State, eg: SerializedEGraph) -> dict[str, str] | None:
+    """The warm start of the final extraction: the best graph so far, or the input graph's term."""
+    best = s.anytime.start_for(s.sat.egraph)
+    if best is not None:
+        try:
+            validate_selection(eg, best)
+            return best
+        except InvalidExtraction as e:  # never expected: relocation keeps the terms and their order
+            log.warning("the best graph so far is no valid extraction of the final e-graph (%s)", e)
+    return _input_start(s, eg)
 
 
 def _input_start(s: State, eg: SerializedEGraph) -> dict[str, str] | None:
@@ -166,9 +207,14 @@ def export(s: State) -> None:
     the original is not written: the original is kept."""
     s.names = engine.tensor_names_by_class(s.sat)
     extracted, s.new_graph = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.graph, s.names)
-    s.cost_before = graph_cost(s.graph, s.cost_model)
+    s.cost_before = s.anytime.cost_before
     s.cost_after = graph_cost(s.new_graph, s.cost_model)
     s.notes = _cost_notes(s.chosen.cost, graph_cost(extracted, s.cost_model), s.cost_after, extracted, s.new_graph)
+    best = s.anytime.best
+    if best.egraph is not None and best.cost < s.cost_after:  # an earlier extraction is cheaper as written
+        s.notes.append(f"the graph {best.source} found at {best.seconds:.2f} s costs {best.cost:.6g} as written, "
+                       f"less than the final extraction's: it is written")
+        s.new_graph, s.cost_after = best.graph, best.cost
     s.kept = s.cost_after > s.cost_before
     if s.kept:  # never return a costlier model
         s.notes.append(f"the extracted graph costs {s.cost_after:.6g} as written, more than the original: "
@@ -233,7 +279,7 @@ def report(s: State) -> None:
         s.model, s.new_graph, s.graph, s.cost_before, s.cost_after, sat.iterations, sat.stop_reason,
         sat.rules_fired, first.status, first.bound, first.gap, s.chosen.cost, s.stage_seconds, s.numeric,
         s.cost_model.name, s.kept, s.latency, (len(s.original.graph.node), len(s.model.graph.node)), s.notes,
-        s.dump, s.timings)
+        s.dump, s.timings, list(s.anytime.trace), s.anytime.best.source)
 
 
 @dataclass(frozen=True)

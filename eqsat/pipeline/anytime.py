@@ -1,0 +1,144 @@
+"""Anytime optimization: the best graph found so far, and when it was found.
+
+Saturation hands over snapshots of the e-graph while it grows (``on_snapshot`` of :func:`eqsat.engine.saturate`).
+Each one is priced and extracted greedily (milliseconds to a fraction of a second), warm-started from the best
+graph so far, whose terms every later e-graph holds (:func:`eqsat.engine.relocate_selection`); the graph read
+back is kept when it is cheaper as written. The final e-graph goes to the same greedy step, then to exact
+extraction warm-started the same way. So the answer is there early, and each later step can only improve it.
+
+:attr:`Anytime.trace` holds (seconds since the run started, best cost so far as written): it starts at the
+input graph's cost and only goes down. Costs are those of the graph as written (n-ary concats, dead nodes
+dropped), the figure the exported model is judged by.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from eqsat import engine
+from eqsat.costs import CostModel, graph_cost
+from eqsat.engine import EGraph, Snapshot
+from eqsat.extract import Extraction, InvalidExtraction, NoFiniteChoice, SerializedEGraph, extract_greedy
+from eqsat.ir.graph import Graph
+
+__all__ = ["Anytime", "Found", "price_nodes"]
+
+log = logging.getLogger(__name__)
+
+#: a graph must be cheaper than the best by this fraction to replace it (float noise is no improvement)
+REL_EPS = 1e-9
+
+
+def price_nodes(egraph: EGraph, cost_model: CostModel,
+                progress: Callable[[int, int], None] | None = None) -> dict[str, float]:
+    """The cost of every e-node (ms): the operator configurations it runs as once exported, under
+    ``cost_model``; nothing for leaves, lists and work on weights only."""
+    keys = engine.node_cost_keys(egraph)
+    unique = {k for ks in keys.values() for k in ks}
+    costs = cost_model.costs(unique, progress=progress) if progress else cost_model.costs(unique)
+    return {nid: float(sum(costs[k] for k in ks)) for nid, ks in keys.items()}
+
+
+@dataclass(frozen=True)
+class Found:
+    """A graph the run found.
+
+    Attributes:
+        cost: its cost as written, under the run's cost model.
+        graph: the graph as written.
+        seconds: when it was found, in seconds since the run started.
+        source: what found it: ``"input"``, ``"greedy, iteration 3"``, ``"greedy, final e-graph"``, ``"cpsat"``.
+        egraph: the e-graph ``selection`` chooses from (None for the input graph).
+        selection: e-class -> node id of ``egraph``.
+    """
+
+    cost: float
+    graph: Graph
+    seconds: float
+    source: str
+    egraph: EGraph | None = None
+    selection: Mapping[str, str] | None = None
+
+
+class Anytime:
+    """The best graph of one run so far, improved by each extraction offered (see the module docstring).
+
+    ``start`` is the run's start (``time.perf_counter()``), from which the trace's seconds count.
+    """
+
+    def __init__(self, graph: Graph, cost_model: CostModel, start: float) -> None:
+        self.input = graph
+        self.cost_model = cost_model
+        self.start = start
+        self.best = Found(graph_cost(graph, cost_model), graph, self.elapsed(), "input")
+        #: (seconds since the start, best cost so far), one point per improvement, the input's cost first
+        self.trace: list[tuple[float, float]] = [(self.best.seconds, self.best.cost)]
+        #: snapshots extracted, and the seconds spent on them (in this process, beside the engine's)
+        self.snapshots = 0
+        self.snapshot_seconds = 0.0
+
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.perf_counter() - self.start
+
+    @property
+    def cost_before(self) -> float:
+        """The input graph's cost, as written."""
+        return self.trace[0][1]
+
+    def start_for(self, egraph: EGraph) -> dict[str, str] | None:
+        """The best graph so far as a selection of ``egraph`` (an e-graph holding its terms), or None where the
+        best is still the input graph or its terms are not all there."""
+        b = self.best
+        if b.egraph is None or b.selection is None:
+            return None
+        if b.egraph is egraph:
+            return dict(b.selection)
+        return engine.relocate_selection(b.egraph, b.selection, egraph)
+
+    def offer(self, egraph: EGraph, selection: Mapping[str, str], names: Mapping[str, str], source: str,
+              found: float | None = None) -> bool:
+        """Read ``selection`` of ``egraph`` back and keep it when it is cheaper as written than the best so far
+        (``found``: when it was found, seconds since the start; default now). Returns whether it was kept."""
+        _, written = engine.graph_from_selection(egraph, selection, self.input, names)
+        cost = graph_cost(written, self.cost_model)
+        if not cost < self.best.cost * (1 - REL_EPS):
+            return False
+        at = self.elapsed() if found is None else min(found, self.elapsed())
+        at = max(at, self.trace[-1][0])  # the trace is in time order
+        self.best = Found(cost, written, at, source, egraph, dict(selection))
+        self.trace.append((at, cost))
+        log.debug("anytime: %s found cost %.6g at %.2f s", source, cost, at)
+        return True
+
+    def greedy(self, egraph: EGraph, costed: SerializedEGraph, names: Mapping[str, str], source: str,
+               fallback_start: Mapping[str, str] | None = None) -> Extraction | None:
+        """Greedy extraction of the costed ``egraph``, warm-started from the best so far (or
+        ``fallback_start`` while that is the input); offered, and returned (None if no extraction exists)."""
+        start = self.start_for(egraph) or fallback_start
+        try:
+            ext = extract_greedy(costed, start=start)
+        except InvalidExtraction as e:  # a start that is no valid selection here: extract without it
+            log.warning("anytime: warm start rejected (%s); extracting without it", e)
+            ext = extract_greedy(costed)
+        except NoFiniteChoice:
+            return None
+        self.offer(egraph, ext.selection, names, source)
+        return ext
+
+    def on_snapshot(self, snap: Snapshot) -> None:
+        """Price a snapshot of the saturating e-graph and extract it greedily (the engine's ``on_snapshot``)."""
+        t = time.perf_counter()
+        eg = snap.egraph
+        costed = eg.with_costs(price_nodes(eg, self.cost_model)).to_serialized()
+        names = engine.tensor_names_by_class(snap)
+        fallback = None
+        if self.best.egraph is None:  # the input graph's own term: greedy never does worse than it
+            terms = engine.input_terms(eg, self.input)
+            fallback = None if terms.missing else dict(terms.selection)
+        self.greedy(eg, costed, names, f"greedy, iteration {snap.iteration}", fallback)
+        self.snapshots += 1
+        self.snapshot_seconds += time.perf_counter() - t
