@@ -333,7 +333,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.budget:g} s per method, alpha {args.alpha}")
         command = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
     flat = rows(results)
-    md = "\n".join(["# eqsat vs backtracking (TASO) vs sampling (OCGGS)\n", meta, "", f"Command: `{command}`", "",
+    this = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    shown = f"Command: `{command}`"
+    if args.render and command != this:  # the figures are the run's, the tables this code's
+        shown += f"; tables re-rendered by `{this}` at commit {git_commit(mark_uncommitted=True)}"
+    md = "\n".join(["# eqsat vs backtracking (TASO) vs sampling (OCGGS)\n", meta, "", shown, "",
                     "Times in seconds from the start of each method's run. \"to bt's best\" / \"to eqsat's "
                     "best\": when the method's best-so-far first reached backtracking's / eqsat's final cost "
                     f"(relative tolerance {TOL:g}; never: not within its run; -: that method did not run).", "",
