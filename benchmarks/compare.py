@@ -2,14 +2,24 @@
 
 Every method gets the same rules, cost model and wall-time budget per model; costs are recomputed from each
 exported model by eqsat.search.comparison.model_cost and every result is checked numerically against the original.
-Writes benchmarks/results/compare.{md,csv,json} and compare.png (best cost over time, one panel per model).
+Writes OUT/compare.{md,csv,json,png}: the table (cost, speedup, time to its best, time to backtracking's and to
+eqsat's final cost, total), the targets checked, our figures beside Tensat's published ones, and best cost over
+time (one panel per model, drawn by eqsat.search.comparison_plot, as eqsat compare --plot draws it).
+
+File names: compare.* under the analytic cost model, compare_<costs>.* under any other (compare_gpu-sim.md,
+compare_measured.md), so runs under several cost models sit side by side in benchmarks/results; --tag T adds
+_T (compare_gpu-sim_60s.md). --render names its files after the cost model of the results it reads.
 
 Usage: python benchmarks/compare.py [MODEL ...] [--budget 60] [--methods eqsat,backtracking,sampling]
-                                    [--alpha 1.05] [--costs analytic] [--out benchmarks/results]
+                                    [--alpha 1.05] [--costs analytic] [--out benchmarks/results] [--tag T]
        python benchmarks/compare.py --render benchmarks/results/compare.json   (tables and plot only)
        python benchmarks/compare.py --render a.json b.json --out DIR   (the files eqsat compare --json wrote)
-Targets (issue 14): eqsat's cost <= backtracking's on all seven and strictly lower on at least three; eqsat
-reaches its result >= 10x faster than backtracking reaches the same or worse cost.
+--costs takes any name eqsat.costs.get_cost_model takes. --render reads files written before the "to bt's
+best" / "to eqsat's best" fields existed too (they are computed from the traces).
+
+Targets (issue 14): eqsat's cost <= backtracking's on all seven and strictly lower on at least three; eqsat's
+best-so-far at or below backtracking's at every time; eqsat reaches backtracking's final cost >= 10x sooner than
+backtracking does (geometric mean over the models both improve).
 """
 
 from __future__ import annotations
@@ -21,39 +31,87 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 from pathlib import Path
 
 from _common import git_commit
 
-TOL = 1e-6  # relative: a search's trace holds its own running sums, the costs are recomputed from the model
+from eqsat.search.anytime import (
+    TOL,
+    first_time_above,
+    geometric_mean,
+    reaches,
+    speedup_percent,
+    value_at,
+    with_reach_fields,
+)
+from eqsat.search.comparison_plot import plot_comparison
+
+# Tensat (Yang, Phothilimthana, Wang, Willsey, Roy, Pienaar: "Equality Saturation for Tensor Graph
+# Superoptimization", MLSys 2021), headline table: https://mwillsey.com/papers/tensat
+# our model: (Tensat's name, TASO search s, Tensat optimizer s, TASO speedup %, Tensat speedup %)
+TENSAT_SOURCE = "https://mwillsey.com/papers/tensat"
+TENSAT_PUBLISHED: dict[str, tuple[str, float, float, float, float]] = {
+    "taso_bert": ("BERT", 13.6, 1.4, 8.5, 9.2),
+    "taso_resnext50": ("ResNeXt-50", 25.3, 0.7, 5.5, 8.8),
+    "taso_nasnet_a": ("NasNet-A", 1226, 10.6, 1.9, 7.3),
+    "taso_nasrnn": ("NasRNN", 177.3, 0.5, 45.4, 68.9),
+    "taso_inception_v3": ("Inception-v3", 68.6, 5.1, 6.3, 10.0),
+    "taso_squeezenet": ("SqueezeNet", 16.4, 0.3, 6.7, 24.5),
+    "taso_vgg19": ("VGG-19", 8.9, 0.4, 8.9, 8.9),
+}
+#: what a cost model name means, for the note beside Tensat's figures (longest matching prefix)
+COST_MODEL_WORDS = {
+    "analytic": "an analytic CPU roofline: FLOPs and bytes moved on a 2-core CPU, nothing measured",
+    "gpu-sim": "a simulated GPU roofline, nothing measured",
+    "measured": "operator latencies measured on this CPU with onnxruntime",
+    "cpu": "operator latencies measured on this CPU with onnxruntime",
+    "onnxruntime-cpu": "operator latencies measured on this CPU with onnxruntime",
+    "gpu": "operator latencies measured on a GPU with CuPy",
+    "cupy-gpu": "operator latencies measured on a GPU with CuPy",
+}
 
 
-def reach_seconds(trace: list[list[float]], cost: float) -> float:
-    """When a trace first reaches ``cost`` or less (inf if never)."""
-    return next((s for s, c in trace if c <= cost * (1 + TOL)), math.inf)
+def cost_model_words(name: str) -> str:
+    """What the cost model ``name`` is, in words (the name itself when unknown)."""
+    key = max((k for k in COST_MODEL_WORDS if name.startswith(k)), key=len, default=None)
+    return f"the cost model '{name}'" + (f" ({COST_MODEL_WORDS[key]})" if key else "")
 
 
-def run(models: list[str], methods: list[str], budget: float, alpha: float, costs: str) -> list[dict]:
-    """Compare the methods on each model; one dict per model (the JSON of eqsat compare)."""
+def output_stem(costs: str, tag: str | None = None) -> str:
+    """compare, compare_<costs> when not analytic, then _<tag>; only letters, digits, '.', '-', '+', '_'."""
+    slug = re.sub(r"[^A-Za-z0-9.+-]+", "-", costs.replace(" (cached)", "")).strip("-")
+    parts = ["compare"] + ([slug] if slug and slug != "analytic" else []) + ([tag] if tag else [])
+    return re.sub(r"[^A-Za-z0-9.+_-]+", "-", "_".join(parts))
+
+
+def run(models: list[str], methods: list[str], budget: float, alpha: float, cost_model) -> list[dict]:
+    """Compare the methods on each model under ``cost_model``; one dict per model (the JSON of eqsat compare)."""
     from eqsat import models as zoo
-    from eqsat.costs import get_cost_model
     from eqsat.search.comparison import compare
 
     builders = zoo.builtin_models()
     out = []
     for name in models:
-        res = compare(builders[name](), methods, budget=budget, cost_model=get_cost_model(costs), alpha=alpha,
-                      name=name, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+        res = compare(builders[name](), methods, budget=budget, cost_model=cost_model, alpha=alpha, name=name,
+                      progress=lambda msg: print(msg, file=sys.stderr, flush=True))
         print(res.table(), file=sys.stderr, flush=True)
         out.append(res.as_dict())
     return out
 
 
+def _never(x: float | None) -> float:
+    return math.inf if x is None else x
+
+
 def rows(results: list[dict]) -> list[dict]:
-    """One flat row per (model, method), with the comparisons against eqsat."""
+    """One flat row per (model, method): cost, speedup, the times to its best, to backtracking's and eqsat's final
+    cost (inf: never; absent: that method did not run), total. Fills the reach fields of ``results`` where a
+    file written before them lacks them."""
     flat = []
     for r in results:
+        with_reach_fields(r)
         eq = r["methods"].get("eqsat")
         for method, m in r["methods"].items():
             cost = m["cost"] if m["cost"] is not None else math.nan
@@ -61,99 +119,166 @@ def rows(results: list[dict]) -> list[dict]:
                    "speedup": r["original_cost"] / cost if cost and cost > 0 else math.nan,
                    "seconds_to_best": m["seconds_to_best"], "seconds": m["seconds"], "work": m["work"],
                    "status": m["status"]}
+            for key in ("seconds_to_backtracking_best", "seconds_to_eqsat_best"):
+                if key in m:
+                    row[key] = _never(m[key])
             if eq is not None and method != "eqsat" and eq["cost"] is not None:
-                # how long this search needed to reach eqsat's cost, and eqsat's own time, for the speed ratio
                 row["vs_eqsat_cost"] = cost / eq["cost"]
-                row["seconds_to_eqsat_cost"] = reach_seconds(m["trace"], eq["cost"])
             flat.append(row)
     return flat
 
 
+def _improved(r: dict, method: str) -> bool:
+    cost = r["methods"][method]["cost"]
+    return cost is not None and not reaches(r["original_cost"], cost)
+
+
+def _secs(x: float | None) -> str:
+    return "never" if x is None or math.isinf(x) else f"{x:.2f}"
+
+
 def summary(results: list[dict]) -> list[str]:
-    """The targets, checked on these results."""
+    """The targets, checked on these results: final costs; (a) eqsat's curve at or below backtracking's;
+    (b) the time to backtracking's final cost, backtracking's over eqsat's; (c) eqsat's times against Tensat's."""
     lines = []
-    both = [r for r in results if {"eqsat", "backtracking"} <= set(r["methods"])]
-    if not both:
-        return lines
-    eq_cost = {r["model"]: r["methods"]["eqsat"]["cost"] for r in both}
-    bt_cost = {r["model"]: r["methods"]["backtracking"]["cost"] for r in both}
-    le = [m for m in eq_cost if eq_cost[m] <= bt_cost[m] * (1 + TOL)]
-    lt = [m for m in eq_cost if eq_cost[m] < bt_cost[m] * (1 - TOL)]
-    worse = [f"{m} ({eq_cost[m] / bt_cost[m] - 1:+.3%})" for m in eq_cost if m not in le]
-    lines.append(f"- eqsat's cost <= backtracking's on {len(le)} of {len(both)} models (target: all)" +
-                 (f"; higher on {', '.join(worse)}" if worse else "") +
-                 f". Strictly lower on {len(lt)} (target: at least 3): {', '.join(lt) or 'none'}.")
-    ratios, idle = [], []
+    both = [with_reach_fields(r) for r in results if {"eqsat", "backtracking"} <= set(r["methods"])
+            and all(r["methods"][k]["cost"] is not None for k in ("eqsat", "backtracking"))]
+    if both:
+        eq_cost = {r["model"]: r["methods"]["eqsat"]["cost"] for r in both}
+        bt_cost = {r["model"]: r["methods"]["backtracking"]["cost"] for r in both}
+        le = [m for m in eq_cost if reaches(eq_cost[m], bt_cost[m])]
+        lt = [m for m in eq_cost if not reaches(bt_cost[m], eq_cost[m])]
+        worse = [f"{m} ({eq_cost[m] / bt_cost[m] - 1:+.3%})" for m in eq_cost if m not in le]
+        lines.append(f"- eqsat's cost <= backtracking's on {len(le)} of {len(both)} models (target: all)" +
+                     (f"; higher on {', '.join(worse)}" if worse else "") +
+                     f". Strictly lower on {len(lt)} (target: at least 3): {', '.join(lt) or 'none'}.")
+        lines += [_curve_line(both), *_reach_lines(both)]
+        idle = [r["model"] for r in both if not _improved(r, "eqsat") and not _improved(r, "backtracking")]
+        if idle:
+            lines.append(f"- Neither eqsat nor backtracking improved {', '.join(idle)} under this cost model.")
+    lines += _tensat_time_lines(results)
+    return lines
+
+
+def _curve_line(both: list[dict]) -> str:
+    """(a): eqsat's best-so-far against backtracking's at the union of their breakpoints, up to the shorter
+    run's end."""
+    above, sparse = [], []
     for r in both:
         eq, bt = r["methods"]["eqsat"], r["methods"]["backtracking"]
-        if min(eq["cost"], bt["cost"]) >= r["original_cost"] * (1 - TOL):
-            idle.append(r["model"])  # neither improved the graph: no time to compare
-        elif bt["cost"] >= eq["cost"] * (1 - TOL):  # backtracking ended at the same or a worse cost
-            ratios.append((r["model"], bt["seconds_to_best"] / eq["seconds"], bt["seconds_to_best"], eq["seconds"]))
+        t = first_time_above(eq["trace"], bt["trace"], min(eq["seconds"], bt["seconds"]))
+        if t is not None:
+            above.append(f"{r['model']} (first at {t:.2f} s: {value_at(eq['trace'], t):.6g} against "
+                         f"{value_at(bt['trace'], t):.6g})")
+            if len(eq["trace"]) <= 2 and "trace_source" not in eq:
+                sparse.append(r["model"])
+    note = (f" (eqsat's curve on {', '.join(sparse)} has only its start and its result: it stays at the "
+            "original cost until eqsat finishes)" if sparse else "")
+    return (f"- eqsat's best-so-far at or below backtracking's at every time up to the shorter run's end on "
+            f"{len(both) - len(above)} of {len(both)} models (target: all)" +
+            (f"; above on {', '.join(above)}" if above else "") + note + ".")
+
+
+def _reach_lines(both: list[dict]) -> list[str]:
+    """(b): on the models both improve, backtracking's time to its final cost over eqsat's time to it."""
+    ratios, never = [], []
+    for r in both:
+        if not (_improved(r, "eqsat") and _improved(r, "backtracking")):
+            continue
+        bt_t = r["methods"]["backtracking"]["seconds_to_backtracking_best"]
+        eq_t = r["methods"]["eqsat"]["seconds_to_backtracking_best"]
+        if eq_t is None:
+            never.append(r["model"])
+        else:
+            ratios.append((r["model"], max(bt_t, 1e-6) / max(eq_t, 1e-6), bt_t, eq_t))
+    if not ratios and not never:
+        return ["- Time to backtracking's final cost: no model that both eqsat and backtracking improve."]
+    line = "- Time to backtracking's final cost, backtracking's over eqsat's, on the models both improve: "
     if ratios:
-        gm = math.exp(sum(math.log(max(x[1], 1e-6)) for x in ratios) / len(ratios))
-        lines.append("- Where backtracking ended at the same or a worse cost, the time it took to reach its best over "
-                     f"eqsat's whole run: geometric mean {gm:.2f}x (target: eqsat >= 10x faster, i.e. >= 10x); " +
-                     ", ".join(f"{m} {x:.2f}x ({b:.1f} s / {e:.1f} s)" for m, x, b, e in ratios) + ".")
-    if idle:
-        lines.append(f"- Neither eqsat nor backtracking improved {', '.join(idle)} under this cost model.")
+        line += (f"geometric mean {geometric_mean([x[1] for x in ratios]):.2f}x (target: >= 10x); " +
+                 ", ".join(f"{m} {x:.2f}x ({b:.2f} s / {e:.2f} s)" for m, x, b, e in ratios))
+    if never:
+        line += ("; " if ratios else "") + f"eqsat never reached it on {', '.join(never)} (not in the mean)"
+    return [line + "."]
+
+
+def _tensat_time_lines(results: list[dict]) -> list[str]:
+    """(c): eqsat's time to its best and total time against Tensat's published optimizer time."""
+    figures = []
+    for r in results:
+        eq, pub = r["methods"].get("eqsat"), TENSAT_PUBLISHED.get(r["model"])
+        if eq is None or pub is None or eq["cost"] is None:
+            continue
+        figures.append((r["model"], eq["seconds_to_best"], eq["seconds"], pub[2], _improved(r, "eqsat")))
+    if not figures:
+        return []
+    improved = [f for f in figures if f[4]]  # where eqsat did not improve, its "best" is the start, at 0 s
+    to_best = sum(b <= t for _, b, _, t, _ in improved)
+    total = sum(s <= t for _, _, s, t, _ in figures)
+    return [f"- eqsat's time to its best is within Tensat's published optimizer time on {to_best} of the "
+            f"{len(improved)} models it improves, its total time on {total} of {len(figures)} (Tensat's on its own "
+            "machine; see the table below): " +
+            ", ".join(f"{m} {b:.2f} / {s:.1f} s against {t:g} s" for m, b, s, t, _ in figures) + "."]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def tensat_table(results: list[dict]) -> list[str]:
+    """(d): our speedups and eqsat's times beside Tensat's and TASO's published figures, with the note on what
+    differs; empty when no model has published figures."""
+    mine = [r for r in results if r["model"] in TENSAT_PUBLISHED]
+    if not mine:
+        return []
+    costs = sorted({r.get("cost_model", "?") for r in mine})
+    head = ["model", "eqsat speedup %", "backtracking speedup %", "eqsat to best (s)", "eqsat total (s)",
+            "Tensat speedup %", "Tensat optimizer (s)", "TASO speedup %", "TASO search (s)"]
+    lines = ["## Beside Tensat's published results", "",
+             f"Tensat's and TASO's figures are from Tensat's headline table (MLSys 2021, {TENSAT_SOURCE}): "
+             "end-to-end inference time measured on a GPU with cuDNN, and optimizer time on the authors' machine. "
+             f"Ours are under {'; '.join(cost_model_words(c) for c in costs)} and the times on this machine, "
+             "so the columns are set beside each other, not directly comparable. Speedup % is "
+             "(original / optimized - 1) * 100, as Tensat's plotting script computes it.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in mine:
+        name, taso_s, tensat_s, taso_pct, tensat_pct = TENSAT_PUBLISHED[r["model"]]
+        eq, bt = r["methods"].get("eqsat"), r["methods"].get("backtracking")
+        cells = [f"{r['model']} ({name})", _pct(speedup_percent(r["original_cost"], eq and eq["cost"])),
+                 _pct(speedup_percent(r["original_cost"], bt and bt["cost"])),
+                 "-" if eq is None else _secs(eq["seconds_to_best"]), "-" if eq is None else f"{eq['seconds']:.1f}",
+                 f"{tensat_pct:.1f}", f"{tensat_s:g}", f"{taso_pct:.1f}", f"{taso_s:g}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
 def table(flat: list[dict]) -> str:
-    """Markdown table of the flat rows."""
-    head = ["model", "method", "cost (ms)", "speedup", "cost / eqsat's", "to best (s)", "to eqsat's cost (s)",
-            "total (s)", "work", "status"]
+    """Markdown table of the flat rows ("never": not reached; "-": the method timed against did not run)."""
+    head = ["model", "method", "cost (ms)", "speedup", "cost / eqsat's", "to best (s)", "to bt's best (s)",
+            "to eqsat's best (s)", "total (s)", "work", "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in flat:
         vs = r.get("vs_eqsat_cost")
-        reach = r.get("seconds_to_eqsat_cost")
+        reach = [("-" if key not in r else _secs(r[key]))
+                 for key in ("seconds_to_backtracking_best", "seconds_to_eqsat_best")]
         cells = [r["model"], r["method"], f"{r['cost']:.5g}", f"{r['speedup']:.3f}x",
-                 "-" if vs is None else f"{vs:.4f}", f"{r['seconds_to_best']:.2f}" if r["seconds_to_best"] is not None
-                 else "-", "-" if reach is None else ("never" if math.isinf(reach) else f"{reach:.2f}"),
+                 "-" if vs is None else f"{vs:.4f}",
+                 f"{r['seconds_to_best']:.2f}" if r["seconds_to_best"] is not None else "-", *reach,
                  f"{r['seconds']:.1f}", r["work"], r["status"][:60]]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
 
-def plot(results: list[dict], path: Path, title: str) -> None:
-    """Best cost over time (relative to the original), one panel per model."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(results)
-    cols = min(4, n)
-    rows_ = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows_, cols, figsize=(4 * cols, 3.2 * rows_), squeeze=False)
-    for ax, r in zip(axes.flat, results, strict=False):
-        for method, m in r["methods"].items():
-            if not m["trace"]:
-                continue
-            xs = [p[0] for p in m["trace"]] + [m["seconds"]]
-            ys = [p[1] / r["original_cost"] for p in m["trace"]] + [m["trace"][-1][1] / r["original_cost"]]
-            ax.step(xs, ys, where="post", label=method, marker="o" if method == "eqsat" else None, markersize=4)
-        ax.set_title(r["model"])
-        ax.set_xlabel("seconds")
-        ax.set_ylabel("best cost / original")
-        ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
-def load_results(paths: list[Path]) -> tuple[list[dict], str, str]:
-    """(results, meta, command) from saved JSON files: this script's ``compare.json`` (``{"meta", "command",
-    "results"}``) or one file per model as ``eqsat compare MODEL --json FILE`` writes it (``{"model",
-    "methods", ...}``)."""
+def load_results(paths: list[Path]) -> tuple[list[dict], str, str, str]:
+    """(results, meta, command, costs) from saved JSON files: this script's ``compare.json`` (``{"meta",
+    "command", "costs", "results"}``; files before ``costs`` was saved have it in each result) or one file per
+    model as ``eqsat compare MODEL --json FILE`` writes it (``{"model", "methods", ...}``). ``costs`` names the
+    cost model(s), joined by '+', for the output file names."""
     results: list[dict] = []
     metas: list[str] = []
     cli_files: list[str] = []
     settings: dict[str, None] = {}
+    costs: dict[str, None] = {}
     command = ""
     for path in paths:
         saved = json.loads(path.read_text())
@@ -161,59 +286,79 @@ def load_results(paths: list[Path]) -> tuple[list[dict], str, str]:
             results += saved["results"]
             metas.append(saved.get("meta", ""))
             command = command or saved.get("command", "")
+            for name in [saved["costs"]] if "costs" in saved else [r.get("cost_model", "") for r in saved["results"]]:
+                costs[name] = None
         elif isinstance(saved, dict) and "model" in saved and "methods" in saved:
             results.append(saved)
             cli_files.append(path.name)
             setting = f"cost model {saved.get('cost_model', '?')}, budget {saved.get('budget', '?')} s per method"
             settings[setting] = None
+            costs[saved.get("cost_model", "")] = None
         else:
             raise SystemExit(f"compare.py: error: {path} is neither a compare.json nor an 'eqsat compare --json' "
                              "file; give the files this script or 'eqsat compare --json' wrote")
     if cli_files:
         metas.append(f"from eqsat compare --json ({', '.join(cli_files)}): {'; '.join(settings)}")
         command = command or "python benchmarks/compare.py --render " + " ".join(str(p) for p in paths)
-    return results, "; ".join(m for m in metas if m), command
+    return results, "; ".join(m for m in metas if m), command, "+".join(c for c in costs if c)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the comparison and write the results files."""
+    """Run the comparison (or read saved results) and write the results files."""
     from eqsat import models as zoo
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", default=list(zoo.TASO_SUITE))
     ap.add_argument("--methods", default="eqsat,backtracking,sampling")
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--alpha", type=float, default=1.05)
-    ap.add_argument("--costs", default="analytic")
+    ap.add_argument("--costs", default="analytic", help="any name eqsat.costs.get_cost_model takes")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    ap.add_argument("--tag", help="added to the output file names: compare[_COSTS]_TAG.*")
     ap.add_argument("--render", metavar="JSON", nargs="+",
                     help="only re-render the tables and plot: a saved compare.json, or files of eqsat compare --json")
     args = ap.parse_args(argv)
     if args.render:
-        results, meta, command = load_results([Path(p) for p in args.render])
+        results, meta, command, costs = load_results([Path(p) for p in args.render])
     else:
+        from eqsat.costs import get_cost_model
+
+        try:  # a wrong name fails here, before any model runs
+            cost_model = get_cost_model(args.costs)
+        except (ValueError, RuntimeError) as e:
+            raise SystemExit(f"compare.py: error: --costs {args.costs}: {e}") from None
         methods = [m for m in args.methods.split(",") if m]
         commit = git_commit(mark_uncommitted=True)  # what is measured: the code as the run starts
-        results = run(args.models, methods, args.budget, args.alpha, args.costs)
+        results = run(args.models, methods, args.budget, args.alpha, cost_model)
+        costs = args.costs
         meta = (f"commit {commit}, {datetime.date.today()}, {platform.machine()} "
                 f"{os.cpu_count()} cores, Python {platform.python_version()}, cost model {args.costs}, budget "
                 f"{args.budget:g} s per method, alpha {args.alpha}")
         command = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
     flat = rows(results)
-    md = "\n".join(["# eqsat vs backtracking (TASO) vs sampling (OCGGS)\n", meta, "", f"Command: `{command}`", "",
-                    table(flat), "", *summary(results), ""])
+    this = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    shown = f"Command: `{command}`"
+    if args.render and command != this:  # the figures are the run's, the tables this code's
+        shown += f"; tables re-rendered by `{this}` at commit {git_commit(mark_uncommitted=True)}"
+    md = "\n".join(["# eqsat vs backtracking (TASO) vs sampling (OCGGS)\n", meta, "", shown, "",
+                    "Times in seconds from the start of each method's run. \"to bt's best\" / \"to eqsat's "
+                    "best\": when the method's best-so-far first reached backtracking's / eqsat's final cost "
+                    f"(relative tolerance {TOL:g}; never: not within its run; -: that method did not run).", "",
+                    table(flat), "", *summary(results), "", *tensat_table(results), ""])
     print(md)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.md").write_text(md)
-    (out / "compare.json").write_text(json.dumps({"meta": meta, "command": command, "results": results}, indent=1)
-                                      + "\n")
-    with open(out / "compare.csv", "w", newline="") as f:
+    stem = output_stem(costs, args.tag)
+    (out / f"{stem}.md").write_text(md)
+    saved = {"meta": meta, "command": command, "costs": costs, "results": results}
+    (out / f"{stem}.json").write_text(json.dumps(saved, indent=1, allow_nan=False) + "\n")
+    with open(out / f"{stem}.csv", "w", newline="") as f:
         fields = ["model", "method", "original_cost", "cost", "speedup", "vs_eqsat_cost", "seconds_to_best",
-                  "seconds_to_eqsat_cost", "seconds", "work", "status"]
+                  "seconds_to_backtracking_best", "seconds_to_eqsat_best", "seconds", "work", "status"]
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
         w.writerows(flat)
-    plot(results, out / "compare.png", meta)
+    plot_comparison(results, out / f"{stem}.png", title=meta)
+    print(f"wrote {out / stem}.{{md,csv,json,png}}", file=sys.stderr)
     return 0
 
 

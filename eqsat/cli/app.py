@@ -229,8 +229,13 @@ def _named_model(name: str, option: str) -> Any:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare eqsat with the backtracking and sampling searches on one model; print a table."""
     from eqsat.search.comparison import METHODS, compare  # lazy: CLI start-up (see the imports)
+    from eqsat.search.comparison_plot import plot_comparison, plot_format, require_matplotlib
 
     out = check_output(args.json, "--json", "compare.json") if args.json else None
+    plot = check_output(args.plot, "--plot", "compare.png") if args.plot else None
+    fmt = plot_format(plot) if plot is not None else None
+    if plot is not None:  # before the methods spend their budgets
+        require_matplotlib()
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
@@ -243,9 +248,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     res = compare(model, methods, budget=args.budget, cost_model=_cost_model(args.costs, args.threads),
                   alpha=args.alpha, seed=args.seed, check=not args.no_check, progress=_progress(args.quiet), name=name)
     print(res.table())
+    if out is not None or plot is not None:
+        print()
     if out is not None:
-        write_file(out, lambda p: p.write_text(json.dumps(res.as_dict(), indent=1) + "\n"))
-        print(f"\nwrote {out}")
+        write_file(out, lambda p: p.write_text(json.dumps(res.as_dict(), indent=1, allow_nan=False) + "\n"))
+        print(f"wrote {out}")
+    if plot is not None:
+        title = f"{res.model}: cost model {res.cost_model}, budget {res.budget:g} s per method"
+        write_file(plot, lambda p: plot_comparison([res.as_dict()], p, title=title, fmt=fmt))
+        print(f"wrote {plot}")
     return 0 if all(r.status == "ok" for r in res.methods.values()) else 1
 
 
@@ -338,6 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
                         "one per physical core; 0 = that default)")
     c.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    c.add_argument("--plot", metavar="FILE",
+                   help="also draw best cost over time per method (.png, .svg or .pdf; needs matplotlib)")
     c.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric checks")
     c.add_argument("-q", "--quiet", action="store_true")
     c.set_defaults(func=cmd_compare)

@@ -24,6 +24,7 @@ from eqsat.errors import UsageError
 from eqsat.pipeline import default_rules, optimize
 from eqsat.pipeline.check import NumericReport, check_equal
 from eqsat.search import searches as search
+from eqsat.search.anytime import reach_fields
 from eqsat.search.searches import check_limits
 
 METHODS = ("eqsat", "backtracking", "sampling")
@@ -72,21 +73,47 @@ class ComparisonResult:
         return self.original_cost / c if c > 0 else math.inf
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON form written by ``eqsat compare --json``."""
-        return {"model": self.model, "original_cost": self.original_cost, "cost_model": self.cost_model,
-                "budget": self.budget, "methods": {k: v.as_dict() for k, v in self.methods.items()}}
+        """The JSON form written by ``eqsat compare --json``. Besides each method's own fields, its
+        ``seconds_to_backtracking_best`` and ``seconds_to_eqsat_best``: when its curve first reached that
+        method's final cost (null: never; the key is absent when that method did not run or failed)."""
+        methods = {k: v.as_dict() for k, v in self.methods.items()}
+        for name, fields in reach_fields(methods).items():
+            methods[name].update(fields)
+        return _strict({"model": self.model, "original_cost": self.original_cost, "cost_model": self.cost_model,
+                        "budget": self.budget, "methods": methods})
 
     def table(self) -> str:
-        """A plain-text table: method, cost, speedup, seconds to best, total seconds, status."""
-        rows = [("method", "cost (ms)", "speedup", "to best (s)", "total (s)", "work", "status")]
-        rows.append(("original", f"{self.original_cost:.6g}", "1.000x", "-", "-", "-", ""))
+        """A plain-text table: method, cost, speedup, seconds to its best, to backtracking's and to eqsat's final
+        cost ("never": not reached; "-": that method did not run), total seconds, work, status."""
+        def secs(m: dict[str, Any], key: str) -> str:
+            if key not in m:
+                return "-"
+            return "never" if m[key] is None else f"{m[key]:.2f}"
+
+        rows = [("method", "cost (ms)", "speedup", "to best (s)", "to bt's best (s)", "to eqsat's best (s)",
+                 "total (s)", "work", "status")]
+        rows.append(("original", f"{self.original_cost:.6g}", "1.000x", "-", "-", "-", "-", "-", ""))
+        as_json = self.as_dict()["methods"]
         for name, r in self.methods.items():
             sp = self.speedup(name)
             shown = "-" if math.isnan(sp) else "inf" if math.isinf(sp) else f"{sp:.3f}x"
-            rows.append((name, f"{r.cost:.6g}", shown, f"{r.seconds_to_best:.2f}", f"{r.seconds:.2f}", str(r.work),
-                         r.status))
+            m = as_json[name]
+            rows.append((name, f"{r.cost:.6g}", shown, f"{r.seconds_to_best:.2f}",
+                         secs(m, "seconds_to_backtracking_best"), secs(m, "seconds_to_eqsat_best"),
+                         f"{r.seconds:.2f}", str(r.work), r.status))
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def _strict(x: Any) -> Any:
+    """``x`` with every NaN or infinite float replaced by None: strict JSON has neither."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _strict(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_strict(v) for v in x]
+    return x
 
 
 def model_cost(model: onnx.ModelProto, cost_model: CostModel) -> float:
