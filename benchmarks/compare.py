@@ -37,7 +37,8 @@ from pathlib import Path
 
 from _common import git_commit
 
-from eqsat.search.anytime import (
+from eqsat.search.comparison_plot import plot_comparison
+from eqsat.search.traces import (
     TOL,
     first_time_above,
     geometric_mean,
@@ -46,7 +47,6 @@ from eqsat.search.anytime import (
     value_at,
     with_reach_fields,
 )
-from eqsat.search.comparison_plot import plot_comparison
 
 # Tensat (Yang, Phothilimthana, Wang, Willsey, Roy, Pienaar: "Equality Saturation for Tensor Graph
 # Superoptimization", MLSys 2021), headline table: https://mwillsey.com/papers/tensat

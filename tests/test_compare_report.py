@@ -1,4 +1,4 @@
-"""The comparison's report: reach times and the curve check (eqsat.search.anytime), the new JSON fields and table
+"""The comparison's report: reach times and the curve check (eqsat.search.traces), the new JSON fields and table
 columns, ``eqsat compare --plot`` (eqsat.search.comparison_plot) and ``benchmarks/compare.py``'s report."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from eqsat.cli.app import main
-from eqsat.search.anytime import (
+from eqsat.search.comparison import ComparisonResult, MethodResult
+from eqsat.search.traces import (
     first_time_above,
     method_reach,
     reach_fields,
@@ -20,7 +21,6 @@ from eqsat.search.anytime import (
     value_at,
     with_reach_fields,
 )
-from eqsat.search.comparison import ComparisonResult, MethodResult
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 

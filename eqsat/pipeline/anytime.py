@@ -73,9 +73,10 @@ class Anytime:
         self.input = graph
         self.cost_model = cost_model
         self.start = start
-        self.best = Found(graph_cost(graph, cost_model), graph, self.elapsed(), "input")
-        #: (seconds since the start, best cost so far), one point per improvement, the input's cost first
-        self.trace: list[tuple[float, float]] = [(self.best.seconds, self.best.cost)]
+        self.best = Found(graph_cost(graph, cost_model), graph, 0.0, "input")
+        #: (seconds since the start, best cost so far), one point per improvement; the input's cost first, at 0:
+        #: until something better is found the input is the answer
+        self.trace: list[tuple[float, float]] = [(0.0, self.best.cost)]
         #: snapshots extracted, and the seconds spent on them (in this process, beside the engine's)
         self.snapshots = 0
         self.snapshot_seconds = 0.0

@@ -24,8 +24,8 @@ from eqsat.errors import UsageError
 from eqsat.pipeline import default_rules, optimize
 from eqsat.pipeline.check import NumericReport, check_equal
 from eqsat.search import searches as search
-from eqsat.search.anytime import reach_fields
 from eqsat.search.searches import check_limits
+from eqsat.search.traces import reach_fields
 
 METHODS = ("eqsat", "backtracking", "sampling")
 
@@ -180,9 +180,7 @@ Runner = Callable[..., tuple[onnx.ModelProto, list[tuple[float, float]], int, di
 def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: CostModel, budget: float, alpha: float,
                seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
                                                             dict[str, Any]]:
-    t = time.perf_counter()
     res = optimize(proto, cost_model=cost_model, rules=rules, time_limit=budget, check=False, verify_latency=False)
-    seconds = time.perf_counter() - t
     enodes = res.iterations[-1].enodes if res.iterations else 0
     details = {"stop_reason": res.stop_reason, "solver_status": res.solver_status,
                "iterations": len(res.iterations) - 1, "stage_seconds": res.stage_seconds,
