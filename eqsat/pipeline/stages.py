@@ -32,7 +32,7 @@ from eqsat.extract import (
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.graph import Graph
 from eqsat.pipeline import candidates
-from eqsat.pipeline.anytime import Anytime, price_nodes
+from eqsat.pipeline.anytime import REL_EPS, Anytime, price_nodes
 from eqsat.pipeline.check import (
     NumericCheckUnavailable,
     NumericMismatch,
@@ -215,10 +215,13 @@ def export(s: State) -> None:
         s.notes.append(f"the graph {best.source} found at {best.seconds:.2f} s costs {best.cost:.6g} as written, "
                        f"less than the final extraction's: it is written")
         s.new_graph, s.cost_after = best.graph, best.cost
-    s.kept = s.cost_after > s.cost_before
-    if s.kept:  # never return a costlier model
+    # never return a costlier model, nor rewrite one for no gain (a rewrite at equal cost is work for nothing:
+    # weight transforms, a re-export, and a model the user has to check again)
+    s.kept = not s.cost_after < s.cost_before * (1 - REL_EPS)
+    if s.kept:
         s.notes.append(f"the extracted graph costs {s.cost_after:.6g} as written, more than the original: "
-                       "original kept")
+                       "original kept" if s.cost_after > s.cost_before * (1 + REL_EPS) else
+                       "no cheaper graph found: original kept")
         s.new_graph, s.cost_after = s.graph, s.cost_before
     # a kept original is the model exactly as given (a re-export of its import can run slower than it), unless
     # input_shapes fixed its dimensions: then the import with those shapes is the model asked for
