@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from eqsat import engine
 from eqsat.costs import CostModel, graph_cost
 from eqsat.engine import EGraph, Snapshot
-from eqsat.extract import Extraction, InvalidExtraction, NoFiniteChoice, SerializedEGraph, extract_greedy
+from eqsat.extract import Extraction, InvalidExtraction, NoFiniteChoice, SerializedEGraph, extract_cpsat, extract_greedy
 from eqsat.ir.graph import Graph
 
 __all__ = ["Anytime", "Found", "price_nodes"]
@@ -66,13 +66,18 @@ class Found:
 class Anytime:
     """The best graph of one run so far, improved by each extraction offered (see the module docstring).
 
-    ``start`` is the run's start (``time.perf_counter()``), from which the trace's seconds count.
+    ``start`` is the run's start (``time.perf_counter()``), from which the trace's seconds count. With
+    ``exact_seconds`` > 0 each snapshot is also given to CP-SAT for at most that long after its greedy
+    extraction, ending by ``deadline`` (a ``perf_counter`` time: when saturation must end).
     """
 
-    def __init__(self, graph: Graph, cost_model: CostModel, start: float) -> None:
+    def __init__(self, graph: Graph, cost_model: CostModel, start: float, *, exact_seconds: float = 0.0,
+                 deadline: float | None = None) -> None:
         self.input = graph
         self.cost_model = cost_model
         self.start = start
+        self.exact_seconds = exact_seconds
+        self.deadline = deadline
         self.best = Found(graph_cost(graph, cost_model), graph, 0.0, "input")
         #: (seconds since the start, best cost so far), one point per improvement; the input's cost first, at 0:
         #: until something better is found the input is the answer
@@ -130,9 +135,27 @@ class Anytime:
         self.offer(egraph, ext.selection, names, source)
         return ext
 
+    def exact(self, egraph: EGraph, costed: SerializedEGraph, names: Mapping[str, str], source: str,
+              seconds: float) -> Extraction | None:
+        """CP-SAT on the costed ``egraph`` for at most ``seconds``, warm-started from the best so far (which it
+        never returns worse); offered at the time the solver found its solution, and returned."""
+        start = self.start_for(egraph)
+        began = time.perf_counter()
+        try:
+            ext = extract_cpsat(costed, time_limit=seconds, start=start)
+        except (InvalidExtraction, NoFiniteChoice) as e:
+            log.warning("anytime: exact extraction skipped (%s)", e)
+            return None
+        found = None if ext.found_after is None else began - self.start + ext.found_after
+        self.offer(egraph, ext.selection, names, source, found)
+        return ext
+
     def on_snapshot(self, snap: Snapshot) -> None:
-        """Price a snapshot of the saturating e-graph and extract it greedily (the engine's ``on_snapshot``)."""
+        """Price a snapshot of the saturating e-graph and extract it, greedily, then exactly for at most
+        ``exact_seconds`` while saturation's time lasts (the engine's ``on_snapshot``)."""
         t = time.perf_counter()
+        if self.deadline is not None and t >= self.deadline:
+            return
         eg = snap.egraph
         costed = eg.with_costs(price_nodes(eg, self.cost_model)).to_serialized()
         names = engine.tensor_names_by_class(snap)
@@ -140,6 +163,10 @@ class Anytime:
         if self.best.egraph is None:  # the input graph's own term: greedy never does worse than it
             terms = engine.input_terms(eg, self.input)
             fallback = None if terms.missing else dict(terms.selection)
-        self.greedy(eg, costed, names, f"greedy, iteration {snap.iteration}", fallback)
+        if self.greedy(eg, costed, names, f"greedy, iteration {snap.iteration}", fallback) is not None:
+            left = self.exact_seconds if self.deadline is None else min(self.exact_seconds,
+                                                                         self.deadline - time.perf_counter())
+            if left >= 0.05:
+                self.exact(eg, costed, names, f"cpsat, iteration {snap.iteration}", left)
         self.snapshots += 1
         self.snapshot_seconds += time.perf_counter() - t

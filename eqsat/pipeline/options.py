@@ -22,6 +22,8 @@ from eqsat.rules.rule import Rule
 SATURATION_SHARE = 0.4
 EXTRACTION_SHARE = 0.5
 AFTER_SHARE = 0.1
+#: With ``anytime``, CP-SAT's time on each snapshot of the e-graph, as a share of ``time_limit`` (within saturation's)
+SNAPSHOT_EXACT_SHARE = 0.05
 
 
 def default_rules(layouts: bool = True, max_ops: int = 3) -> list[Rule]:

@@ -40,7 +40,14 @@ from eqsat.pipeline.check import (
     check_equal,
     describe_reference,
 )
-from eqsat.pipeline.options import AFTER_SHARE, EXTRACTION_SHARE, SATURATION_SHARE, OptimizeOptions, default_rules
+from eqsat.pipeline.options import (
+    AFTER_SHARE,
+    EXTRACTION_SHARE,
+    SATURATION_SHARE,
+    SNAPSHOT_EXACT_SHARE,
+    OptimizeOptions,
+    default_rules,
+)
 from eqsat.pipeline.result import CandidateTiming, OptimizeResult
 from eqsat.rules.rule import Rule
 
@@ -99,7 +106,12 @@ def load(s: State) -> None:
     s.say(f"imported {len(s.graph.nodes)} nodes ({sum(1 for n in s.graph.nodes if n.op == 'opaque')} opaque)")
     # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
     s.cost_model = s.cost_model.in_context(s.graph.weight_bytes)
-    s.anytime = Anytime(s.graph, s.cost_model, s.start)
+    o = s.options
+    # exact extraction of each snapshot: at most 5 % of the time limit (2 s under the 60 s default) each, within
+    # saturation's share; CP-SAT's portfolio often proves a small e-graph optimal in a fraction of that
+    s.anytime = Anytime(s.graph, s.cost_model, s.start,
+                        exact_seconds=SNAPSHOT_EXACT_SHARE * o.time_limit if o.solver == "cpsat" else 0.0,
+                        deadline=s.start + SATURATION_SHARE * o.time_limit)
 
 
 def choose_rules(s: State) -> None:
