@@ -91,6 +91,10 @@ def _setup_logging(quiet: bool) -> None:
     log.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
+#: the ``--costs`` help of optimize, demo and compare
+COSTS_HELP = "cost model: analytic (default), gpu-sim (a simulated V100: computed, not measured), measured/cpu, gpu"
+
+
 def _cost_model(name: str, threads: int | None = None) -> CostModel:
     """The cost model named by ``--costs``; ``threads`` (``--threads``) only for the measured CPU model, whose
     default is onnxruntime's own thread count."""
@@ -303,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "saturation time and memory, see the README)")
     o.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224",
                    help="fix a dynamic input shape (repeatable)")
-    o.add_argument("--costs", default="analytic", help="cost model: analytic (default), measured/cpu, gpu")
+    o.add_argument("--costs", default="analytic", help=COSTS_HELP)
     o.add_argument("--threads", type=int, default=None, metavar="N",
                    help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
                         "one per physical core; 0 = that default)")
@@ -329,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a built-in model (bert_attention_block, nasrnn_cell, TASO's taso_bert, taso_nasrnn, "
                         "taso_resnext50, taso_nasnet_a, taso_inception_v3, taso_squeezenet, taso_vgg19, ...) or an "
                         "onnx zoo name (resnet50, squeezenet, ...)")
-    d.add_argument("--costs", default="analytic")
+    d.add_argument("--costs", default="analytic", help=COSTS_HELP)
     d.add_argument("--threads", type=int, default=None, metavar="N",
                    help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
                         "one per physical core; 0 = that default)")
@@ -344,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--budget", type=float, default=60.0, help="wall seconds per method (default 60)")
     c.add_argument("--alpha", type=float, default=1.05, help="backtracking's relaxation factor (default 1.05)")
     c.add_argument("--seed", type=int, default=0, help="the sampling search's seed (default 0)")
-    c.add_argument("--costs", default="analytic", help="cost model: analytic (default), measured/cpu, gpu")
+    c.add_argument("--costs", default="analytic", help=COSTS_HELP)
     c.add_argument("--threads", type=int, default=None, metavar="N",
                    help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
                         "one per physical core; 0 = that default)")

@@ -1,6 +1,7 @@
 """Cost models: what one operator configuration costs (the :class:`CostModel` protocol), and what a whole IR graph
-costs (:func:`graph_cost`). The analytic roofline, measured onnxruntime (CPU) and a disk cache; the CuPy/cuDNN GPU
-measurement (``eqsat.gpu``) implements the same protocol. Imports ``eqsat.ops``, ``eqsat.ir`` and ``eqsat.onnx_io``."""
+costs (:func:`graph_cost`). The analytic roofline, a simulated V100 on the same roofline (``gpu-sim``), measured
+onnxruntime (CPU) and a disk cache; the CuPy/cuDNN GPU measurement (``eqsat.gpu``) implements the same protocol.
+Imports ``eqsat.ops``, ``eqsat.ir`` and ``eqsat.onnx_io``."""
 
 from __future__ import annotations
 
@@ -9,26 +10,31 @@ from typing import Any
 from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
 from eqsat.costs.cache import CachedCostModel, CostCache
+from eqsat.costs.gpu_sim import GpuSimCostModel
 from eqsat.costs.graph import graph_cost, graph_cost_keys
 from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
 
 #: the names :func:`get_cost_model` knows
-COST_MODEL_NAMES = ("analytic", "measured", "cpu", "gpu")
+COST_MODEL_NAMES = ("analytic", "gpu-sim", "measured", "cpu", "gpu")
 
 
 def check_cost_model_name(name: str) -> None:
     """Raise ValueError unless :func:`get_cost_model` knows ``name``."""
     if name not in COST_MODEL_NAMES:
-        raise ValueError(f"unknown cost model {name!r}; use analytic, measured (cpu) or gpu")
+        raise ValueError(f"unknown cost model {name!r}; use analytic, gpu-sim (simulated V100), measured (cpu) "
+                         "or gpu")
 
 
 def get_cost_model(name: str = "analytic", **kw: Any) -> CostModel:
-    """A cost model by name: ``analytic`` (default), ``measured``/``cpu`` (onnxruntime, cached) or ``gpu``
-    (CuPy, cached). ``cache_dir`` overrides the cache location."""
+    """A cost model by name: ``analytic`` (default), ``gpu-sim`` (a simulated V100 roofline: computed, not cached),
+    ``measured``/``cpu`` (onnxruntime, cached) or ``gpu`` (CuPy, cached). ``cache_dir`` overrides the cache
+    location."""
     check_cost_model_name(name)
     cache_dir = kw.pop("cache_dir", None)
     if name == "analytic":
         return AnalyticCostModel(**kw)
+    if name == "gpu-sim":
+        return GpuSimCostModel(**kw)
     if name in ("measured", "cpu"):
         return CachedCostModel(OnnxRuntimeCostModel(**kw), CostCache(cache_dir))
     from eqsat.gpu import CupyCostModel  # the GPU plugin sits above this package (it imports eqsat.costs)
@@ -36,5 +42,5 @@ def get_cost_model(name: str = "analytic", **kw: Any) -> CostModel:
     return CachedCostModel(CupyCostModel(**kw), CostCache(cache_dir))
 
 
-__all__ = ["COST_MODEL_NAMES", "CostModel", "AnalyticCostModel", "OnnxRuntimeCostModel", "CostCache",
-           "CachedCostModel", "check_cost_model_name", "get_cost_model", "graph_cost", "graph_cost_keys"]
+__all__ = ["COST_MODEL_NAMES", "CostModel", "AnalyticCostModel", "GpuSimCostModel", "OnnxRuntimeCostModel",
+           "CostCache", "CachedCostModel", "check_cost_model_name", "get_cost_model", "graph_cost", "graph_cost_keys"]

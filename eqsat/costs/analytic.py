@@ -1,4 +1,7 @@
-"""A deterministic analytic cost model: a roofline over FLOPs and bytes plus a per-kernel launch overhead."""
+"""A deterministic analytic cost model: a roofline over FLOPs and bytes plus a per-kernel launch overhead.
+
+:func:`work` counts what one configuration does (FLOPs, bytes, kernels); :class:`AnalyticCostModel` prices it
+with one device's figures, and :class:`eqsat.costs.gpu_sim.GpuSimCostModel` with a simulated GPU's."""
 
 from __future__ import annotations
 
@@ -9,6 +12,26 @@ from eqsat.costs.base import CostModel
 from eqsat.ops import CostKey
 
 _BYTES = {"float32": 4, "float16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1, "uint8": 1, "int8": 1}
+#: views: a runtime can alias them, so they cost nothing (TASO's model does the same)
+VIEWS = frozenset({"reshape", "split"})
+
+
+def work(key: CostKey) -> tuple[float, int, int]:
+    """What one configuration that runs as itself does: its FLOPs, the bytes it reads and writes, and the kernels
+    (nodes) it launches. An operator whose export writes several nodes (``OpSpec.decomposition``) launches each,
+    and writes and reads back its intermediates; an opaque operator counts a FLOP per output element."""
+    size = _BYTES.get(key.dtype, 4)
+    nbytes = size * (sum(math.prod(s) for s in key.input_shapes) + math.prod(key.output_shape))
+    nodes = 1
+    if key.op == "opaque":
+        flops = float(math.prod(key.output_shape))
+    else:
+        spec = ops.get(key.op)
+        flops = spec.flops(dict(key.params), key.input_shapes, key.output_shape)
+        if spec.decomposition is not None:  # several nodes, intermediates written and read back
+            nodes, spilled = spec.decomposition(dict(key.params))
+            nbytes += 2 * size * spilled * math.prod(key.output_shape)
+    return flops, nbytes, nodes
 
 
 class AnalyticCostModel(CostModel):
@@ -35,19 +58,13 @@ class AnalyticCostModel(CostModel):
         parts = ops.runs_as_keys(key)
         if parts != (key,):
             return sum(self.cost(k) for k in parts)
-        if key.op in ("reshape", "split"):
-            return 0.0  # views: a runtime can alias them (TASO's model does the same)
-        size = _BYTES.get(key.dtype, 4)
-        nbytes = size * (sum(math.prod(s) for s in key.input_shapes) + math.prod(key.output_shape))
-        nodes = 1
-        if key.op == "opaque":
-            flops = float(math.prod(key.output_shape))
-        else:
-            spec = ops.get(key.op)
-            flops = spec.flops(dict(key.params), key.input_shapes, key.output_shape)
-            if spec.decomposition is not None:  # several nodes, intermediates written and read back
-                nodes, spilled = spec.decomposition(dict(key.params))
-                nbytes += 2 * size * spilled * math.prod(key.output_shape)
+        if key.op in VIEWS:
+            return 0.0
+        return self.kernel_ms(key, *work(key))
+
+    def kernel_ms(self, key: CostKey, flops: float, nbytes: int, nodes: int) -> float:
+        """The time of ``nodes`` kernels doing ``flops`` FLOPs over ``nbytes`` bytes (what :func:`work` counts
+        for ``key``): the slower of compute and memory, plus a launch each."""
         compute_ms = flops / (self.peak_gflops * 1e6)
         memory_ms = nbytes / (self.bandwidth_gbs * 1e6)
         return max(compute_ms, memory_ms) + nodes * self.launch_overhead_ms
