@@ -17,7 +17,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eqsat.engine.compile import ITERATION_COUNTER, PROVENANCE_PREFIX, RuleStep, compile_program, split_program
+from eqsat.engine.compile import (
+    ITERATION_COUNTER,
+    PROVENANCE_PREFIX,
+    RuleStep,
+    compile_program,
+    declarations,
+    split_program,
+)
 from eqsat.engine.egraph import EGraph
 from eqsat.engine.errors import EngineError
 from eqsat.engine.limits import REASON_ORDER, Budget, Limits, StopReason, vm_bytes
@@ -128,7 +135,8 @@ def _read(text: str) -> EGraph:
 def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[str], limits: Limits,
                          report: Callable[[str, Any], None], *, deadline: float | None = None,
                          memory_base: int | None = None, snapshot: bool = False, provenance: bool = False,
-                         wants_snapshot: Callable[[], bool] | None = None) -> None:
+                         wants_snapshot: Callable[[], bool] | None = None,
+                         preloaded: tuple[Any, str] | None = None) -> None:
     """Load ``program`` and saturate it, reporting ``("iter", IterationStats)`` after each iteration and
     ``("done", (egraph, StopReason))`` at the end. ``("snapshot", (iteration, JSON text))`` is reported after
     iteration 0 with ``snapshot``, and after each later iteration that changed the e-graph when
@@ -147,18 +155,24 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
 
     With ``provenance`` (a program compiled with it) the ``cur_iter`` counter is set to each iteration's number
     before its rules run, so the provenance rows the rules write carry it.
+
+    ``preloaded`` is an egglog e-graph that already ran the program's first chunk (the declarations), with
+    that chunk's text; it is used when the program starts with that text.
     """
     from egglog import bindings as b  # lazy: 0.2-0.4 s to load; importing eqsat.engine (CLI, dumps) stays light
 
     t_start = time.perf_counter()
     deadline = t_start + limits.time_limit if deadline is None else deadline
     budget = Budget(limits, deadline, vm_bytes() if memory_base is None else memory_base, provenance)
-    eg = b.EGraph()
+    graph_chunks, rule_chunks = split_program(program)
+    if preloaded is not None and graph_chunks[0] == preloaded[1]:
+        eg, graph_chunks = preloaded[0], graph_chunks[1:]
+    else:
+        eg = b.EGraph()
 
     def run(text: str) -> Any:
         return eg.run_program(*eg.parse_program(text))
 
-    graph_chunks, rule_chunks = split_program(program)
     for chunk in graph_chunks:
         run(chunk)
     run("(run-schedule (saturate (run shapes)))")
@@ -282,8 +296,10 @@ def _explain(e: BaseException) -> str:
     return msg
 
 
-def _child_main(conn: Any, program: str, steps: Sequence[RuleStep], roots: list[str], limits: Limits,
-                deadline: float, provenance: bool = False, anytime: bool = False) -> None:
+def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = False,
+                anytime: bool = False) -> None:
+    """The engine process: it loads egglog and the declarations while the parent compiles the program, then
+    receives ``(program, steps, roots)`` and saturates, sending its reports to ``conn``."""
     # the memory limit is on what the engine adds to what the forked process already maps
     mapped = vm_bytes()
     if mapped is not None:
@@ -292,6 +308,19 @@ def _child_main(conn: Any, program: str, steps: Sequence[RuleStep], roots: list[
                                                     resource.RLIM_INFINITY))
         except (ValueError, OSError):  # pragma: no cover - platform without RLIMIT_AS
             pass
+    preloaded = None
+    try:
+        from egglog import bindings as b
+
+        if not provenance:  # with provenance the declarations depend on the rules
+            text = declarations()
+            eg = b.EGraph()
+            eg.run_program(*eg.parse_program(text))
+            preloaded = (eg, text)
+    except BaseException as e:  # reported once the program is here; the run then starts from scratch
+        log.debug("engine process could not preload the declarations: %s", e)
+    program, steps, roots = conn.recv()
+
     def wants_snapshot() -> bool:  # the parent sends a request when it has dealt with the last snapshot
         asked = False
         while conn.poll():
@@ -302,7 +331,7 @@ def _child_main(conn: Any, program: str, steps: Sequence[RuleStep], roots: list[
     try:
         _saturate_in_process(program, steps, roots, limits, lambda kind, payload: conn.send((kind, payload)),
                              deadline=deadline, memory_base=mapped, snapshot=True, provenance=provenance,
-                             wants_snapshot=wants_snapshot if anytime else None)
+                             wants_snapshot=wants_snapshot if anytime else None, preloaded=preloaded)
     except MemoryError:
         conn.send(("error", "memory limit"))
     except BaseException as e:  # egglog errors (and Rust panics) cross the process boundary as text
@@ -336,7 +365,14 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     limits = limits or Limits()
     t0 = time.perf_counter()
     deadline = t0 + limits.time_limit
-    program, cg, steps = compile_program(graph, rules, provenance)
+    # the engine process starts first: it loads egglog and the declarations while this one compiles
+    child = None if in_process else _start_child(limits, deadline, provenance, on_snapshot is not None)
+    try:
+        program, cg, steps = compile_program(graph, rules, provenance)
+    except BaseException:
+        if child is not None:
+            child[0].kill()
+        raise
 
     def result(egraph: EGraph, iters: list[IterationStats], reason: StopReason) -> SaturationResult:
         return SaturationResult(egraph, iters, reason, time.perf_counter() - t0, program, cg.tensor_of_global)
@@ -368,9 +404,9 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     # the child stops itself before the deadline; past the margin (an estimate was off, or one rule's search
     # ran long) it is killed. The caller's later stages absorb the margin (optimize gives extraction what is left)
     margin = 0.5 + 0.2 * limits.time_limit
-    iters, last, done, failure = _run_child(program, steps, cg.output_globals, limits, progress, snapshot,
-                                            on_snapshot, deadline=deadline, kill_at=deadline + margin,
-                                            provenance=provenance)
+    assert child is not None
+    iters, last, done, failure = _run_child(child, (program, steps, cg.output_globals), progress, snapshot,
+                                            on_snapshot, kill_at=deadline + margin)
     if done is not None:
         return result(done[0], iters, done[1])
     if last is None or not iters:
@@ -379,20 +415,24 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     return result(last.egraph, iters[:last.iteration + 1], failure[0])
 
 
-def _run_child(program: str, steps: Sequence[RuleStep], roots: list[str], limits: Limits,
-               progress: Callable[[IterationStats], None] | None, read: Callable[[int, str], Snapshot],
-               on_snapshot: Callable[[Snapshot], None] | None, deadline: float, kill_at: float,
-               provenance: bool = False
-               ) -> tuple[list[IterationStats], Snapshot | None, tuple[EGraph, StopReason] | None,
-                          tuple[StopReason, str]]:
-    """Run the engine in a forked child; return (iterations, the latest snapshot, result, failure)."""
+def _start_child(limits: Limits, deadline: float, provenance: bool, anytime: bool) -> tuple[Any, Any]:
+    """Fork the engine process (:func:`_child_main`); return it and this end of its pipe."""
     ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe()  # duplex: the child sends its reports, the parent its requests for snapshots
-    proc = ctx.Process(target=_child_main,
-                       args=(child, program, steps, roots, limits, deadline, provenance, on_snapshot is not None),
-                       daemon=True)
+    parent, child = ctx.Pipe()  # duplex: the child sends its reports, the parent the program and snapshot requests
+    proc = ctx.Process(target=_child_main, args=(child, limits, deadline, provenance, anytime), daemon=True)
     proc.start()
     child.close()
+    return proc, parent
+
+
+def _run_child(child: tuple[Any, Any], work: tuple[str, Sequence[RuleStep], list[str]],
+               progress: Callable[[IterationStats], None] | None, read: Callable[[int, str], Snapshot],
+               on_snapshot: Callable[[Snapshot], None] | None, kill_at: float
+               ) -> tuple[list[IterationStats], Snapshot | None, tuple[EGraph, StopReason] | None,
+                          tuple[StopReason, str]]:
+    """Send the engine process (``child``: the process and this end of its pipe) its ``work`` (program, rule
+    steps, roots) and follow it; return (iterations, the latest snapshot, result, failure)."""
+    proc, parent = child
     iters: list[IterationStats] = []
     snapshot = None
 
@@ -401,6 +441,7 @@ def _run_child(program: str, steps: Sequence[RuleStep], roots: list[str], limits
         return StopReason.MEMORY_LIMIT, f"engine process died (exit code {proc.exitcode}; likely the memory limit)"
 
     try:
+        parent.send(work)
         while True:
             # before its snapshot the child is loading the graph (bounded work) and there is nothing to fall back on
             remaining = kill_at - time.perf_counter() if snapshot is not None else 0.25
