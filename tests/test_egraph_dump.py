@@ -99,13 +99,17 @@ def test_the_file_is_extraction_gym_json_with_an_eqsat_block(runs: dict[str, Any
     for n in dump.egraph.nodes:
         assert eg.op_of(n.id) == n.op and eg.class_of(n.id) == n.eclass and eg.cost_of(n.id) == n.cost
         assert set(eg.child_classes(n.id)) == set(n.children)
-    # eqsat extract reads it and finds the pipeline's extraction cost
+    # eqsat extract reads it and finds the pipeline's extraction cost: the optimum, unless the pipeline wrote a
+    # graph found earlier that is cheaper as written than the optimum's (status "start", with a note saying so)
     sel = tmp_path / "sel.json"
     assert main(["extract", str(path), "--out", str(sel)]) == 0
     capsys.readouterr()
     got = json.loads(sel.read_text())
-    assert got["status"] == "optimal" == res.solver_status
-    assert got["cost"] == pytest.approx(res.extraction_cost, rel=1e-9, abs=1e-12)
+    assert got["status"] == "optimal" and res.solver_status in ("optimal", "start")
+    if res.solver_status == "optimal":
+        assert got["cost"] == pytest.approx(res.extraction_cost, rel=1e-9, abs=1e-12)
+    else:
+        assert got["cost"] <= res.extraction_cost and any("found at" in n for n in res.cost_notes)
 
 
 def test_chosen_nodes_are_the_pipelines_selection(runs: dict[str, Any]) -> None:

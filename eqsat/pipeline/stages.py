@@ -66,6 +66,7 @@ class State:
     limits: engine.Limits  # saturate: the limits it ran under
     sat: engine.SaturationResult  # saturate
     node_costs: dict[str, float]  # cost: e-node id -> ms
+    costed: SerializedEGraph  # extract: the e-graph with those costs, as the extractors see it
     extractions: list[Extraction]  # extract: the first choice first
     chosen: Extraction  # extract, latency: the extraction written out
     names: dict[str, str]  # export: e-class -> tensor name
@@ -162,7 +163,7 @@ def extract_graphs(s: State) -> None:
     """Extract the cheapest graph from the costed e-graph (CP-SAT, or greedy), or with candidates > 1 and the
     latency check that many distinct near-optimal graphs."""
     o = s.options
-    eg = s.sat.egraph.with_costs(s.node_costs).to_serialized()
+    s.costed = eg = s.sat.egraph.with_costs(s.node_costs).to_serialized()
     # what follows (export, numeric check) keeps at least 10 %; about 0.5 ms a node on 2 cores for large graphs
     after = max(AFTER_SHARE * o.time_limit, 0.5e-3 * len(s.graph.nodes))
     seconds = max(0.05, min(EXTRACTION_SHARE * o.time_limit, s.start + o.time_limit - after - time.perf_counter()))
@@ -221,12 +222,11 @@ def export(s: State) -> None:
     extracted, s.new_graph = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.graph, s.names)
     s.cost_before = s.anytime.cost_before
     s.cost_after = graph_cost(s.new_graph, s.cost_model)
-    s.notes = _cost_notes(s.chosen.cost, graph_cost(extracted, s.cost_model), s.cost_after, extracted, s.new_graph)
-    best = s.anytime.best
-    if best.egraph is not None and best.cost < s.cost_after:  # an earlier extraction is cheaper as written
-        s.notes.append(f"the graph {best.source} found at {best.seconds:.2f} s costs {best.cost:.6g} as written, "
-                       f"less than the final extraction's: it is written")
-        s.new_graph, s.cost_after = best.graph, best.cost
+    s.notes = []
+    if _prefer_best_so_far(s):
+        extracted, _ = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.graph, s.names)
+    s.notes[:0] = _cost_notes(s.chosen.cost, graph_cost(extracted, s.cost_model), s.cost_after, extracted,
+                              s.new_graph)
     # never return a costlier model, nor rewrite one for no gain (a rewrite at equal cost is work for nothing:
     # weight transforms, a re-export, and a model the user has to check again)
     s.kept = not s.cost_after < s.cost_before * (1 - REL_EPS)
@@ -239,6 +239,31 @@ def export(s: State) -> None:
     # input_shapes fixed its dimensions: then the import with those shapes is the model asked for
     s.as_given = s.original if not s.options.input_shapes else None
     s.model = s.as_given if s.kept and s.as_given is not None else onnx_io.to_onnx(s.new_graph)
+
+
+def _prefer_best_so_far(s: State) -> bool:
+    """Choose (and return True) the best graph found earlier where it is cheaper as written than the final extraction's (the
+    extraction objective prices binary concat chains, the written graph n-ary concats, so a start the solver
+    did not improve on can still be the cheaper one written). It is chosen as a selection of the final
+    e-graph, so the dump shows it and its tensors get the final e-graph's names."""
+    best = s.anytime.best
+    if best.egraph is None or not best.cost < s.cost_after * (1 - REL_EPS):
+        return False
+    selection = s.anytime.start_for(s.sat.egraph)
+    if selection is None:  # never expected: the final e-graph holds every earlier term
+        log.warning("the best graph so far is not in the final e-graph; writing the final extraction's")
+        return False
+    _, graph = engine.graph_from_selection(s.sat.egraph, selection, s.graph, s.names)
+    cost = graph_cost(graph, s.cost_model)
+    if cost < s.cost_after:
+        s.chosen = dataclasses.replace(s.chosen, selection=selection, status="start", found_after=None,
+                                       cost=validate_selection(s.costed, selection))
+        s.extractions[0] = s.chosen
+        s.new_graph, s.cost_after = graph, cost
+        s.notes.append(f"the graph {best.source} found at {best.seconds:.2f} s costs {cost:.6g} as written, less "
+                       "than the final extraction's: it is written")
+        return True
+    return False
 
 
 def time_latency(s: State) -> None:
