@@ -242,10 +242,10 @@ def export(s: State) -> None:
 
 
 def _prefer_best_so_far(s: State) -> bool:
-    """Choose (and return True) the best graph found earlier where it is cheaper as written than the final extraction's (the
-    extraction objective prices binary concat chains, the written graph n-ary concats, so a start the solver
-    did not improve on can still be the cheaper one written). It is chosen as a selection of the final
-    e-graph, so the dump shows it and its tensors get the final e-graph's names."""
+    """Choose (and return True) the best graph found earlier where it is cheaper as written than the final
+    extraction's (the extraction objective prices binary concat chains, the written graph n-ary concats, so a
+    start the solver did not improve on can still be the cheaper one written). It is chosen as a selection of
+    the final e-graph, so the dump shows it and its tensors get the final e-graph's names."""
     best = s.anytime.best
     if best.egraph is None or not best.cost < s.cost_after * (1 - REL_EPS):
         return False
