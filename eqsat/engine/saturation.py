@@ -8,13 +8,16 @@ when all its matches fit what the limits still allow, and returns the serialized
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import multiprocessing as mp
 import resource
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from eqsat.engine.compile import (
@@ -91,6 +94,35 @@ class SaturationResult:
 
 
 
+def egglog_bindings() -> Any:
+    """egglog's compiled core (``egglog.bindings``), loaded on first use so that importing eqsat.engine (the CLI,
+    dumps) stays light.
+
+    The only part of egglog the engine uses is this extension module. Importing it through the ``egglog``
+    package also runs the package's Python layer (its high-level API, which imports a code formatter): 0.2 s
+    of the time to a first e-graph. So the extension is loaded from the package's folder by itself and
+    registered under its name, where a later ``import egglog`` finds it; if that fails for any reason the
+    package is imported as usual.
+    """
+    loaded = sys.modules.get("egglog.bindings")
+    if loaded is not None:
+        return loaded
+    try:
+        package = importlib.util.find_spec("egglog")
+        folder = Path(next(iter(package.submodule_search_locations or ())))  # type: ignore[union-attr]
+        path = next(p for p in folder.iterdir() if p.name.startswith("bindings.") and p.suffix in (".so", ".pyd"))
+        spec = importlib.util.spec_from_file_location("egglog.bindings", path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        sys.modules["egglog.bindings"] = module
+        return module
+    except Exception as e:  # noqa: BLE001 - any surprise: the ordinary import
+        log.debug("loading egglog.bindings by itself failed (%s); importing the egglog package", e)
+        from egglog import bindings
+
+        return bindings
+
+
 def _sizes(eg: Any, b: Any = None) -> tuple[int, int]:
     (out,) = eg.run_program(*eg.parse_program("(print-size)"))
     sizes = dict(out.sizes)
@@ -159,7 +191,7 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
     ``preloaded`` is an egglog e-graph that already ran the program's first chunk (the declarations), with
     that chunk's text; it is used when the program starts with that text.
     """
-    from egglog import bindings as b  # lazy: 0.2-0.4 s to load; importing eqsat.engine (CLI, dumps) stays light
+    b = egglog_bindings()
 
     t_start = time.perf_counter()
     deadline = t_start + limits.time_limit if deadline is None else deadline
@@ -310,8 +342,7 @@ def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = F
             pass
     preloaded = None
     try:
-        from egglog import bindings as b
-
+        b = egglog_bindings()
         if not provenance:  # with provenance the declarations depend on the rules
             text = declarations()
             eg = b.EGraph()

@@ -58,6 +58,9 @@ class OptimizeResult:
     #: per better graph found (:mod:`eqsat.pipeline.anytime`). The latency check may still keep the original.
     trace: list[tuple[float, float]] = field(default_factory=list)
     best_source: str = ""  # what found the best graph: "input", "greedy, iteration 2", "cpsat", ...
+    #: snapshots of the e-graph extracted while it saturated, and the seconds this process spent on them (beside
+    #: the engine's process, so they overlap the saturate stage's time)
+    snapshots: tuple[int, float] = (0, 0.0)
 
     @property
     def seconds_to_best(self) -> float:

@@ -319,7 +319,8 @@ def report(s: State) -> None:
         s.model, s.new_graph, s.graph, s.cost_before, s.cost_after, sat.iterations, sat.stop_reason,
         sat.rules_fired, first.status, first.bound, first.gap, s.chosen.cost, s.stage_seconds, s.numeric,
         s.cost_model.name, s.kept, s.latency, (len(s.original.graph.node), len(s.model.graph.node)), s.notes,
-        s.dump, s.timings, list(s.anytime.trace), s.anytime.best.source)
+        s.dump, s.timings, list(s.anytime.trace), s.anytime.best.source,
+        (s.anytime.snapshots, s.anytime.snapshot_seconds))
 
 
 @dataclass(frozen=True)
