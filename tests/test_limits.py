@@ -140,6 +140,28 @@ def test_engine_that_dies_keeps_iteration_zero_and_says_memory_limit(monkeypatch
     assert res.egraph.roots
 
 
+def test_engine_that_dies_after_a_later_snapshot_keeps_that_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a snapshot consumer (the anytime loop), the fallback is the latest e-graph the engine sent."""
+    real = E._saturate_in_process
+
+    def dies(*args, **kw):  # the engine process ends abruptly once it has sent a snapshot of iteration 1 or later
+        report = args[4]
+
+        def die(kind, payload):
+            report(kind, payload)
+            if kind == "snapshot" and payload[0] >= 1:
+                os._exit(137)
+        real(*args[:4], die, **kw)
+
+    monkeypatch.setattr(E, "_saturate_in_process", dies)
+    seen: list[int] = []
+    res = E.saturate(_two_matmuls(), STARTER_RULES, Limits(time_limit=30), on_snapshot=lambda s: seen.append(
+        s.iteration))
+    assert res.stop_reason == "memory limit" and seen[0] == 0 and seen[-1] >= 1
+    assert len(res.iterations) == seen[-1] + 1
+    assert res.egraph.num_nodes > res.iterations[0].enodes  # the later e-graph, not iteration 0's
+
+
 # ------------------------------------------------------------------------------------------ the node limit
 
 

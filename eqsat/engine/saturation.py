@@ -484,7 +484,7 @@ def _run_child(child: tuple[Any, Any], work: tuple[str, Sequence[RuleStep], list
                 continue
             try:
                 kind, payload = parent.recv()
-            except EOFError:
+            except (EOFError, OSError):  # the process ended (a reset pipe: it died mid-write)
                 return iters, snapshot, None, died()
             if kind == "iter":
                 iters.append(payload)
