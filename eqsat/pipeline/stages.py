@@ -1,8 +1,9 @@
 """The stages of an optimization run, in order, and the runner that times them.
 
 Each stage is a function ``(state) -> None`` that reads what the stages before it set on the :class:`State`
-and sets its own part: load (ONNX -> IR), rules, saturate (the e-graph), cost (every e-node priced), extract
-(the cheapest graph, or several candidates), export (IR -> ONNX, never costlier than the original), latency
+and sets its own part: load (ONNX -> IR), rules, saturate (the e-graph; with ``anytime`` its snapshots are
+extracted meanwhile, :mod:`eqsat.pipeline.anytime`), cost (every e-node priced), extract (the cheapest graph, or
+several candidates), export (IR -> ONNX, the cheapest graph found, never costlier than the original), latency
 (the candidates timed end to end), check (the numeric check), dump (the e-graph dump) and report (the
 :class:`~eqsat.pipeline.result.OptimizeResult`). :func:`run_stages` runs the ones that apply, logs each one's
 time and records it in ``result.stage_seconds`` under the stage's key.
@@ -69,7 +70,7 @@ class State:
     costed: SerializedEGraph  # extract: the e-graph with those costs, as the extractors see it
     extractions: list[Extraction]  # extract: the first choice first
     chosen: Extraction  # extract, latency: the extraction written out
-    names: dict[str, str]  # export: e-class -> tensor name
+    names: dict[str, str]  # extract: e-class -> tensor name
     new_graph: Graph  # export, latency: the graph written
     model: onnx.ModelProto  # export, latency: the model written
     as_given: onnx.ModelProto | None  # export: what a kept original is written as (None: re-exported)
@@ -100,7 +101,8 @@ class State:
 
 
 def load(s: State) -> None:
-    """Read the model (kept as given: the reference of every check) and import it into the IR."""
+    """Read the model (kept as given: the reference of every check), import it into the IR, and start the
+    anytime record with it as the best graph so far."""
     s.original, s.label = onnx_io.read_model(s.source)
     shapes = s.options.input_shapes
     s.graph = onnx_io.load_model(s.original, input_shapes=dict(shapes) if shapes else None, label=s.label)
@@ -122,7 +124,7 @@ def choose_rules(s: State) -> None:
 
 def saturate(s: State) -> None:
     """Saturate the e-graph of the imported graph under the limits; with ``anytime``, extract each snapshot of
-    it greedily meanwhile (:mod:`eqsat.pipeline.anytime`)."""
+    it meanwhile, greedily and then briefly by CP-SAT (:mod:`eqsat.pipeline.anytime`)."""
     o = s.options
     # each stage ends by its share's deadline from the start (saturation 40 %, extraction 50 %), so time a stage
     # overran comes out of the next one and the run stays within time_limit
@@ -169,7 +171,7 @@ def extract_graphs(s: State) -> None:
     seconds = max(0.05, min(EXTRACTION_SHARE * o.time_limit, s.start + o.time_limit - after - time.perf_counter()))
     # the best graph so far (or the input graph's own term) is a valid extraction: the answer is never costlier
     began = time.perf_counter()
-    names = engine.tensor_names_by_class(s.sat)
+    s.names = names = engine.tensor_names_by_class(s.sat)
     start = _start(s, eg)
     if o.anytime and o.solver == "cpsat":  # the cheap answer first: greedy on the final e-graph
         s.anytime.greedy(s.sat.egraph, eg, names, "greedy, final e-graph", start)
@@ -218,7 +220,6 @@ def _input_start(s: State, eg: SerializedEGraph) -> dict[str, str] | None:
 def export(s: State) -> None:
     """Read the first choice back into the IR, price it as written and export it to ONNX; a graph costlier than
     the original is not written: the original is kept."""
-    s.names = engine.tensor_names_by_class(s.sat)
     extracted, s.new_graph = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.graph, s.names)
     s.cost_before = s.anytime.cost_before
     s.cost_after = graph_cost(s.new_graph, s.cost_model)
