@@ -182,3 +182,19 @@ def _bert_like() -> onnx.ModelProto:
 def test_input_graph_cost_is_the_graph_cost_as_written() -> None:
     g = _two_matmuls()
     assert Anytime(g, get_cost_model(), time.perf_counter()).cost_before == graph_cost(g, get_cost_model())
+
+
+def test_cli_no_anytime_extracts_the_final_egraph_only(tmp_path, capsys) -> None:
+    from eqsat.cli.app import main
+
+    src = tmp_path / "m.onnx"
+    onnx.save(_bert_like(), str(src))
+    assert main(["optimize", str(src), "-o", str(tmp_path / "a.onnx"), "-q", "--time-limit", "20"]) == 0
+    with_anytime = capsys.readouterr().out
+    assert main(["optimize", str(src), "-o", str(tmp_path / "b.onnx"), "-q", "--time-limit", "20",
+                 "--no-anytime"]) == 0
+    without = capsys.readouterr().out
+    row = [line for line in without.splitlines() if line.startswith("best found")]
+    assert row and "(cpsat)" in row[0] and "1 improvement(s)" in row[0]
+    assert "best found" in with_anytime and "iteration" in next(
+        line for line in with_anytime.splitlines() if line.startswith("best found"))

@@ -144,7 +144,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules), candidates=args.candidates,
                    time_limit=args.time_limit, node_limit=args.node_limit, iter_limit=args.iter_limit,
                    solver=args.solver, input_shapes=shapes, check=not args.no_check,
-                   dump_egraph=dump is not None, provenance=args.provenance,
+                   dump_egraph=dump is not None, provenance=args.provenance, anytime=not args.no_anytime,
                    progress=say)  # the dump object only: written here
     write_file(out, lambda p: onnx.save(res.model, str(p)))
     if dump is not None and res.egraph_dump is not None:
@@ -315,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with measured costs: extract up to K distinct near-optimal graphs, time each end to end "
                         "and keep the fastest (default 4; 1 = the cost model's choice only)")
     o.add_argument("--solver", default="cpsat", choices=["cpsat", "greedy"])
+    o.add_argument("--no-anytime", action="store_true",
+                   help="extract the final e-graph only (default: also each snapshot while it saturates)")
     o.add_argument("--rules", default="default", choices=["default", "size4", "starter"],
                    help="default: the verified corpus (rules of up to three operators), the extra and layout "
                         "rules; size4: also the rules of four operators it cannot derive; starter: hand-written")
