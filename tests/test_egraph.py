@@ -167,3 +167,44 @@ def test_broadcast_shape_rule_gives_no_shape_to_dims_that_do_not_broadcast() -> 
     nodes = res.egraph.nodes
     assert not [n for n in nodes if n.op == "ewadd" and len(set(n.children)) == 2]
     assert [n for n in nodes if n.op == "ewadd"]  # a + a, b + b: the rule did fire
+
+
+# ------------------------------------------------------------------------------------------ rules that cannot match
+
+
+def test_pattern_ops_names_operators_not_parameter_expressions() -> None:
+    from eqsat.engine.compile import pattern_ops
+
+    assert pattern_ops("(matmul ?x (transpose :perm [1 0] (reshape (+ ?a 1) ?y)))") == {"matmul", "transpose",
+                                                                                          "reshape"}
+    assert pattern_ops("?x") == frozenset()
+
+
+def test_reachable_ops_follow_rules_whose_left_sides_can_match() -> None:
+    from eqsat.engine.compile import compile_rules, reachable_ops
+
+    g = Graph((TensorInfo("x", (3, 4)),), {}, (make_node("relu", {}, ["x"], "y"),), ("y",)).validate()
+    chain = [Rule("a", ("(relu ?x)",), ("(sigmoid ?x)",)), Rule("b", ("(sigmoid ?x)",), ("(tanh ?x)",)),
+             Rule("c", ("(ewmul ?x ?y)",), ("(ewadd ?x ?y)",))]
+    reach = reachable_ops(g, chain)
+    assert {"relu", "sigmoid", "tanh"} <= reach and not {"ewmul", "ewadd"} & reach
+    assert len(compile_rules(chain, operators=reach)) == 2  # "c" can never match: left out
+    assert len(compile_rules(chain)) == 3
+
+
+@pytest.mark.parametrize("name", ["bert_attention_block", "small_cnn", "nasrnn_cell"])
+def test_leaving_out_rules_that_cannot_match_changes_no_egraph(name: str, builtin_model, default_rules,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from eqsat import ops
+    from eqsat.engine import saturation
+    from eqsat.onnx_io import load_model
+
+    g = load_model(builtin_model(name))
+    limits = Limits(iter_limit=3, node_limit=20_000)
+    left_out = saturate(g, default_rules, limits, in_process=True)
+    monkeypatch.setattr(saturation, "reachable_ops", lambda graph, rules: frozenset(ops.REGISTRY))
+    everything = saturate(g, default_rules, limits, in_process=True)
+    assert len(left_out.program) < len(everything.program)
+    assert (left_out.egraph.num_nodes, len(left_out.egraph.classes)) == \
+        (everything.egraph.num_nodes, len(everything.egraph.classes))
+    assert left_out.rules_fired == everything.rules_fired

@@ -29,7 +29,7 @@ from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_ar
 
 __all__ = ["SIBLING_MERGE", "PROVENANCE_PREFIX", "ITERATION_COUNTER", "CompiledGraph", "RuleStep", "declarations",
            "compile_rule", "compile_rules", "compile_graph", "sibling_groups", "compile_program", "build_program",
-           "split_program", "egglog_params"]
+           "split_program", "egglog_params", "pattern_ops", "reachable_ops"]
 
 _SORTS = {"int": "i64", "ints": "IVec", "float": "String", "str": "String", "any": "String"}
 _ARITH = {"+", "-", "*"}
@@ -74,10 +74,12 @@ ITERATION_COUNTER = "cur_iter"
 _PROV_ROW = re.compile(r"\(set \(" + PROVENANCE_PREFIX + r"([^\s()]+) ")
 
 
-def declarations(provenance: bool | Iterable[str] = False) -> str:
+def declarations(provenance: bool | Iterable[str] = False, operators: Iterable[str] | None = None) -> str:
     """egglog declarations derived from the registry: sorts, constructors, shape analysis, rulesets; with
     ``provenance`` also the provenance record (:func:`compile_rule`): its tables for every operator but
-    ``opaque`` (which no rule builds), or for the operators named (each table costs memory)."""
+    ``opaque`` (which no rule builds), or for the operators named (each table costs memory). With
+    ``operators`` the shape rules are those of these operators only (:func:`reachable_ops`: the others never
+    get an e-node); every constructor is declared either way."""
     lines = ["(sort IVec (Vec i64))", "(sort TList)", "(datatype T", "  (Input String)", "  (Weight String)"]
     for spec in ops.REGISTRY.values():
         sorts = [_SORTS[k] for _, k in egglog_params(spec)] + ["T"] * len(_egglog_inputs(spec))
@@ -94,8 +96,10 @@ def declarations(provenance: bool | Iterable[str] = False) -> str:
         # merge a rewrite's right-hand side only once it is well-shaped with the left-hand side's shape
         '(rule ((pending l r) (= s (shape l)) (= s (shape r))) ((union l r)) :ruleset shapes :name "merge-checked")',
     ]
+    wanted = None if operators is None else set(operators)
     for spec in ops.REGISTRY.values():
-        lines += _shape_rules(spec)
+        if wanted is None or spec.name in wanted:
+            lines += _shape_rules(spec)
     if provenance is not False:  # True, or the operators to record (maybe none)
         # one row per e-node a rule's right-hand side builds, keyed like the constructor plus the rule's name,
         # valued with the first iteration it did so (egglog canonicalises the tensor arguments, so after
@@ -241,14 +245,55 @@ def compile_rule(rule: Rule, provenance: bool = False) -> str:
     return f"(rule ({' '.join(facts)}) ({' '.join(actions)}) :ruleset {ruleset} :name {json.dumps(rule.name)})"
 
 
-def compile_rules(rules: Iterable[Rule], provenance: bool = False) -> list[str]:
+_OPERATOR = re.compile(r"\(([A-Za-z_]\w*)")
+
+
+def pattern_ops(pattern: str) -> frozenset[str]:
+    """The registry operators a rule pattern applies: the names that open a parenthesis in its text
+    (parameter expressions open with ``+``, ``-``, ``*`` or ``compose``, which are no operators)."""
+    return frozenset(name for name in _OPERATOR.findall(pattern) if name in ops.REGISTRY)
+
+
+def _direction_ops(d: Rule) -> tuple[frozenset[str], frozenset[str]]:
+    return frozenset().union(*map(pattern_ops, d.lhs)), frozenset().union(*map(pattern_ops, d.rhs))
+
+
+def reachable_ops(graph: Graph, rules: Iterable[Rule]) -> frozenset[str]:
+    """Every operator an e-graph of ``graph`` can hold under ``rules``: the graph's own, with the concats and
+    splits of n-way sibling merges, then those of the right-hand sides of every rule direction whose
+    left-hand sides apply only operators already there, until none is added. A direction whose left-hand
+    side applies any other operator can never match, and no e-node of another operator is ever built, so
+    neither those rules nor those operators' shape rules need loading (about 60 % of the default rules on
+    TASO's BERT)."""
+    reach = {n.op for n in graph.nodes} | {"concat", "split"}
+    todo = [_direction_ops(d) for r in rules for d in r.directions()]
+    grew = True
+    while grew:
+        grew = False
+        rest = []
+        for lhs, rhs in todo:
+            if lhs <= reach:
+                grew |= not rhs <= reach
+                reach |= rhs
+            else:
+                rest.append((lhs, rhs))
+        todo = rest
+    return frozenset(reach)
+
+
+def compile_rules(rules: Iterable[Rule], provenance: bool = False,
+                  operators: frozenset[str] | None = None) -> list[str]:
     """Compile every direction of every rule, deduplicated by text (egglog panics on duplicates); with
-    ``provenance`` each records the e-nodes it builds (:func:`compile_rule`), deduplicated as without."""
+    ``provenance`` each records the e-nodes it builds (:func:`compile_rule`), deduplicated as without. With
+    ``operators`` (:func:`reachable_ops`) a direction whose left-hand sides apply another operator is left
+    out: it could never match."""
     seen: set[str] = set()
     names: set[str] = set()
     out = []
     for r in rules:
         for d in r.directions():
+            if operators is not None and not _direction_ops(d)[0] <= operators:
+                continue
             text = compile_rule(d)
             body = text.rsplit(":name", 1)[0]
             if body in seen:
@@ -407,14 +452,16 @@ def _term_size(e: Sexp) -> int:
     return 1 + sum(_term_size(x) for x in ins)
 
 
-def compile_program(graph: Graph, rules: Sequence[Rule], provenance: bool = False
-                    ) -> tuple[str, CompiledGraph, list[RuleStep]]:
-    """The program of :func:`build_program`, with the rule steps in order (one per ruleset ``step<k>``)."""
+def compile_program(graph: Graph, rules: Sequence[Rule], provenance: bool = False,
+                    operators: frozenset[str] | None = None) -> tuple[str, CompiledGraph, list[RuleStep]]:
+    """The program of :func:`build_program`, with the rule steps in order (one per ruleset ``step<k>``).
+    ``operators`` is :func:`reachable_ops` of the graph and rules, when the caller has it already."""
     cg = compile_graph(graph, provenance)
+    operators = reachable_ops(graph, rules) if operators is None else operators
     directions = {d.name: d for r in rules for d in r.directions()}
     steps: list[RuleStep] = []
     rule_texts: list[str] = []
-    for text in compile_rules(rules, provenance):
+    for text in compile_rules(rules, provenance, operators):
         body, tail = text.rsplit(" :ruleset ", 1)  # compile_rule ends a rule with ':ruleset K :name "N")'
         kind, name = tail.split(" :name ", 1)
         rule = json.loads(name.removesuffix(")"))
@@ -425,7 +472,7 @@ def compile_program(graph: Graph, rules: Sequence[Rule], provenance: bool = Fals
     graph_lines = cg.text.split("\n") if cg.text else []
     # provenance tables only for the operators some rule (or sibling merge) builds
     used = set(_PROV_ROW.findall(cg.text)).union(*(_PROV_ROW.findall(t) for t in rule_texts)) if provenance else False
-    graph_chunks = [declarations(used)] + ["\n".join(graph_lines[i:i + _GRAPH_CHUNK])
+    graph_chunks = [declarations(used, operators)] + ["\n".join(graph_lines[i:i + _GRAPH_CHUNK])
                                         for i in range(0, len(graph_lines), _GRAPH_CHUNK)]
     # rules in small batches (one big batch costs extra memory)
     rule_chunks = ["\n".join(rule_texts[i:i + 20]) for i in range(0, len(rule_texts), 20)]
@@ -437,8 +484,9 @@ def build_program(graph: Graph, rules: Sequence[Rule], provenance: bool = False)
     chunks joined by ';;CHUNK' lines.
 
     Each rule direction gets a ruleset of its own (``step0``, ``step1``, ...) so saturation can apply or hold
-    back each one separately. With ``provenance`` the program records which rule built each e-node in which
-    iteration (:func:`compile_rule`).
+    back each one separately. Directions that can never match this graph, and the shape rules of operators
+    it can never hold, are left out (:func:`reachable_ops`). With ``provenance`` the program records which rule
+    built each e-node in which iteration (:func:`compile_rule`).
     """
     program, cg, _ = compile_program(graph, rules, provenance)
     return program, cg

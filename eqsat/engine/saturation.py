@@ -26,6 +26,7 @@ from eqsat.engine.compile import (
     RuleStep,
     compile_program,
     declarations,
+    reachable_ops,
     split_program,
 )
 from eqsat.engine.egraph import EGraph
@@ -329,7 +330,7 @@ def _explain(e: BaseException) -> str:
 
 
 def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = False,
-                anytime: bool = False) -> None:
+                anytime: bool = False, operators: frozenset[str] | None = None) -> None:
     """The engine process: it loads egglog and the declarations while the parent compiles the program, then
     receives ``(program, steps, roots)`` and saturates, sending its reports to ``conn``."""
     # the memory limit is on what the engine adds to what the forked process already maps
@@ -344,7 +345,7 @@ def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = F
     try:
         b = egglog_bindings()
         if not provenance:  # with provenance the declarations depend on the rules
-            text = declarations()
+            text = declarations(operators=operators)
             eg = b.EGraph()
             eg.run_program(*eg.parse_program(text))
             preloaded = (eg, text)
@@ -396,10 +397,11 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     limits = limits or Limits()
     t0 = time.perf_counter()
     deadline = t0 + limits.time_limit
+    operators = reachable_ops(graph, rules)
     # the engine process starts first: it loads egglog and the declarations while this one compiles
-    child = None if in_process else _start_child(limits, deadline, provenance, on_snapshot is not None)
+    child = None if in_process else _start_child(limits, deadline, provenance, on_snapshot is not None, operators)
     try:
-        program, cg, steps = compile_program(graph, rules, provenance)
+        program, cg, steps = compile_program(graph, rules, provenance, operators)
     except BaseException:
         if child is not None:
             child[0].kill()
@@ -446,11 +448,13 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     return result(last.egraph, iters[:last.iteration + 1], failure[0])
 
 
-def _start_child(limits: Limits, deadline: float, provenance: bool, anytime: bool) -> tuple[Any, Any]:
+def _start_child(limits: Limits, deadline: float, provenance: bool, anytime: bool,
+                 operators: frozenset[str]) -> tuple[Any, Any]:
     """Fork the engine process (:func:`_child_main`); return it and this end of its pipe."""
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe()  # duplex: the child sends its reports, the parent the program and snapshot requests
-    proc = ctx.Process(target=_child_main, args=(child, limits, deadline, provenance, anytime), daemon=True)
+    proc = ctx.Process(target=_child_main, args=(child, limits, deadline, provenance, anytime, operators),
+                       daemon=True)
     proc.start()
     child.close()
     return proc, parent
