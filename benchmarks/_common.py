@@ -11,14 +11,15 @@ import numpy as np
 
 def git_commit(mark_uncommitted: bool = False) -> str:
     """Short hash of HEAD (``unknown`` outside git), with " (with uncommitted changes)" when asked and the
-    tracked files differ from it, so a results file says what it measured."""
+    tracked files (other than benchmarks/results) differ from it, so a results file says what it measured."""
     here = Path(__file__).resolve().parent
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
                               timeout=10, cwd=here).stdout.strip()
+        # results files a benchmark is writing (this one, or one run before it) are not code: they do not count
         dirty = mark_uncommitted and subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=True,
-            timeout=10, cwd=here).stdout.strip()
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ":/", ":(exclude,top)benchmarks/results"],
+            capture_output=True, text=True, check=True, timeout=10, cwd=here).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
