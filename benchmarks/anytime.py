@@ -4,8 +4,9 @@ For each model, ``eqsat.optimize`` runs twice under the same cost model and time
 default: snapshots of the e-graph extracted while it saturates, warm-started from the best graph so far) and
 without (the final e-graph alone extracted, warm-started from the input graph, as before the anytime loop).
 For each run the table gives the final cost, when the best graph was found and by what, when iteration 0 (the
-input graph loaded into the engine) ended, the stages' seconds, the snapshots extracted and the seconds spent
-on them (beside the engine, so they overlap the saturate stage) and the total. Saves ``anytime.{md,json}``.
+input graph loaded into the engine) ended (seconds from the call, as the trace's), the stages' seconds, the
+snapshots extracted and the seconds spent on them (beside the engine, so they overlap the saturate stage) and
+the total. Saves ``anytime.{md,json}``.
 
 Usage: python benchmarks/anytime.py [MODEL ...] [--time-limit 60] [--costs analytic] [--out benchmarks/results]
 """
@@ -29,8 +30,9 @@ TASO = ["taso_bert", "taso_nasrnn", "taso_resnext50", "taso_nasnet_a", "taso_inc
 
 def profile(name: str, anytime: bool, time_limit: float, costs: str) -> dict[str, Any]:
     """One optimize run of a built-in model: its costs, times and anytime figures."""
-    from eqsat import models, optimize
+    from eqsat import models
     from eqsat.costs import get_cost_model
+    from eqsat.pipeline import optimize  # imported here, not on the first call: its import is no part of a run
 
     model = models.builtin_models()[name]()
     said: list[tuple[float, str]] = []

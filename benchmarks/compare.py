@@ -170,10 +170,10 @@ def _curve_line(both: list[dict]) -> str:
         if t is not None:
             above.append(f"{r['model']} (first at {t:.2f} s: {value_at(eq['trace'], t):.6g} against "
                          f"{value_at(bt['trace'], t):.6g})")
-            if len(eq["trace"]) <= 2 and "trace_source" not in eq:
+            if len(eq["trace"]) <= 2 and "best_source" not in eq:  # a file from before the anytime trace
                 sparse.append(r["model"])
-    note = (f" (eqsat's curve on {', '.join(sparse)} has only its start and its result: it stays at the "
-            "original cost until eqsat finishes)" if sparse else "")
+    note = (f" (eqsat's curve on {', '.join(sparse)} has only its start and its result: the file was written "
+            "before eqsat recorded when it found each better graph)" if sparse else "")
     return (f"- eqsat's best-so-far at or below backtracking's at every time up to the shorter run's end on "
             f"{len(both) - len(above)} of {len(both)} models (target: all)" +
             (f"; above on {', '.join(above)}" if above else "") + note + ".")
