@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -231,16 +232,23 @@ class Rule:
 
     def directions(self) -> list[Rule]:
         """The one-way rules this rule stands for (the reverse only where it is a valid pattern)."""
+        return list(self._directions)
+
+    @cached_property
+    def _directions(self) -> tuple[Rule, ...]:
+        # made once per rule: each direction re-parses and checks its patterns, and compiling a program asks for
+        # them several times (a third of the compile time before this was cached)
+        if not self.bidirectional:
+            return (self,)
         out = [Rule(self.name, self.lhs, self.rhs, self.conditions, False, self.origin, self.status, self.meta)]
-        if self.bidirectional:
-            rev = Rule.__new__(Rule)
-            try:
-                rev.__init__(self.name + "-rev", self.rhs, self.lhs, self.conditions, False, self.origin,
-                             self.status, self.meta)
-            except RuleError:
-                return out
-            out.append(rev)
-        return out
+        rev = Rule.__new__(Rule)
+        try:
+            rev.__init__(self.name + "-rev", self.rhs, self.lhs, self.conditions, False, self.origin,
+                         self.status, self.meta)
+        except RuleError:
+            return tuple(out)
+        out.append(rev)
+        return tuple(out)
 
 
 # ---------------------------------------------------------------------------------------------------------
