@@ -23,6 +23,7 @@ from eqsat.costs import CostModel, graph_cost
 from eqsat.engine import EGraph, Snapshot
 from eqsat.extract import Extraction, InvalidExtraction, NoFiniteChoice, SerializedEGraph, extract_cpsat, extract_greedy
 from eqsat.ir.graph import Graph
+from eqsat.ops import CostKey
 
 __all__ = ["Anytime", "Found", "price_nodes"]
 
@@ -33,10 +34,12 @@ REL_EPS = 1e-9
 
 
 def price_nodes(egraph: EGraph, cost_model: CostModel,
-                progress: Callable[[int, int], None] | None = None) -> dict[str, float]:
+                progress: Callable[[int, int], None] | None = None,
+                keys: Mapping[str, tuple[CostKey, ...]] | None = None) -> dict[str, float]:
     """The cost of every e-node (ms): the operator configurations it runs as once exported, under
-    ``cost_model``; nothing for leaves, lists and work on weights only."""
-    keys = engine.node_cost_keys(egraph)
+    ``cost_model``; nothing for leaves, lists and work on weights only. ``keys`` are the e-graph's
+    :func:`eqsat.engine.node_cost_keys` when the caller has them already."""
+    keys = engine.node_cost_keys(egraph) if keys is None else keys
     unique = {k for ks in keys.values() for k in ks}
     costs = cost_model.costs(unique, progress=progress) if progress else cost_model.costs(unique)
     return {nid: float(sum(costs[k] for k in ks)) for nid, ks in keys.items()}

@@ -155,10 +155,11 @@ def _on_snapshot(s: State) -> Callable[[engine.Snapshot], None]:
 
 def cost(s: State) -> None:
     """Price every e-node: the operator configurations it runs as, under the cost model."""
-    unique = {k for ks in engine.node_cost_keys(s.sat.egraph).values() for k in ks}
+    keys = engine.node_cost_keys(s.sat.egraph)
+    unique = {k for ks in keys.values() for k in ks}
     s.say(f"costing {len(unique)} operator configurations with {s.cost_model.name}")
     s.node_costs = price_nodes(s.sat.egraph, s.cost_model,
-                               _progress_every(s.say, len(unique)) if s.options.progress else None)
+                               _progress_every(s.say, len(unique)) if s.options.progress else None, keys)
 
 
 def extract_graphs(s: State) -> None:
