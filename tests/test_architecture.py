@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from eqsat.extract.greedy import strongly_connected_components
+
 ROOTS = ("eqsat", "eqsat.rules", "eqsat.extract", "eqsat.gpu")
 MAX_LINES = 600
 #: Modules over MAX_LINES that other branches are splitting (relative to the repository root).
@@ -139,37 +141,12 @@ def _edges(node_of) -> dict[str, dict[str, list[str]]]:
 
 def find_cycles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
     """One cycle (a list of nodes, the first repeated at the end) through each strongly connected component of
-    more than one node (Tarjan's algorithm, then a path search inside the component)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    comps: list[set[str]] = []
-
-    def strong(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, {})):
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = set()
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                comp.add(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                comps.append(comp)
-
-    for v in sorted(graph):
-        if v not in index:
-            strong(v)
+    more than one node (the extractors' Tarjan, then a path search inside the component)."""
+    succ = {v: sorted(graph[v]) for v in sorted(graph)}
+    for targets in list(succ.values()):  # a node only imported is a node too
+        for w in targets:
+            succ.setdefault(w, [])
+    comps = [set(c) for c in strongly_connected_components(succ) if len(c) > 1]
     cycles = []
     for comp in comps:
         start = min(comp)
