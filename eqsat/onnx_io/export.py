@@ -134,34 +134,34 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     opsets.insert(0, helper.make_opsetid("", opset))
     ir_version = int(graph.meta.get("ir_version") or 0) or onnx.helper.VERSION_TABLE[-1][1]
     ir_version = max(ir_version, 4)  # IR 4+: initializers need not be listed as graph inputs
-    skeleton = helper.make_model(helper.make_graph(_topo_order(nodes, inputs, inits), graph.name, inputs, outputs),
-                                 opset_imports=opsets, ir_version=ir_version, producer_name="eqsat")
-    _check(skeleton, inits)
-    model = onnx.ModelProto()
-    model.CopyFrom(skeleton)
+    model = helper.make_model(helper.make_graph(_topo_order(nodes, inputs, inits), graph.name, inputs, outputs),
+                              opset_imports=opsets, ir_version=ir_version, producer_name="eqsat")
+    large = sum(v.nbytes for v in inits.values()) > CHECK_WEIGHTS_BYTES
+    if large:  # checked before the weights go in (see _check_typed)
+        _check_typed(model, inits)
     for k, v in inits.items():  # written into the model in place: a large model's weights are copied once
         model.graph.initializer.append(numpy_helper.from_array(v, k))
+    if not large:
+        onnx.checker.check_model(model, full_check=True)
     return model
 
 
-#: weights above this many bytes in all are checked by their types and shapes only (see :func:`_check`)
+#: weights above this many bytes in all are checked by their types and shapes only (see :func:`_check_typed`)
 CHECK_WEIGHTS_BYTES = 64 * 1024 * 1024
 
 
-def _check(skeleton: onnx.ModelProto, inits: Mapping[str, np.ndarray]) -> None:
-    """The ONNX checker (with shape inference) on the model ``skeleton`` is, once given ``inits`` as weights.
+def _check_typed(skeleton: onnx.ModelProto, inits: Mapping[str, np.ndarray]) -> None:
+    """The ONNX checker (with shape inference) on the model ``skeleton`` is once given ``inits`` as weights,
+    with the weights as graph inputs of the same names, types and shapes.
 
-    The checker serializes the model it checks, twice with shape inference (2.5 s for VGG-19's 548 MB). Large
-    weights are therefore checked as graph inputs of the same names, types and shapes: the graph is checked
-    and its shapes inferred exactly as with them, and the weights themselves are tensors numpy_helper writes,
-    whose own checks (one data field, its size) hold by construction."""
+    The checker serializes the model it checks, twice with shape inference (2.5 s for VGG-19's 548 MB). With
+    the weights as typed inputs the graph is checked and its shapes inferred exactly as with them, and the
+    weights themselves are tensors numpy_helper writes, whose own checks (one data field, its size) hold by
+    construction."""
     model = onnx.ModelProto()
     model.CopyFrom(skeleton)
-    if sum(v.nbytes for v in inits.values()) > CHECK_WEIGHTS_BYTES:
-        model.graph.input.extend(helper.make_tensor_value_info(k, elem_type(str(v.dtype)), list(v.shape))
-                                 for k, v in inits.items())
-    else:
-        model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in inits.items())
+    model.graph.input.extend(helper.make_tensor_value_info(k, elem_type(str(v.dtype)), list(v.shape))
+                             for k, v in inits.items())
     onnx.checker.check_model(model, full_check=True)
 
 
