@@ -100,6 +100,13 @@ class Anytime:
         """The input graph's cost, as written."""
         return self.trace[0][1]
 
+    def input_selection(self, egraph: EGraph) -> dict[str, str] | None:
+        """The input graph's own term as a selection of ``egraph``, or None where some term of it is missing (an
+        e-graph from elsewhere; never the engine's own for this graph). Extractors keep the part reachable
+        from the outputs."""
+        terms = engine.input_terms(egraph, self.input)
+        return None if terms.missing else dict(terms.selection)
+
     def start_for(self, egraph: EGraph) -> dict[str, str] | None:
         """The best graph so far as a selection of ``egraph`` (an e-graph holding its terms), or None where the
         best is still the input graph or its terms are not all there."""
@@ -165,10 +172,8 @@ class Anytime:
         eg = snap.egraph
         costed = eg.with_costs(price_nodes(eg, self.cost_model)).to_serialized()
         names = engine.tensor_names_by_class(snap)
-        fallback = None
-        if self.best.egraph is None:  # the input graph's own term: greedy never does worse than it
-            terms = engine.input_terms(eg, self.input)
-            fallback = None if terms.missing else dict(terms.selection)
+        # while the best is the input, its own term is the start: greedy never does worse than it
+        fallback = self.input_selection(eg) if self.best.egraph is None else None
         if self.greedy(eg, costed, names, f"greedy, iteration {snap.iteration}", fallback) is not None:
             left = self.exact_seconds if self.deadline is None else min(self.exact_seconds,
                                                                          self.deadline - time.perf_counter())

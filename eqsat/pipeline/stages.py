@@ -206,10 +206,9 @@ def _start(s: State, eg: SerializedEGraph) -> dict[str, str] | None:
 def _input_start(s: State, eg: SerializedEGraph) -> dict[str, str] | None:
     """The input graph's term as a selection of the costed e-graph, or None where it is not a complete, valid
     one (an e-graph that lost a term; never for the engine's own)."""
-    terms = engine.input_terms(s.sat.egraph, s.graph)
-    if terms.missing:
+    start = s.anytime.input_selection(s.sat.egraph)
+    if start is None:
         return None
-    start = dict(terms.selection)  # the extractors keep the part reachable from the outputs
     try:
         validate_selection(eg, start)
     except InvalidExtraction as e:
