@@ -86,6 +86,7 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Profile the models named (TASO's seven by default), print the table and save it."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", default=TASO)
     ap.add_argument("--time-limit", type=float, default=60.0)

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from _common import git_commit
 
+from eqsat.costs import CostModel
 from eqsat.search.comparison_plot import plot_comparison
 from eqsat.search.traces import (
     TOL,
@@ -86,7 +87,7 @@ def output_stem(costs: str, tag: str | None = None) -> str:
     return re.sub(r"[^A-Za-z0-9.+_-]+", "-", "_".join(parts))
 
 
-def run(models: list[str], methods: list[str], budget: float, alpha: float, cost_model) -> list[dict]:
+def run(models: list[str], methods: list[str], budget: float, alpha: float, cost_model: CostModel) -> list[dict]:
     """Compare the methods on each model under ``cost_model``; one dict per model (the JSON of eqsat compare)."""
     from eqsat import models as zoo
     from eqsat.search.comparison import compare

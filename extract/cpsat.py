@@ -216,6 +216,7 @@ class _SolutionTimes(cp_model.CpSolverSolutionCallback):
         self.times: list[float] = []
 
     def on_solution_callback(self) -> None:
+        """Called by CP-SAT for each solution it finds: note the time."""
         self.times.append(time.perf_counter())
 
 
