@@ -62,3 +62,32 @@ def test_builtin_models_round_trip(name: str) -> None:
     model = models.builtin_models()[name]()
     out = onnx_io.to_onnx(onnx_io.load_model(model))
     assert check_equal(model, out).ok
+
+
+#: torchvision's ``mobilenet_v2().parameters()`` count; exported in eval mode, each BatchNorm's scale and shift
+#: fold into one bias per channel (17,056 channels), so the ONNX model holds 3,487,816
+TORCHVISION_MOBILENET_V2_PARAMS = 3_504_872
+
+
+def test_mobilenet_v2_is_torchvisions_architecture(builtin_model: Callable[..., onnx.ModelProto]) -> None:
+    model = builtin_model("mobilenet_v2")
+    onnx.checker.check_model(model, full_check=True)
+    params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+    assert abs(params / TORCHVISION_MOBILENET_V2_PARAMS - 1) < 0.05, params
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    groups = [next((a.i for a in n.attribute if a.name == "group"), 1) for n in convs]
+    assert (len(convs), sum(g > 1 for g in groups)) == (52, 17)  # 17 blocks, each with one depthwise conv
+    histogram = onnx_io.load_model(model).op_histogram()
+    assert histogram["opaque"] == 0, histogram
+    assert (histogram["clip"], histogram["conv2d_add"]) == (35, 10)  # ReLU6s; residual Adds fused into a conv
+    y = onnx_io.run_onnxruntime(model, onnx_io.random_feeds(model))[0]
+    assert y.shape == (1, 1000) and np.all(np.isfinite(y)) and y.std() > 0.1  # not saturated to a constant
+
+
+def test_mobilenet_v2_optimizes_with_the_starter_rules(builtin_model: Callable[..., onnx.ModelProto]) -> None:
+    from eqsat import optimize
+    from eqsat.rules import starter_rules
+
+    res = optimize(builtin_model("mobilenet_v2"), time_limit=10, rules=starter_rules())
+    assert res.numeric is not None and res.numeric.ok
+    assert res.cost_after <= res.cost_before + 1e-12

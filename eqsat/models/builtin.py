@@ -1,5 +1,5 @@
-"""Small built-in models written with ``onnx.helper``: TASO-style benchmark blocks (two products of one input,
-a BERT attention block, a NasRNN cell, a small CNN, a long chain of shared weights)."""
+"""Built-in models written with ``onnx.helper``: TASO-style benchmark blocks (two products of one input, a BERT
+attention block, a NasRNN cell, a small CNN, a long chain of shared weights) and torchvision's MobileNetV2."""
 
 from __future__ import annotations
 
@@ -88,6 +88,50 @@ def small_cnn(seed: int = 0) -> onnx.ModelProto:
     fl = b.op("Flatten", [gp], axis=1)
     b.op("Gemm", [fl, b.weight((10, 16)), b.weight((10,), 0.1)], "y", transB=1)
     return b.model("small_cnn", [("x", (1, 3, 16, 16))], [("y", (1, 10))])
+
+
+#: torchvision's MobileNetV2 inverted-residual stages: (expansion t, output channels c, repeats n, first stride s)
+MOBILENET_V2_STAGES = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                       (6, 320, 1, 1))
+
+
+def mobilenet_v2(size: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """torchvision's ``mobilenet_v2`` (3.5 M parameters) as ``torch.onnx.export`` (TorchScript exporter, opset 17,
+    eval mode) writes it: each Conv carries its folded BatchNorm as a bias, ReLU6 is ``Clip`` with min 0 and max 6
+    from Constant nodes, depthwise Convs have one group per channel, an inverted-residual block with stride 1 and
+    as many output as input channels ends in ``Add`` of its input; then a 1x1 Conv to 1280 + ReLU6,
+    GlobalAveragePool, Flatten and a Gemm (transB=1) to ``classes``. Weights are seeded and scaled so that
+    activations stay of order one through the 52 convolutions."""
+    b = ModelBuilder(seed)
+
+    def conv(x: str, cin: int, cout: int, k: int = 1, stride: int = 1, groups: int = 1, relu6: bool = True) -> str:
+        # He-scaled before a ReLU6, unit-variance (1/sqrt(fan-in)) before a linear bottleneck
+        fan_in = cin // groups * k * k
+        w = b.weight((cout, cin // groups, k, k), float(np.sqrt((2.0 if relu6 else 1.0) / fan_in)))
+        bias = b.weight((cout,), 0.1, "b")
+        y = b.op("Conv", [x, w, bias], dilations=[1, 1], group=groups, kernel_shape=[k, k],
+                 pads=[k // 2] * 4, strides=[stride, stride])
+        if not relu6:
+            return y
+        low = b.op("Constant", [], value=numpy_helper.from_array(np.array(0.0, np.float32)))
+        high = b.op("Constant", [], value=numpy_helper.from_array(np.array(6.0, np.float32)))
+        return b.op("Clip", [y, low, high])
+
+    x, cin, hw = conv("x", 3, 32, 3, 2), 32, size // 2
+    for t, c, n, s in MOBILENET_V2_STAGES:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = cin * t
+            h = conv(x, cin, hidden) if t != 1 else x
+            h = conv(h, hidden, hidden, 3, stride, groups=hidden)
+            h = conv(h, hidden, c, relu6=False)
+            x = b.op("Add", [x, h]) if stride == 1 and cin == c else h
+            cin, hw = c, (hw - 1) // stride + 1
+    x = conv(x, cin, 1280)
+    flat = b.op("Flatten", [b.op("GlobalAveragePool", [x])], axis=1)
+    b.op("Gemm", [flat, b.weight((classes, 1280)), b.weight((classes,), 0.1, "b")], "y", alpha=1.0, beta=1.0,
+         transB=1)
+    return b.model("mobilenet_v2", [("x", (1, 3, size, size))], [("y", (1, classes))])
 
 
 def shared_weight_chain(n: int = 1000, d: int = 64, seed: int = 0) -> onnx.ModelProto:

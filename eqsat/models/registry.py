@@ -6,7 +6,13 @@ from collections.abc import Callable
 
 import onnx
 
-from eqsat.models.builtin import bert_attention_block, nasrnn_cell, small_cnn, two_matmul_shared_input
+from eqsat.models.builtin import (
+    bert_attention_block,
+    mobilenet_v2,
+    nasrnn_cell,
+    small_cnn,
+    two_matmul_shared_input,
+)
 from eqsat.models.hf_bert import hf_bert
 from eqsat.models.taso import (
     TASO_SUITE,
@@ -33,4 +39,4 @@ def builtin_models() -> dict[str, Callable[[], onnx.ModelProto]]:
     """Name -> builder of each built-in model (default sizes, seed 0), TASO's suite included."""
     return {"bert_attention_block": bert_attention_block, "nasrnn_cell": nasrnn_cell,
             "two_matmul_shared_input": two_matmul_shared_input, "small_cnn": small_cnn, **taso_suite(),
-            "hf_bert": hf_bert}
+            "hf_bert": hf_bert, "mobilenet_v2": mobilenet_v2}
