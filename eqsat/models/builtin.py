@@ -117,7 +117,7 @@ def mobilenet_v2(size: int = 224, classes: int = 1000, seed: int = 0) -> onnx.Mo
         high = b.op("Constant", [], value=numpy_helper.from_array(np.array(6.0, np.float32)))
         return b.op("Clip", [y, low, high])
 
-    x, cin, hw = conv("x", 3, 32, 3, 2), 32, size // 2
+    x, cin = conv("x", 3, 32, 3, 2), 32
     for t, c, n, s in MOBILENET_V2_STAGES:
         for i in range(n):
             stride = s if i == 0 else 1
@@ -126,7 +126,7 @@ def mobilenet_v2(size: int = 224, classes: int = 1000, seed: int = 0) -> onnx.Mo
             h = conv(h, hidden, hidden, 3, stride, groups=hidden)
             h = conv(h, hidden, c, relu6=False)
             x = b.op("Add", [x, h]) if stride == 1 and cin == c else h
-            cin, hw = c, (hw - 1) // stride + 1
+            cin = c
     x = conv(x, cin, 1280)
     flat = b.op("Flatten", [b.op("GlobalAveragePool", [x])], axis=1)
     b.op("Gemm", [flat, b.weight((classes, 1280)), b.weight((classes,), 0.1, "b")], "y", alpha=1.0, beta=1.0,
