@@ -189,7 +189,7 @@ def test_the_pipeline_reads_the_cost_models_protocol_not_its_name(monkeypatch: p
 
     threads = []
 
-    def latencies(models_, graph, cost_model):
+    def latencies(models_, graph, cost_model, *_):
         threads.append(cost_model.threads)
         return [[2.0, 2.0, 2.0]] + [[1.0, 1.0, 1.0]] * (len(models_) - 1)
 

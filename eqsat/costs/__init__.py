@@ -9,6 +9,7 @@ from typing import Any
 
 from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
+from eqsat.costs.budget import PricedCostModel, Pricing, price_within
 from eqsat.costs.cache import CachedCostModel, CostCache
 from eqsat.costs.gpu_sim import GpuSimCostModel
 from eqsat.costs.graph import graph_cost, graph_cost_keys
@@ -43,4 +44,5 @@ def get_cost_model(name: str = "analytic", **kw: Any) -> CostModel:
 
 
 __all__ = ["COST_MODEL_NAMES", "CostModel", "AnalyticCostModel", "GpuSimCostModel", "OnnxRuntimeCostModel",
-           "CostCache", "CachedCostModel", "check_cost_model_name", "get_cost_model", "graph_cost", "graph_cost_keys"]
+           "CostCache", "CachedCostModel", "Pricing", "PricedCostModel", "price_within", "check_cost_model_name",
+           "get_cost_model", "graph_cost", "graph_cost_keys"]

@@ -48,6 +48,10 @@ class CostModel(Protocol):
                 progress(k + 1, len(keys))
         return out
 
+    def cached(self, keys: Iterable[CostKey]) -> dict[CostKey, float]:
+        """The costs of ``keys`` known without measuring anything (a cache's entries); none by default."""
+        return {}
+
     def device_identity(self) -> dict[str, str]:
         """What the costs depend on (device, library versions); cached costs are keyed by it."""
         return {"model": self.name}

@@ -123,6 +123,14 @@ class CachedCostModel(CostModel):
             self.cache.put_many(self._device, self._identity, {strs[k]: v for k, v in measured.items()})
         return {k: (found[strs[k]] if strs[k] in found else measured[k]) for k in keys}
 
+    def cached(self, keys: Iterable[CostKey]) -> dict[CostKey, float]:
+        """The cached costs of ``keys`` (the others are absent); counted as hits."""
+        strs = {k: k.as_str() for k in dict.fromkeys(keys)}
+        found = self.cache.get_many(self._device, strs.values())
+        for m in (self, *self._counted_by):
+            m.hits += len(found)
+        return {k: found[s] for k, s in strs.items() if s in found}
+
     def device_identity(self) -> dict[str, str]:
         """The wrapped model's identity."""
         return self._identity

@@ -221,7 +221,8 @@ MAX_RUN_MS = 10.0  # ... as long as the copies take at most this long per run (a
 
 class OnnxRuntimeCostModel(CostModel):
     """Median wall time of a run (inputs and outputs bound in place) of a one-node model (CPU provider, ``threads``
-    intra-op threads, 0 = onnxruntime's default, one inter-op thread), less the fixed per-call overhead measured on
+    intra-op threads, one by default so that timings repeat on a machine doing other work, 0 = onnxruntime's
+    default of one per physical core; one inter-op thread), less the fixed per-call overhead measured on
     a one-element Identity model. Activations rotate through copies whose total exceeds ``working_set_mb`` (0:
     always the same inputs), so they come from memory rather than from a cache kept hot by the benchmark loop. By
     default the working set is the weights of the model being optimized (:meth:`in_context`): the 4 MB of a small
@@ -243,7 +244,7 @@ class OnnxRuntimeCostModel(CostModel):
     is_measured = True
     times_end_to_end = True  # whole models run in the same onnxruntime, with the same threads
 
-    def __init__(self, threads: int = 0, warmup: int = 3, repeats: int = 7, working_set_mb: int | None = None) -> None:
+    def __init__(self, threads: int = 1, warmup: int = 3, repeats: int = 7, working_set_mb: int | None = None) -> None:
         if threads < 0:
             raise ValueError(f"threads must be >= 0 (0: onnxruntime's default), got {threads}")
         self.threads = threads  # intra-op threads; 0 = onnxruntime's default (one per physical core)

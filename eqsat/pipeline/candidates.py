@@ -1,9 +1,11 @@
 """The end-to-end check of an optimized model: it and the other extracted candidates are timed against the
-original in onnxruntime, the fastest is raced against the original once more, and it is kept only if it
-wins both times by the latency margin (:func:`race`)."""
+original in onnxruntime, in interleaved rounds, and the one chosen is timed against the original once more; it is
+kept only if both timings show a measurable gain by the latency margin (:func:`race`). A speedup is the median of
+the round-by-round ratios with a distribution-free confidence interval (:func:`median_interval`)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,13 +19,16 @@ from eqsat.engine.egraph import EGraph
 from eqsat.engine.readback import graph_from_selection
 from eqsat.extract import Extraction
 from eqsat.ir.graph import Graph, graph_hash
-from eqsat.pipeline.result import CandidateTiming
+from eqsat.pipeline.result import CandidateTiming, LatencyCheck, Speedup
 
 #: Graphs extracted and timed end to end when the latency check runs and ``candidates`` is not given.
 DEFAULT_CANDIDATES = 4
-#: About how long the end-to-end timing of the original and the candidates takes (fewer rounds for large
-#: models, never fewer than 7)
+#: About how long one end-to-end timing of the original and the candidates takes (fewer rounds for large
+#: models, never fewer than 7; more, up to MAX_ROUNDS, for small ones)
 LATENCY_BUDGET_S = 2.0
+MAX_ROUNDS = 21
+#: the confidence of the speedups' intervals
+CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -38,26 +43,55 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Race:
-    """What timing the candidates against the original found."""
+    """What timing the candidates against the original found (:func:`race`)."""
 
-    winner: Candidate  # the candidate that ran fastest against the original
-    latency: tuple[float, float]  # median ms of the original and of the winner, in the race
+    winner: Candidate  # the candidate timed against the original again: the first choice unless one beat it
+    check: LatencyCheck  # the timings, their intervals and the verdict
     timings: list[CandidateTiming]  # every candidate's, when there were several
-    confirmed: float | None  # the winner's speedup when timed again; None if it lost the race
-    faster: bool  # the winner beat the original by the margin both times
+
+    @property
+    def faster(self) -> bool:
+        """The winner beat the original measurably, by the margin, both times."""
+        return self.check.accepted
 
 
-def latencies(models: list[onnx.ModelProto], graph: Graph, cost_model: CostModel) -> list[list[float]]:
+def latencies(models: list[onnx.ModelProto], graph: Graph, cost_model: CostModel,
+              budget_s: float = LATENCY_BUDGET_S) -> list[list[float]]:
     """End-to-end latencies (ms) of ``models`` per interleaved round, with the cost model's threads (what the
-    user will run)."""
+    user will run), in about ``budget_s`` seconds."""
     feeds = onnx_io.random_feeds(graph, seed=0)
-    return end_to_end_rounds(models, [feeds] * len(models), threads=cost_model.threads, budget_s=LATENCY_BUDGET_S)
+    return end_to_end_rounds(models, [feeds] * len(models), threads=cost_model.threads, budget_s=budget_s,
+                             rounds=MAX_ROUNDS)
+
+
+def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(low, median, high): the median of ``values`` and a distribution-free confidence interval for it, between
+    two order statistics whose ranks the binomial distribution gives (the narrowest symmetric pair that covers
+    the median with probability ``confidence``; with too few values for that, the smallest and the largest).
+    Robust to the odd slow round a busy machine produces, which a mean's interval is not."""
+    xs = sorted(values)
+    n = len(xs)
+
+    def coverage(k: int) -> float:  # P(the k-th smallest <= median <= the k-th largest)
+        return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= confidence:
+        k += 1
+    return xs[k - 1], float(statistics.median(xs)), xs[n - k]
+
+
+def speedup(original: Sequence[float], candidate: Sequence[float]) -> Speedup:
+    """How much faster a candidate ran than the original: per round, original time / candidate time (drift during
+    the timing hits both alike within a round); their median and its confidence interval."""
+    ratios = [a / b for a, b in zip(original, candidate, strict=True)]
+    low, median, high = median_interval(ratios)
+    return Speedup(median, low, high, len(ratios))
 
 
 def round_ratio(original: Sequence[float], candidate: Sequence[float]) -> float:
-    """How much faster a candidate ran: the median over rounds of original / candidate time (drift during the
-    timing hits both alike within a round)."""
-    return statistics.median(a / b for a, b in zip(original, candidate, strict=True))
+    """The median over rounds of original / candidate time."""
+    return speedup(original, candidate).median
 
 
 def other_candidates(extractions: Sequence[Extraction], egraph: EGraph, names: Mapping[str, str], original: Graph,
@@ -78,21 +112,29 @@ def other_candidates(extractions: Sequence[Extraction], egraph: EGraph, names: M
 
 
 def race(original: onnx.ModelProto, candidates: Sequence[Candidate], graph: Graph, cost_model: CostModel,
-         margin: float, say: Callable[[str], None]) -> Race:
-    """Time ``candidates`` (the first choice first) against ``original`` end to end; the one with the best
-    round-by-round ratio to the original wins, and if it beats the original by ``margin`` it is timed against it
-    once more, in rounds of its own, and must beat it again."""
-    rounds = latencies([original] + [c.model for c in candidates], graph, cost_model)
+         margin: float, say: Callable[[str], None], budget_s: float = LATENCY_BUDGET_S) -> Race:
+    """Time ``candidates`` (the first choice first) against ``original`` end to end, in interleaved rounds.
+
+    The first choice is the one raced unless another candidate ran measurably faster than it (the interval of
+    their round-by-round ratio above 1); of several, the one with the best speedup over the original. So noise
+    between candidates that run alike never changes the choice. If the winner's speedup over the original is at
+    least ``1 + margin`` it is timed against the original once more, in rounds of its own, and is accepted only
+    if that speedup's interval lies above 1 (a measurable gain) and its median is at least ``1 + margin``: the
+    best of several timings is the one noise favoured most."""
+    rounds = latencies([original] + [c.model for c in candidates], graph, cost_model, budget_s)
     times = [statistics.median(r) for r in rounds]
-    # each candidate against the original round by round (drift during the timing hits both alike)
-    ratios = [round_ratio(rounds[0], r) for r in rounds[1:]]
-    best = max(range(len(candidates)), key=ratios.__getitem__)
-    timings = [CandidateTiming(c.rank, c.cost, times[k + 1], k == best) for k, c in enumerate(candidates)]
-    latency = (times[0], times[best + 1])
-    say(f"end to end: original {latency[0]:.4f} ms, optimized {latency[1]:.4f} ms")
-    confirmed = None
-    if ratios[best] * (1 - margin) >= 1:  # again, apart from the race it won
-        confirmed = round_ratio(*latencies([original, candidates[best].model], graph, cost_model))
-        say(f"end to end, again: {confirmed:.3f}x")
-    faster = confirmed is not None and confirmed * (1 - margin) >= 1
-    return Race(candidates[best], latency, timings if len(candidates) > 1 else [], confirmed, faster)
+    ups = [speedup(rounds[0], r) for r in rounds[1:]]
+    best = 0
+    for k in range(1, len(candidates)):
+        if speedup(rounds[1], rounds[k + 1]).low > 1 and ups[k].median > ups[best].median:
+            best = k
+    timings = [CandidateTiming(c.rank, c.cost, times[k + 1], k == best, ups[k]) for k, c in enumerate(candidates)]
+    say(f"end to end: original {times[0]:.4f} ms, candidate #{candidates[best].rank} {times[best + 1]:.4f} ms, "
+        f"speedup {ups[best]}")
+    again = None
+    if ups[best].median >= 1 + margin:  # again, apart from the race it won
+        again = speedup(*latencies([original, candidates[best].model], graph, cost_model, budget_s))
+        say(f"end to end, timed again: speedup {again}")
+    check = LatencyCheck(times[0], times[best + 1], candidates[best].rank, ups[best], again, margin,
+                         cost_model.threads)
+    return Race(candidates[best], check, timings if len(candidates) > 1 else [])

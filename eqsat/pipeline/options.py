@@ -17,11 +17,34 @@ from eqsat.rules import corpus_or_starter
 from eqsat.rules.layout import LAYOUT_RULES
 from eqsat.rules.rule import Rule
 
-#: Shares of ``time_limit``: saturation ends by 40 % of it from the start, extraction by 90 % (at most 50 % of
-#: its own), and what follows (export, the numeric check) keeps the last 10 %.
-SATURATION_SHARE = 0.4
-EXTRACTION_SHARE = 0.5
-AFTER_SHARE = 0.1
+
+@dataclass(frozen=True)
+class TimeShares:
+    """How a run divides ``time_limit``, as fractions of it: saturation ends by ``saturation`` from the start,
+    pricing by ``costs`` (a measured model times operators until then and estimates the rest), extraction takes
+    at most ``extraction`` and leaves ``after`` for what follows (export, the end-to-end timings, the numeric
+    check). A stage that ends early leaves its time to the next."""
+
+    saturation: float
+    costs: float
+    extraction: float
+    after: float
+
+
+#: computed costs: pricing is instant; saturation ends by 40 %, extraction by 90 %, export and check keep 10 %
+COMPUTED_SHARES = TimeShares(saturation=0.4, costs=0.4, extraction=0.5, after=0.1)
+#: measured costs: saturation ends by 25 %, the operators are timed until 60 % (a larger e-graph would only
+#: have more of them estimated), extraction ends by 75 % and the end-to-end timings and the check keep 25 %
+MEASURED_SHARES = TimeShares(saturation=0.25, costs=0.6, extraction=0.5, after=0.25)
+SATURATION_SHARE = COMPUTED_SHARES.saturation
+EXTRACTION_SHARE = COMPUTED_SHARES.extraction
+AFTER_SHARE = COMPUTED_SHARES.after
+
+
+def time_shares(measured: bool) -> TimeShares:
+    """The shares of a run under a measured (True) or computed cost model."""
+    return MEASURED_SHARES if measured else COMPUTED_SHARES
+
 #: With ``anytime``, CP-SAT's time on each snapshot of the e-graph, as a share of ``time_limit`` (within saturation's)
 SNAPSHOT_EXACT_SHARE = 0.05
 
@@ -38,7 +61,10 @@ def default_rules(layouts: bool = True, max_ops: int = 3) -> list[Rule]:
 class OptimizeOptions:
     """How :func:`eqsat.pipeline.optimize` runs. Every field has the default ``optimize`` has.
 
-    ``time_limit`` (seconds) bounds the whole run: 40 % for saturation and 50 % for extraction.
+    ``time_limit`` (seconds) bounds the whole run, measuring included (:func:`time_shares`): under computed
+    costs 40 % for saturation and 50 % for extraction; under measured costs saturation ends by 25 %, operators
+    are timed until 60 % (the most expensive first; the rest are estimated from the analytic model scaled to
+    the timed ones, :func:`eqsat.costs.price_within`) and extraction ends by 75 %.
     ``node_limit`` / ``iter_limit`` (and ``multi_iters``, ``memory_limit_mb``) bound the e-graph (see
     :class:`eqsat.engine.Limits`). ``rules`` defaults to the verified corpus plus, with ``layouts``, the
     data-layout rules (transposed-operand matmuls, NHWC convolutions): :func:`default_rules`. The result is never
@@ -112,11 +138,11 @@ class OptimizeOptions:
         if self.rules is not None:  # an iterator is read once, here
             object.__setattr__(self, "rules", tuple(self.rules))
 
-    def saturation_limits(self) -> Limits:
+    def saturation_limits(self, measured: bool = False) -> Limits:
         """The e-graph's limits, with saturation's share of the time limit (the run shortens it by the time the
         import took)."""
         return Limits(iter_limit=self.iter_limit, node_limit=self.node_limit,
-                      time_limit=SATURATION_SHARE * self.time_limit, multi_iters=self.multi_iters,
+                      time_limit=time_shares(measured).saturation * self.time_limit, multi_iters=self.multi_iters,
                       memory_limit_mb=self.memory_limit_mb)
 
 

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 
@@ -16,13 +18,89 @@ from eqsat.pipeline.check import NumericReport
 
 
 @dataclass(frozen=True)
+class Speedup:
+    """How much faster one model ran than another end to end: the median over interleaved rounds of the
+    round's time ratio, and a confidence interval for that median
+    (:func:`eqsat.pipeline.candidates.median_interval`)."""
+
+    median: float
+    low: float
+    high: float
+    rounds: int
+
+    @property
+    def measurable(self) -> bool:
+        """The interval lies above 1: faster, beyond the timing noise."""
+        return self.low > 1.0
+
+    def __str__(self) -> str:
+        return f"{self.median:.3f}x [{self.low:.3f}, {self.high:.3f}]"
+
+
+@dataclass(frozen=True)
+class LatencyCheck:
+    """The end-to-end check of a run: the original and the candidate raced against it, their median times (ms)
+    in the race, the candidate's speedup there and when timed again (None: not timed again, the race showed no
+    gain by the margin), the margin, and the onnxruntime threads (0: its default)."""
+
+    original_ms: float
+    candidate_ms: float
+    candidate_rank: int
+    race: Speedup
+    again: Speedup | None
+    margin: float
+    threads: int
+
+    @property
+    def accepted(self) -> bool:
+        """Both timings show a gain of at least the margin, the second measurable: its interval above 1 (above
+        ``1 + margin`` for a negative margin, which accepts a slower model)."""
+        goal = 1 + self.margin
+        return (self.again is not None and self.again.low > min(1.0, goal) and self.again.median >= goal
+                and self.race.median >= goal)
+
+    @property
+    def verdict(self) -> str:
+        """Why the candidate was or was not written, in a few words."""
+        if self.accepted:
+            return f"faster end to end, measurably (timed again: {self.again})"
+        if self.again is None:
+            return f"no gain of {self.margin:.0%} end to end ({self.race})"
+        return (f"no measurable gain of {self.margin:.0%} end to end when timed again ({self.again})")
+
+    def describe(self) -> str:
+        """The timings in one line."""
+        threads = "onnxruntime's default threads" if not self.threads else f"{self.threads} thread(s)"
+        text = (f"original {self.original_ms:.4f} ms, candidate #{self.candidate_rank} {self.candidate_ms:.4f} ms "
+                f"(medians of {self.race.rounds} interleaved rounds, onnxruntime CPU, {threads}): "
+                f"speedup {self.race}")
+        if self.again is not None:
+            text += f"; timed again {self.again} over {self.again.rounds} rounds"
+        return text + f" -> {'written' if self.accepted else 'original kept'}"
+
+
+@dataclass(frozen=True)
 class CandidateTiming:
-    """One extracted candidate graph, its estimated cost and its measured end-to-end latency (ms)."""
+    """One extracted candidate graph, its estimated cost, its measured end-to-end latency (ms, median) and its
+    speedup over the original; ``chosen``: the one timed against the original again."""
 
     rank: int  # 0 = the cost model's first choice
     cost: float
     latency_ms: float
     chosen: bool = False
+    speedup: Speedup | None = None
+
+
+@dataclass(frozen=True)
+class CostCounts:
+    """How the run's operator configurations were priced: ``measured`` by the cost model (``cached`` of them
+    read from the cache), ``estimated`` from the analytic model scaled to the measured ones."""
+
+    configurations: int
+    measured: int
+    cached: int
+    estimated: int
+    seconds: float
 
 
 @dataclass
@@ -30,7 +108,8 @@ class OptimizeResult:
     """The optimized model and a report of what happened.
 
     Costs are those of the graphs as written (a fused operator that export writes back as several ONNX
-    nodes is priced as those nodes); node counts are those of the ONNX models.
+    nodes is priced as those nodes); node counts are those of the ONNX models. Every figure of the report
+    (:meth:`summary`, :meth:`to_dict`) is one of these fields, formatted: nothing is computed twice.
     """
 
     model: onnx.ModelProto
@@ -49,7 +128,8 @@ class OptimizeResult:
     numeric: NumericReport | None = None
     cost_model: str = ""
     kept_original: bool = False
-    latency_ms: tuple[float, float] | None = None  # measured end to end (original, optimized) when verified
+    #: the end-to-end timings and their verdict, when the latency check ran
+    latency: LatencyCheck | None = None
     onnx_nodes: tuple[int, int] = (0, 0)  # nodes of the original ONNX model and of the written one
     cost_notes: list[str] = field(default_factory=list)  # why the final cost differs from the extraction's
     egraph_dump: EGraphDump | None = None  # the e-graph with costs and choice, when optimize(dump_egraph=...)
@@ -61,6 +141,18 @@ class OptimizeResult:
     #: snapshots of the e-graph extracted while it saturated, and the seconds this process spent on them (beside
     #: the engine's process, so they overlap the saturate stage's time)
     snapshots: tuple[int, float] = (0, 0.0)
+    #: e-nodes and e-classes of the saturated e-graph as extracted, dumped and inspected (the engine's own
+    #: counts, per iteration in ``iterations``, include terms of no valid shape, which it drops)
+    egraph_size: tuple[int, int] = (0, 0)
+    #: why the original was kept (empty when the optimized graph is written)
+    kept_reason: str = ""
+    #: how the operator configurations were priced, under a measured cost model (None: computed costs)
+    cost_counts: CostCounts | None = None
+
+    @property
+    def latency_ms(self) -> tuple[float, float] | None:
+        """The end-to-end medians (ms) of the original and of the candidate timed against it, when verified."""
+        return None if self.latency is None else (self.latency.original_ms, self.latency.candidate_ms)
 
     @property
     def seconds_to_best(self) -> float:
@@ -74,32 +166,72 @@ class OptimizeResult:
             return self.cost_before / self.cost_after
         return math.inf if self.cost_before > 0 else 1.0
 
+    @property
+    def decision(self) -> str:
+        """Which graph was written and why."""
+        if self.kept_original:
+            return f"the original: {self.kept_reason}"
+        text = f"the optimized graph: {self.cost_after:.6g} ms predicted vs {self.cost_before:.6g} ms"
+        return text + ("" if self.latency is None else f"; {self.latency.verdict}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's figures as JSON-ready data (the same fields :meth:`summary` formats)."""
+        def speed(s: Speedup | None) -> dict[str, float] | None:
+            return None if s is None else {"median": s.median, "low": s.low, "high": s.high, "rounds": s.rounds}
+
+        lat = self.latency
+        return {
+            "cost_model": self.cost_model, "cost_before_ms": self.cost_before, "cost_after_ms": self.cost_after,
+            "extraction_cost_ms": self.extraction_cost, "cost_notes": list(self.cost_notes),
+            "estimated_speedup": self.speedup, "kept_original": self.kept_original, "kept_reason": self.kept_reason,
+            "decision": self.decision, "onnx_nodes": list(self.onnx_nodes),
+            "saturation": {"iterations": len(self.iterations) - 1, "stop_reason": self.stop_reason},
+            "egraph": {"enodes": self.egraph_size[0], "eclasses": self.egraph_size[1]},
+            "extraction": {"status": self.solver_status, "bound": self.solver_bound, "gap": self.solver_gap},
+            "best_found": None if not self.trace else {"cost_ms": self.trace[-1][1], "seconds": self.seconds_to_best,
+                                                       "source": self.best_source, "trace": self.trace},
+            "costs": None if self.cost_counts is None else dataclasses.asdict(self.cost_counts),
+            "latency": None if lat is None else {
+                "original_ms": lat.original_ms, "candidate_ms": lat.candidate_ms, "candidate_rank": lat.candidate_rank,
+                "race": speed(lat.race), "again": speed(lat.again), "margin": lat.margin, "threads": lat.threads,
+                "accepted": lat.accepted},
+            "candidates": [{"rank": c.rank, "cost_ms": c.cost, "latency_ms": c.latency_ms, "chosen": c.chosen,
+                            "speedup": speed(c.speedup)} for c in self.candidates],
+            "numeric_check": None if self.numeric is None else {"ok": self.numeric.ok,
+                                                                "summary": self.numeric.summary()},
+            "stage_seconds": dict(self.stage_seconds),
+        }
+
     def summary(self) -> str:
         """A human-readable report table."""
-        last = self.iterations[-1] if self.iterations else None
         speedup = ("infinite (no computation left)" if math.isinf(self.speedup) else f"{self.speedup:.3f}x")
+        c = self.cost_counts
         rows = [
             ("cost model", self.cost_model),
+            *([] if c is None else [("costs", f"{c.configurations} operator configurations in {c.seconds:.1f} s: "
+                                     f"{c.measured} measured ({c.cached} from the cache), {c.estimated} estimated "
+                                     "(analytic, scaled to the measured)")]),
             ("cost before (ms)", f"{self.cost_before:.6g}"),
             ("cost after (ms)", f"{self.cost_after:.6g}" + ("  (original kept)" if self.kept_original else "")),
             ("extraction cost (ms)", f"{self.extraction_cost:.6g}" + ("" if not self.cost_notes else
                                                                      "  (" + "; ".join(self.cost_notes) + ")")),
             ("estimated speedup", speedup),
+            ("written", self.decision),
             ("ONNX nodes before/after", f"{self.onnx_nodes[0]} / {self.onnx_nodes[1]}"),
             ("saturation", f"{len(self.iterations) - 1} iterations, stopped: {self.stop_reason}"),
-            ("e-graph", f"{last.enodes} e-nodes, {last.eclasses} e-classes" if last else "-"),
+            ("e-graph", f"{self.egraph_size[0]} e-nodes, {self.egraph_size[1]} e-classes"),
             ("extraction", f"{self.solver_status}, bound {_fmt(self.solver_bound)}, gap {_fmt(self.solver_gap)}"),
             ("best found", "-" if not self.trace else
              f"{self.trace[-1][1]:.6g} ms at {self.seconds_to_best:.2f} s ({self.best_source}); "
              f"{len(self.trace) - 1} improvement(s)"),
-            ("end-to-end latency", "-" if self.latency_ms is None else
-             f"{self.latency_ms[0]:.4f} ms -> {self.latency_ms[1]:.4f} ms (onnxruntime CPU, median)"),
+            ("end-to-end latency", "-" if self.latency is None else self.latency.describe()),
             ("numeric check", "not run (check=False)" if self.numeric is None else self.numeric.summary()),
         ]
         if self.candidates:
             rows.append(("candidates timed", ", ".join(
-                f"#{c.rank} {c.cost:.4g} ms est. / {c.latency_ms:.4f} ms" + (" (chosen)" if c.chosen else "")
-                for c in self.candidates)))
+                f"#{t.rank} {t.cost:.4g} ms est. / {t.latency_ms:.4f} ms"
+                + ("" if t.speedup is None else f" ({t.speedup})") + (" (timed again)" if t.chosen else "")
+                for t in self.candidates)))
         rows += [("opaque" if k == 0 else "", f"{op} x{n}: {why}")
                  for k, (op, n, why) in enumerate(opaque_reasons(self.original))]
         rows += [(f"time: {k}", f"{v:.2f} s") for k, v in self.stage_seconds.items()]
@@ -107,8 +239,9 @@ class OptimizeResult:
         lines = [f"{k:<{width}}  {v}" for k, v in rows]
         if self.iterations:
             lines.append("")
-            lines.append("iter  e-nodes  e-classes  seconds")
-            lines += [f"{it.iteration:>4}  {it.enodes:>7}  {it.eclasses:>9}  {it.seconds:>7.3f}"
+            lines.append("iter  engine e-nodes  e-classes  seconds   (the engine's counts: with terms of no valid "
+                         "shape, which the e-graph above leaves out)")
+            lines += [f"{it.iteration:>4}  {it.enodes:>14}  {it.eclasses:>9}  {it.seconds:>7.3f}"
                       for it in self.iterations]
         if self.rules_fired:
             lines.append("")

@@ -21,7 +21,8 @@ from pathlib import Path
 import onnx
 
 from eqsat import engine, onnx_io
-from eqsat.costs import CostModel, get_cost_model, graph_cost
+from eqsat.costs import AnalyticCostModel, CostModel, PricedCostModel, Pricing, get_cost_model, graph_cost, price_within
+from eqsat.costs.graph import graph_cost_keys
 from eqsat.extract import (
     Extraction,
     InvalidExtraction,
@@ -33,7 +34,7 @@ from eqsat.extract import (
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.graph import Graph
 from eqsat.pipeline import candidates
-from eqsat.pipeline.anytime import REL_EPS, Anytime, price_nodes
+from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, price_nodes
 from eqsat.pipeline.check import (
     NumericCheckUnavailable,
     NumericMismatch,
@@ -41,15 +42,8 @@ from eqsat.pipeline.check import (
     check_equal,
     describe_reference,
 )
-from eqsat.pipeline.options import (
-    AFTER_SHARE,
-    EXTRACTION_SHARE,
-    SATURATION_SHARE,
-    SNAPSHOT_EXACT_SHARE,
-    OptimizeOptions,
-    default_rules,
-)
-from eqsat.pipeline.result import CandidateTiming, OptimizeResult
+from eqsat.pipeline.options import SNAPSHOT_EXACT_SHARE, OptimizeOptions, default_rules, time_shares
+from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult
 from eqsat.rules.rule import Rule
 
 log = logging.getLogger(__name__)
@@ -66,6 +60,7 @@ class State:
     rules: list[Rule]  # rules
     limits: engine.Limits  # saturate: the limits it ran under
     sat: engine.SaturationResult  # saturate
+    pricing: Pricing  # cost: every configuration's cost, which were measured and which estimated
     node_costs: dict[str, float]  # cost: e-node id -> ms
     costed: SerializedEGraph  # extract: the e-graph with those costs, as the extractors see it
     extractions: list[Extraction]  # extract: the first choice first
@@ -77,8 +72,9 @@ class State:
     cost_before: float  # export
     cost_after: float  # export, latency
     kept: bool  # export, latency: the original is written
-    notes: list[str]  # export, latency: why the final cost differs from the extraction's
-    latency: tuple[float, float] | None = None  # latency: median ms end to end, original and written
+    kept_reason: str = ""  # export, latency: why
+    notes: list[str]  # export: why the final cost differs from the extraction's
+    latency: LatencyCheck | None = None  # latency: the end-to-end timings and their verdict
     timings: list[CandidateTiming]  # latency
     numeric: NumericReport | None = None  # check
     dump: EGraphDump | None = None  # dump
@@ -91,6 +87,8 @@ class State:
         cm = options.cost_model
         #: the cost model; the cost stage puts it in the model's context (:meth:`CostModel.in_context`)
         self.cost_model: CostModel = cm if isinstance(cm, CostModel) else get_cost_model(cm or "analytic")
+        #: when each stage must end (:func:`eqsat.pipeline.options.time_shares`)
+        self.shares = time_shares(self.cost_model.is_measured)
         self.verify_latency: bool = (options.verify_latency if options.verify_latency is not None
                                      else self.cost_model.times_end_to_end)
         self.candidate_count: int = (options.candidates if options.candidates is not None
@@ -111,10 +109,11 @@ def load(s: State) -> None:
     s.cost_model = s.cost_model.in_context(s.graph.weight_bytes)
     o = s.options
     # exact extraction of each snapshot: at most 5 % of the time limit (2 s under the 60 s default) each, within
-    # saturation's share; CP-SAT's portfolio often proves a small e-graph optimal in a fraction of that
-    s.anytime = Anytime(s.graph, s.cost_model, s.start,
+    # saturation's share; CP-SAT's portfolio often proves a small e-graph optimal in a fraction of that. A measured
+    # model prices the input in the cost stage, with the e-graph's configurations and within their time
+    s.anytime = Anytime(s.graph, AnalyticCostModel() if s.cost_model.is_measured else s.cost_model, s.start,
                         exact_seconds=SNAPSHOT_EXACT_SHARE * o.time_limit if o.solver == "cpsat" else 0.0,
-                        deadline=s.start + SATURATION_SHARE * o.time_limit)
+                        deadline=s.start + s.shares.saturation * o.time_limit)
 
 
 def choose_rules(s: State) -> None:
@@ -128,8 +127,9 @@ def saturate(s: State) -> None:
     o = s.options
     # each stage ends by its share's deadline from the start (saturation 40 %, extraction 50 %), so time a stage
     # overran comes out of the next one and the run stays within time_limit
-    deadline = s.start + SATURATION_SHARE * o.time_limit
-    s.limits = dataclasses.replace(o.saturation_limits(), time_limit=max(0.0, deadline - time.perf_counter()))
+    deadline = s.start + s.shares.saturation * o.time_limit
+    s.limits = dataclasses.replace(o.saturation_limits(s.cost_model.is_measured),
+                                   time_limit=max(0.0, deadline - time.perf_counter()))
     s.sat = engine.saturate(s.graph, s.rules, s.limits, provenance=bool(o.provenance and o.dump_egraph),
                             progress=lambda it: s.say(f"  iteration {it.iteration}: {it.enodes} e-nodes, "
                                                       f"{it.eclasses} e-classes ({it.seconds:.2f} s)"),
@@ -154,12 +154,24 @@ def _on_snapshot(s: State) -> Callable[[engine.Snapshot], None]:
 
 
 def cost(s: State) -> None:
-    """Price every e-node: the operator configurations it runs as, under the cost model."""
-    keys = engine.node_cost_keys(s.sat.egraph)
-    unique = {k for ks in keys.values() for k in ks}
+    """Price every e-node: the operator configurations it runs as, under the cost model. A measured model times
+    the input graph's configurations first, then the others by analytic cost, until the costs' share of the
+    time limit, and the rest are estimated (:func:`eqsat.costs.price_within`); every later figure of the run is
+    read from that one pricing."""
+    keys = node_cost_keys(s.sat.egraph, s.graph)
+    first = {k for ks in graph_cost_keys(s.graph) for k in ks}
+    unique = {k for ks in keys.values() for k in ks} | first
     s.say(f"costing {len(unique)} operator configurations with {s.cost_model.name}")
-    s.node_costs = price_nodes(s.sat.egraph, s.cost_model,
-                               _progress_every(s.say, len(unique)) if s.options.progress else None, keys)
+    measured = s.cost_model.is_measured
+    s.pricing = p = price_within(
+        s.cost_model, unique, first=first, deadline=s.start + s.shares.costs * s.options.time_limit if measured
+        else None, progress=_progress_every(s.say) if s.options.progress and measured else None)
+    if measured:
+        s.cost_model = PricedCostModel(p, s.cost_model)
+        s.anytime.reprice(s.cost_model)
+        s.say(f"priced {len(unique)} configurations in {p.seconds:.1f} s: {p.measured} measured "
+              f"({p.cached} from the cache), {len(p.estimated)} estimated (analytic, scaled to the measured)")
+    s.node_costs = price_nodes(s.sat.egraph, s.cost_model, keys=keys)
 
 
 def extract_graphs(s: State) -> None:
@@ -167,9 +179,10 @@ def extract_graphs(s: State) -> None:
     latency check that many distinct near-optimal graphs."""
     o = s.options
     s.costed = eg = s.sat.egraph.with_costs(s.node_costs).to_serialized()
-    # what follows (export, numeric check) keeps at least 10 %; about 0.5 ms a node on 2 cores for large graphs
-    after = max(AFTER_SHARE * o.time_limit, 0.5e-3 * len(s.graph.nodes))
-    seconds = max(0.05, min(EXTRACTION_SHARE * o.time_limit, s.start + o.time_limit - after - time.perf_counter()))
+    # what follows (export, the timings, the check) keeps its share; about 0.5 ms a node on 2 cores for large graphs
+    after = max(s.shares.after * o.time_limit, 0.5e-3 * len(s.graph.nodes))
+    seconds = max(0.05, min(s.shares.extraction * o.time_limit,
+                            s.start + o.time_limit - after - time.perf_counter()))
     # the best graph so far (or the input graph's own term) is a valid extraction: the answer is never costlier
     began = time.perf_counter()
     s.names = names = engine.tensor_names_by_class(s.sat)
@@ -232,9 +245,8 @@ def export(s: State) -> None:
     # weight transforms, a re-export, and a model the user has to check again)
     s.kept = not s.cost_after < s.cost_before * (1 - REL_EPS)
     if s.kept:
-        s.notes.append(f"the extracted graph costs {s.cost_after:.6g} as written, more than the original: "
-                       "original kept" if s.cost_after > s.cost_before * (1 + REL_EPS) else
-                       "no cheaper graph found: original kept")
+        s.kept_reason = (f"the extracted graph costs {s.cost_after:.6g} ms as written, more than the original"
+                         if s.cost_after > s.cost_before * (1 + REL_EPS) else "no cheaper graph found")
         s.new_graph, s.cost_after = s.graph, s.cost_before
     # a kept original is the model exactly as given (a re-export of its import can run slower than it), unless
     # input_shapes fixed its dimensions: then the import with those shapes is the model asked for
@@ -268,23 +280,24 @@ def _prefer_best_so_far(s: State) -> bool:
 
 
 def time_latency(s: State) -> None:
-    """Time the first choice and the other candidates against the original end to end; write the fastest, or
-    the original unless that one is faster by the latency margin, twice (:func:`candidates.race`)."""
+    """Time the first choice and the other candidates against the original end to end; write the one raced
+    against the original if it wins measurably, twice, else the original (:func:`candidates.race`)."""
     first = candidates.Candidate(0, s.new_graph, s.cost_after, s.model)
     others = candidates.other_candidates(s.extractions[1:], s.sat.egraph, s.names, s.graph, s.new_graph,
                                          s.cost_before, s.cost_model)
-    margin = s.options.latency_margin
-    race = candidates.race(s.original, [first, *others], s.graph, s.cost_model, margin, s.say)
-    s.latency, s.timings = race.latency, race.timings
-    if race.winner is not first:  # a later candidate ran fastest: it is the optimized model
-        s.new_graph, s.cost_after, s.model = race.winner.graph, race.winner.cost, race.winner.model
-        s.chosen = s.extractions[race.winner.rank]
-        s.notes.append(f"candidate #{race.winner.rank} of {len(race.timings)} timed fastest "
-                       f"({race.latency[1]:.4f} ms, first choice {race.timings[0].latency_ms:.4f} ms)")
-    if not race.faster:  # the estimate did not hold: keep the original
+    # two timings share what the time limit leaves after the check (about as long as one timing)
+    left = s.start + s.options.time_limit - time.perf_counter()
+    budget = max(0.5, min(candidates.LATENCY_BUDGET_S, left / 4))
+    race = candidates.race(s.original, [first, *others], s.graph, s.cost_model, s.options.latency_margin, s.say,
+                           budget)
+    s.latency, s.timings = race.check, race.timings
+    if race.faster:
+        if race.winner is not first:  # another candidate ran measurably faster than the first choice
+            s.new_graph, s.cost_after, s.model = race.winner.graph, race.winner.cost, race.winner.model
+            s.chosen = s.extractions[race.winner.rank]
+    else:
         s.new_graph, s.cost_after, s.kept = s.graph, s.cost_before, True
-        s.notes.append(f"end to end not faster by {margin:.0%}" + (
-            f" when timed again ({race.confirmed:.3f}x)" if race.confirmed is not None else "") + ": original kept")
+        s.kept_reason = race.check.verdict
         s.model = s.as_given if s.as_given is not None else onnx_io.to_onnx(s.graph)
 
 
@@ -316,12 +329,18 @@ def dump(s: State) -> None:
 def report(s: State) -> None:
     """The result: the model written and the report of the run."""
     sat, first = s.sat, s.extractions[0]  # the solver's status and bound are the first extraction's
+    p = s.pricing
+    counts = None if not s.cost_model.is_measured else CostCounts(len(p.costs), p.measured, p.cached,
+                                                                  len(p.estimated), p.seconds)
     s.result = OptimizeResult(
         s.model, s.new_graph, s.graph, s.cost_before, s.cost_after, sat.iterations, sat.stop_reason,
-        sat.rules_fired, first.status, first.bound, first.gap, s.chosen.cost, s.stage_seconds, s.numeric,
-        s.cost_model.name, s.kept, s.latency, (len(s.original.graph.node), len(s.model.graph.node)), s.notes,
-        s.dump, s.timings, list(s.anytime.trace), s.anytime.best.source,
-        (s.anytime.snapshots, s.anytime.snapshot_seconds))
+        sat.rules_fired, first.status, first.bound, first.gap, s.chosen.cost, stage_seconds=s.stage_seconds,
+        numeric=s.numeric, cost_model=s.cost_model.name, kept_original=s.kept, latency=s.latency,
+        onnx_nodes=(len(s.original.graph.node), len(s.model.graph.node)), cost_notes=s.notes, egraph_dump=s.dump,
+        candidates=s.timings, trace=list(s.anytime.trace), best_source=s.anytime.best.source,
+        snapshots=(s.anytime.snapshots, s.anytime.snapshot_seconds),
+        egraph_size=(sat.egraph.num_nodes, len(sat.egraph.classes)), kept_reason=s.kept_reason,
+        cost_counts=counts)
 
 
 @dataclass(frozen=True)
@@ -364,12 +383,12 @@ def run_stages(state: State, stages: Sequence[Stage] = STAGES) -> None:
         log.debug("stage %s: %.3f s (%.3f s since the start)", stage.name, seconds, time.perf_counter() - state.start)
 
 
-def _progress_every(say: Callable[[str], None], total: int) -> Callable[[int, int], None]:
-    step = max(1, total // 10)
+def _progress_every(say: Callable[[str], None]) -> Callable[[int, int], None]:
+    """A progress callback that says ``timed done/total`` about ten times."""
 
     def report(done: int, total: int) -> None:
-        if done % step == 0 or done == total:
-            say(f"  priced {done}/{total}")
+        if done % max(1, total // 10) == 0 or done == total:
+            say(f"  timed {done}/{total}")
 
     return report
 
