@@ -171,3 +171,69 @@ def test_the_keep_decision_compares_round_by_round(monkeypatch: pytest.MonkeyPat
     res = optimize(zoo.builtin_models()["nasrnn_cell"](), verify_latency=True, candidates=1, time_limit=60,
                    rules=nasrnn_rules)
     assert res.kept_original and "no gain of 2% end to end" in res.kept_reason and res.latency.again is None
+
+
+# ------------------------------------------------------------------ timings that repeat: intervals and noise
+def test_median_interval_uses_the_binomial_ranks() -> None:
+    # 15 values: the 95 % interval of the median lies between the 4th and the 12th smallest
+    assert candidates.median_interval([float(v) for v in range(15)]) == (3.0, 7.0, 11.0)
+    # 7 values cannot reach 95 % with an inner pair (87.5 %): the smallest and the largest
+    assert candidates.median_interval([5.0, 1.0, 3.0, 2.0, 4.0, 7.0, 6.0]) == (1.0, 4.0, 7.0)
+    up = candidates.speedup([2.0] * 9, [1.0] * 9)
+    assert (up.median, up.low, up.high, up.rounds) == (2.0, 2.0, 2.0, 9) and up.measurable
+
+
+def _noisy_timer(truth: Callable[[list[Any]], list[float]], seed: int,
+                 rounds: int = 15) -> Callable[..., list[list[float]]]:
+    """A stand-in for the end-to-end timer on a machine with noise: each round a drift common to every model
+    (5 %), each timing its own jitter (3 %) and now and then a slow outlier (x1.5, one timing in twenty).
+    ``truth(models)``: the true times of the models it is handed."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+
+    def latencies(models, graph, cost_model, *_):
+        times = truth(models)
+        out: list[list[float]] = [[] for _ in times]
+        for _ in range(rounds):
+            drift = float(rng.lognormal(0, 0.05))
+            for k, t in enumerate(times):
+                spike = 1.5 if rng.random() < 0.05 else 1.0
+                out[k].append(t * drift * spike * float(rng.lognormal(0, 0.03)))
+        return out
+
+    return latencies
+
+
+def _race_decision(truth: list[float], seed: int, monkeypatch: pytest.MonkeyPatch) -> int | str:
+    """The graph a race under noise writes: the winning candidate's rank, or "original"."""
+    cands = [candidates.Candidate(k, None, 1.0, f"model {k + 1}") for k in range(len(truth) - 1)]
+    of = {"original": truth[0], **{c.model: truth[k + 1] for k, c in enumerate(cands)}}
+    monkeypatch.setattr(candidates, "latencies", _noisy_timer(lambda models: [of[m] for m in models], seed))
+    race = candidates.race("original", cands, None, get_cost_model("analytic"), 0.02, lambda msg: None)
+    return race.winner.rank if race.faster else "original"
+
+
+@pytest.mark.parametrize("truth, expected", [
+    ([1.0, 1.0, 1.0, 1.0], "original"),  # no candidate faster: the original, every time
+    ([1.0, 0.85, 0.85, 0.86], 0),  # the first choice 15 % faster, the others alike: the first choice
+    ([1.0, 0.9, 0.8, 0.9], 1),  # one candidate clearly faster than the first choice: that one
+])
+def test_noisy_timings_choose_the_same_graph_run_after_run(monkeypatch: pytest.MonkeyPatch, truth: list[float],
+                                                           expected: int | str) -> None:
+    decisions = [_race_decision(truth, seed, monkeypatch) for seed in range(20)]
+    assert sum(d == expected for d in decisions) >= 19, decisions
+
+
+def test_two_noisy_runs_of_optimize_write_the_same_graph(monkeypatch: pytest.MonkeyPatch,
+                                                         nasrnn_rules: list[Any]) -> None:
+    written = []
+    for seed in (1, 2):  # every candidate alike, 20 % faster than the original (handed over first)
+        monkeypatch.setattr(candidates, "latencies",
+                            _noisy_timer(lambda models: [1.0] + [0.8] * (len(models) - 1), seed))
+        res = optimize(zoo.builtin_models()["nasrnn_cell"](), verify_latency=True, candidates=4, time_limit=60,
+                       rules=nasrnn_rules)
+        assert not res.kept_original and res.latency is not None and res.latency.candidate_rank == 0
+        assert len(res.candidates) >= 2  # there was a choice to make
+        written.append(graph_hash(res.graph))
+    assert written[0] == written[1]

@@ -70,7 +70,8 @@ def test_saturated_output_still_catches_a_scaled_last_layer() -> None:
     model = _matmul_softmax(1000.0)  # logits ~1e3: the softmax is one-hot
     report = check_equal(model, model)
     assert report.ok and report.saturated, report.summary()
-    assert "saturated" in report.summary()
+    # the line says what it compared: the output, and the tensor before the softmax it added
+    assert "saturated" in report.summary() and "1 tensor(s) before saturating operators (" in report.summary()
     wrong = check_equal(model, _scaled(model, "w", 1.5))
     assert not wrong.ok, wrong.summary()
     assert "before logits" in wrong.summary()

@@ -164,3 +164,43 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         exec(compile(code, str(README), "exec"), {"__name__": "readme"})
     assert Path("model.opt.onnx").exists()
     onnx.checker.check_model(onnx.load("model.opt.onnx"), full_check=True)
+
+
+# ------------------------------------------------------------------ one source for every figure of the report
+def _row(summary: str, name: str) -> str:
+    """The value of the report's row ``name``."""
+    (line,) = [ln for ln in summary.splitlines() if re.match(rf"{re.escape(name)}\s\s", ln)]
+    return line[len(name):].strip()
+
+
+@pytest.mark.parametrize("gain", [1.25, 1.0])
+def test_report_figures_are_the_result_fields(monkeypatch: pytest.MonkeyPatch, gain: float) -> None:
+    from eqsat.pipeline import candidates
+
+    # the candidate runs `gain` times faster, in every round (no noise): written at 1.25x, kept at 1.0x
+    monkeypatch.setattr(candidates, "latencies",
+                        lambda ms, *_: [[2.0, 2.1, 2.0]] + [[2.0 / gain, 2.1 / gain, 2.0 / gain]] * (len(ms) - 1))
+    res = optimize(models.two_matmul_shared_input(), verify_latency=True, candidates=1, dump_egraph=True,
+                   time_limit=20)
+    text, data = res.summary(), res.to_dict()
+    assert _row(text, "cost before (ms)") == f"{res.cost_before:.6g}" and data["cost_before_ms"] == res.cost_before
+    assert _row(text, "cost after (ms)").startswith(f"{res.cost_after:.6g}")
+    # the e-graph's size is the one the dump holds (and `eqsat egraph stats` reads)
+    dumped = res.egraph_dump.egraph
+    assert res.egraph_size == (dumped.num_nodes, len(dumped.classes))
+    assert _row(text, "e-graph") == f"{dumped.num_nodes} e-nodes, {len(dumped.classes)} e-classes"
+    assert data["egraph"] == {"enodes": dumped.num_nodes, "eclasses": len(dumped.classes)}
+    lat = res.latency
+    assert lat is not None and res.latency_ms == (lat.original_ms, lat.candidate_ms) == (2.0, 2.0 / gain)
+    row = _row(text, "end-to-end latency")
+    assert f"original {lat.original_ms:.4f} ms, candidate #0 {lat.candidate_ms:.4f} ms" in row
+    assert f"speedup {lat.race}" in row and data["latency"]["race"]["median"] == lat.race.median
+    # the verdict, the decision and the kept flag say the same thing
+    assert res.kept_original == (gain == 1.0) == (not lat.accepted) == data["kept_original"]
+    written = _row(text, "written")
+    if res.kept_original:
+        assert row.endswith("original kept") and written == f"the original: {res.kept_reason}"
+        assert "no gain of 2% end to end" in written and res.cost_after == res.cost_before
+    else:
+        assert row.endswith("written") and written.startswith("the optimized graph") and "measurably" in written
+    assert "original kept" not in _row(text, "extraction cost (ms)")  # the verdict has a row of its own

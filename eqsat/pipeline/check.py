@@ -87,7 +87,8 @@ class NumericReport:
         outs = [c for c in self.comparisons if not c.pre_saturation]
         pre = [c for c in self.comparisons if c.pre_saturation]
         what = (f"against {self.reference}, {self.trials} random input set(s), {len(outs)} output(s)"
-                + (f" + {len(pre)} pre-saturation tensor(s)" if pre else ""))
+                + (f" + {len(pre)} tensor(s) before saturating operators ({', '.join(c.name for c in pre)})"
+                   if pre else ""))
         if not self.ran:
             return "NOT RUN: " + "; ".join(self.problems)
         if not self.ok:
