@@ -17,8 +17,10 @@ def _say(msg: str) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Enumerate, fingerprint, prune and confirm candidates; write the (unverified) corpus."""
+    from eqsat.files import check_output
     from eqsat.rules import corpus, generator
 
+    check_output(str(args.out), "--out", "corpus.json")  # before the long run
     t0 = time.perf_counter()
     cands, rep = generator.generate(args.max_ops, workers=args.workers, progress=_say, **_dist_kwargs(args))
     entries = corpus.select(cands)
@@ -69,10 +71,12 @@ def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int
 
 def cmd_select(args: argparse.Namespace) -> int:
     """Keep the candidates the base corpus (with the extra and layout rules) cannot derive; write them."""
+    from eqsat.files import check_output
     from eqsat.rules import corpus, derivable
     from eqsat.rules.layout import LAYOUT_RULES
     from eqsat.rules.starter import EXTRA_RULES
 
+    check_output(str(args.out), "--out", "rules4.json")  # before the long run
     t0 = time.perf_counter()
     entries, meta = corpus.read_corpus(args.candidates)
     if not entries:
@@ -97,8 +101,10 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Validate the axioms, then verify every corpus rule; write the statuses back."""
+    from eqsat.files import check_output
     from eqsat.rules import axioms, corpus, verifier
 
+    check_output(str(args.corpus), "--corpus", "corpus.json")  # the statuses are written back into it
     t0 = time.perf_counter()
     checks = verifier.validate_axioms(list(axioms.AXIOMS), workers=args.workers)
     bad = [c for c in checks if c.status != "valid"]

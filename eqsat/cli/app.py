@@ -25,6 +25,7 @@ from eqsat.cli.common import check_output, input_shapes, parse_shape, write_file
 from eqsat.cli.egraph import is_json_file, print_egraph_file
 from eqsat.costs import get_cost_model
 from eqsat.errors import DynamicShapeError, EqsatError, InputShapeError, ModelLoadError, ModelReadError, UsageError
+from eqsat.files import is_special_file
 
 # onnx, eqsat.onnx_io, eqsat.pipeline, eqsat.models and eqsat.search.comparison (about 0.2 s together) are imported
 # by the commands that use them, so that the CLI starts (and --help answers) without them
@@ -131,7 +132,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     out = check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
     dump = check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None
-    if dump is not None and dump.resolve() == out.resolve():
+    if dump is not None and dump.resolve() == out.resolve() and not is_special_file(out):  # /dev/null twice is fine
         raise UsageError(f"-o and --dump-egraph name the same file {out}; give two different paths")
     if args.provenance and dump is None:
         raise UsageError("--provenance records which rule built each e-node for the e-graph dump; give "

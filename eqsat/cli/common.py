@@ -1,4 +1,5 @@
-"""What the ``eqsat`` subcommands share: the ``--input-shape`` option and writing output files safely.
+"""What the ``eqsat`` subcommands share: the ``--input-shape`` option and, from :mod:`eqsat.files`, checking and
+writing output files.
 
 :mod:`eqsat.cli.app` (the main command) and the subcommand modules (:mod:`eqsat.cli.egraph`, :mod:`eqsat.cli.costs`)
 import it; it imports none of them.
@@ -7,11 +8,10 @@ import it; it imports none of them.
 from __future__ import annotations
 
 import argparse
-import os
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 from eqsat.errors import UsageError
+from eqsat.files import check_output, write_file
 
 __all__ = ["parse_shape", "input_shapes", "check_output", "write_file"]
 
@@ -37,30 +37,3 @@ def input_shapes(given: Sequence[tuple[str, tuple[int, ...]]] | None) -> dict[st
                              f"{','.join(map(str, dims))}); give it once")
         out[name] = dims
     return out
-
-
-def check_output(path: str, option: str, example: str) -> Path:
-    """Fail at once, before any work, when ``path`` cannot be written as a file. Missing folders on the way
-    are fine: they are created when the file is written (only after everything else succeeded)."""
-    p = Path(path)
-    if p.is_dir() or path.endswith(("/", os.sep)):
-        raise UsageError(f"{option} {path} names a directory; give a file path, e.g. {option} {p / example}")
-    folder = p.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise UsageError(f"{option} {path}: {folder} is a file, not a folder; choose another path")
-    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"{option} {path}: no permission to write there; choose another path")
-    return p
-
-
-def write_file(out: Path, write: Callable[[Path], None]) -> None:
-    """Create ``out``'s folders and write it through a temporary file, so a failure leaves nothing behind."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
