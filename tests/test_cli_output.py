@@ -1,5 +1,5 @@
 """What the CLI writes: output paths checked before the run and written whole after it, special files written
-through (never replaced).
+through (never replaced), and the page ``eqsat egraph view`` writes.
 
 The CLI runs in-process (``eqsat.cli.app.main``) on a one-node model with the starter rules: fast.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import threading
 from pathlib import Path
@@ -203,3 +204,29 @@ def test_every_output_option_is_checked_before_the_run(model: Path, tmp_path: Pa
         line = _error_line(capsys)
         assert f"{option} {bad}" in line and "is a file, not a folder" in line, (argv, line)
     assert not (tmp_path / "o.onnx").exists()
+
+
+# -- eqsat egraph view ------------------------------------------------------------------------------------------
+
+
+def test_view_opens_fitted_to_the_window_with_the_choice_highlighted(model: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    dump_path, page_path = tmp_path / "eg.json", tmp_path / "eg.html"
+    assert _optimize(str(model), "-o", str(tmp_path / "o.onnx"), "--dump-egraph", str(dump_path)) == 0
+    assert main(["egraph", "view", str(dump_path), "-o", str(page_path)]) == 0
+    capsys.readouterr()
+    dump = EGraphDump.read(dump_path)
+    page = page_path.read_text()
+    # fitted: the drawing's panel fills the window, and the visualizer's fit on load goes through eqsat's
+    module = re.search(r'<script type="module">\n(.*)</script>', page, re.S)
+    assert module
+    assert module.group(1).count("window.eqsatFit ? window.eqsatFit(") == 1
+    assert "window.eqsatFit = (flow) =>" in module.group(1) and "flow.setViewport(" in module.group(1)
+    assert re.search(r"#egraph-visualizer \{ height: calc\(100vh - [\d.]+em\)", page)
+    # highlighted: every chosen e-node drawn, and no other, has a rule in the choice's stylesheet
+    style = re.search(r'<style id="eqsat-chosen">\n(.*?)</style>', page, re.S)
+    assert style
+    marked = set(re.findall(r'\[data-id="node-([^"]+)"\]', style.group(1)))
+    drawn = {n.id for n in dump.egraph.nodes if n.op not in ("TNil", "TCons")}
+    assert dump.chosen and marked == dump.chosen & drawn
+    assert "background-color" in style.group(1) and "highlighted in yellow" in page

@@ -7,7 +7,8 @@
 * ``render DUMP -o OUT.svg|.dot [--around CLASS|TENSOR --depth N] [--chosen-only]``: a Graphviz drawing
   (e-classes as clusters, chosen e-nodes filled); the ``.dot`` text is written here, other formats by the
   system's ``dot`` (without it the ``.dot`` is written and the error says how to install Graphviz).
-* ``view DUMP -o OUT.html [...]``: one self-contained HTML page with egglog's interactive visualizer inlined.
+* ``view DUMP -o OUT.html [...]``: one self-contained HTML page with egglog's interactive visualizer inlined,
+  opening fitted to the window (readable), the extraction's choice highlighted.
 * ``export DUMP --model ORIGINAL.onnx [--selection SEL.json] -o OUT.onnx``: an extractor's selection (the
   ``eqsat extract --out`` format, or a bare ``{class: node}`` object; default the dump's own choice) back into
   an ONNX model, checked numerically against the original.
@@ -438,7 +439,8 @@ _DESCRIPTION = """Read the e-graph dumps 'eqsat optimize --dump-egraph' writes.
   render DUMP -o OUT.svg|.dot [--around CLASS|TENSOR --depth N] [--chosen-only]
                               a Graphviz drawing: e-classes as clusters, chosen e-nodes filled
   view DUMP -o OUT.html [--around CLASS|TENSOR --depth N] [--chosen-only]
-                              one HTML file with egglog's interactive visualizer (works offline)
+                              one HTML file with egglog's interactive visualizer (works offline),
+                              fitted to the window, the extraction's choice highlighted
   export DUMP --model M.onnx [--selection SEL.json] -o OUT.onnx
                               an extractor's selection ('eqsat extract --out' output; default: the dump's
                               own choice) as an ONNX model, checked against the original"""
