@@ -266,5 +266,5 @@ def register(subparsers: Any) -> None:
     s.add_argument("id", help="a rule's id or name as 'eqsat rules list' and the optimizer's report print it "
                               "('-rev': its reverse direction)")
     s.add_argument("--corpus", type=Path, default=CORPUS_PATH, metavar="CORPUS.json",
-                   help=corpus_help + " (and the size-4 corpus beside it)")
+                   help=corpus_help + "; with the default, the size-4 corpus too")
     s.set_defaults(func=cmd_show)
