@@ -43,14 +43,15 @@ def check_output(path: str, option: str, example: str) -> Path:
         if not os.access(p, os.W_OK):
             raise UsageError(f"{option} {path}: no permission to write there; choose another path")
         return p
-    folder = p.parent
+    target = Path(os.path.realpath(p))  # where write_file writes: a symbolic link's target
+    folder = target.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
         raise UsageError(f"{option} {path}: {folder} is a file, not a folder; choose another path")
-    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise UsageError(f"{option} {path}: no permission to write there; choose another path")
-    problem = _probe(folder, p.name)
+    problem = _probe(folder, target.name)
     if problem:
         raise UsageError(f"{option} {path}: cannot create a file in {folder} ({problem}); choose another path")
     return p
