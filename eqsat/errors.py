@@ -16,6 +16,11 @@ class UsageError(EqsatError, ValueError):
     """A command-line option or path that cannot work (a directory given as output file, a bad shape)."""
 
 
+class OutputError(EqsatError, OSError):
+    """An output file cannot be written once the work is done (no permission, disk full); the message names
+    the user's path."""
+
+
 class ModelLoadError(EqsatError, ValueError):
     """The model cannot be imported (malformed file, dynamic shape, unsupported construct)."""
 
@@ -36,5 +41,5 @@ class UnsupportedModelError(ModelLoadError):
     """The model uses a construct eqsat cannot optimize (control flow, no default-domain opset)."""
 
 
-__all__ = ["EqsatError", "UsageError", "ModelLoadError", "ModelReadError", "InputShapeError", "DynamicShapeError",
-           "UnsupportedModelError"]
+__all__ = ["EqsatError", "UsageError", "OutputError", "ModelLoadError", "ModelReadError", "InputShapeError",
+           "DynamicShapeError", "UnsupportedModelError"]

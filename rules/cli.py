@@ -17,8 +17,10 @@ def _say(msg: str) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Enumerate, fingerprint, prune and confirm candidates; write the (unverified) corpus."""
+    from eqsat.files import check_output
     from eqsat.rules import corpus, generator
 
+    check_output(str(args.out), "--out", "corpus.json")  # before the long run
     t0 = time.perf_counter()
     cands, rep = generator.generate(args.max_ops, workers=args.workers, progress=_say, **_dist_kwargs(args))
     entries = corpus.select(cands)
@@ -69,10 +71,12 @@ def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int
 
 def cmd_select(args: argparse.Namespace) -> int:
     """Keep the candidates the base corpus (with the extra and layout rules) cannot derive; write them."""
+    from eqsat.files import check_output
     from eqsat.rules import corpus, derivable
     from eqsat.rules.layout import LAYOUT_RULES
     from eqsat.rules.starter import EXTRA_RULES
 
+    check_output(str(args.out), "--out", "rules4.json")  # before the long run
     t0 = time.perf_counter()
     entries, meta = corpus.read_corpus(args.candidates)
     if not entries:
@@ -97,8 +101,10 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Validate the axioms, then verify every corpus rule; write the statuses back."""
+    from eqsat.files import check_output
     from eqsat.rules import axioms, corpus, verifier
 
+    check_output(str(args.corpus), "--corpus", "corpus.json")  # the statuses are written back into it
     t0 = time.perf_counter()
     checks = verifier.validate_axioms(list(axioms.AXIOMS), workers=args.workers)
     bad = [c for c in checks if c.status != "valid"]
@@ -193,9 +199,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _add_dist_options(p: argparse.ArgumentParser) -> None:
+    from eqsat.cli.common import Count
     from eqsat.rules.distributed import BACKENDS
 
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--workers", action=Count, minimum=1, unit="workers", default=os.cpu_count() or 1, metavar="N",
                    help="parallel workers on this machine (default: one per core)")
     p.add_argument("--executor", choices=BACKENDS, default="auto",
                    help="auto (default): Ray if installed (pip install 'eqsat[dist]'), else a process pool; "
@@ -210,40 +217,54 @@ def _add_dist_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: Any) -> None:
     """Add ``eqsat rules {generate,select,verify,list,show}``."""
+    from eqsat.cli.common import Count, Seconds
     from eqsat.rules import verifier
     from eqsat.rules.corpus import CORPUS4_PATH, CORPUS_PATH
 
+    corpus_help = "the corpus file (default: the committed one, of rules up to three operators)"
+
     p = subparsers.add_parser("rules", help="generate, verify and browse the rule corpus")
-    sub = p.add_subparsers(dest="rules_command", required=True)
+    sub = p.add_subparsers(dest="rules_command", required=True, help="what to do with the corpus")
     g = sub.add_parser("generate", help="enumerate graphs and write the candidate corpus")
-    g.add_argument("--max-ops", type=int, default=3)
-    g.add_argument("--out", type=Path, default=CORPUS_PATH)
+    g.add_argument("--max-ops", action=Count, minimum=1, unit="operators", default=3, metavar="N",
+                   help="enumerate graphs of up to N operators per side (default 3)")
+    g.add_argument("--out", type=Path, default=CORPUS_PATH, metavar="CORPUS.json",
+                   help="where to write the (unverified) corpus (default: the committed one)")
     _add_dist_options(g)
     g.set_defaults(func=cmd_generate)
     n = sub.add_parser("select", help="keep the generated rules a smaller corpus cannot derive (e.g. size 4 over 3)")
     n.add_argument("candidates", type=Path, help="a corpus written by `eqsat rules generate --out`")
     n.add_argument("--base", type=Path, default=CORPUS_PATH, help="the corpus to add to (default: the committed one)")
-    n.add_argument("--iters", type=int, default=3,
+    n.add_argument("--iters", action=Count, minimum=0, unit="iterations", default=3, metavar="N",
                    help="a candidate the base rules derive within this many iterations is dropped (default 3)")
-    n.add_argument("--out", type=Path, default=CORPUS4_PATH)
+    n.add_argument("--out", type=Path, default=CORPUS4_PATH, metavar="CORPUS.json",
+                   help="where to write the selected rules (default: the committed size-4 corpus)")
     _add_dist_options(n)
     n.set_defaults(func=cmd_select)
     v = sub.add_parser("verify", help="validate the axioms and verify every corpus rule with Z3")
-    v.add_argument("--rlimit", type=int, default=verifier.RULE_RLIMIT,
+    v.add_argument("--rlimit", action=Count, minimum=1, unit="resource units", default=verifier.RULE_RLIMIT,
+                   metavar="N",
                    help=f"Z3 resource units per rule, reproducible unlike time (default {verifier.RULE_RLIMIT})")
-    v.add_argument("--timeout", type=float, default=30.0,
+    v.add_argument("--timeout", action=Seconds, default=30.0, metavar="S",
                    help="wall-clock safety net in seconds per rule (default 30); the rlimit normally stops Z3 first")
-    v.add_argument("--axiom-rlimit", type=int, default=verifier.AXIOM_RLIMIT)
-    v.add_argument("--axiom-timeout", type=float, default=15.0)
-    v.add_argument("--skip-redundancy", action="store_true")
-    v.add_argument("--corpus", type=Path, default=CORPUS_PATH)
+    v.add_argument("--axiom-rlimit", action=Count, minimum=1, unit="resource units", default=verifier.AXIOM_RLIMIT,
+                   metavar="N", help="Z3 resource units per axiom in the redundancy check "
+                                     f"(default {verifier.AXIOM_RLIMIT})")
+    v.add_argument("--axiom-timeout", action=Seconds, default=15.0, metavar="S",
+                   help="wall-clock safety net in seconds per axiom in the redundancy check (default 15)")
+    v.add_argument("--skip-redundancy", action="store_true",
+                   help="skip checking which axioms the others entail (the statuses of the rules do not depend on it)")
+    v.add_argument("--corpus", type=Path, default=CORPUS_PATH, metavar="CORPUS.json",
+                   help=corpus_help + "; the statuses are written back into it")
     _add_dist_options(v)
     v.set_defaults(func=cmd_verify)
     ls = sub.add_parser("list", help="list corpus rules")
     ls.add_argument("--all", action="store_true", help="include unknown and refuted rules")
-    ls.add_argument("--corpus", type=Path, default=CORPUS_PATH)
+    ls.add_argument("--corpus", type=Path, default=CORPUS_PATH, metavar="CORPUS.json", help=corpus_help)
     ls.set_defaults(func=cmd_list)
     s = sub.add_parser("show", help="show one rule")
-    s.add_argument("id")
-    s.add_argument("--corpus", type=Path, default=CORPUS_PATH)
+    s.add_argument("id", help="a rule's id or name as 'eqsat rules list' and the optimizer's report print it "
+                              "('-rev': its reverse direction)")
+    s.add_argument("--corpus", type=Path, default=CORPUS_PATH, metavar="CORPUS.json",
+                   help=corpus_help + "; with the default, the size-4 corpus too")
     s.set_defaults(func=cmd_show)

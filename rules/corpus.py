@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eqsat.files import write_file
 from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, pretty, split_args, tensor_vars, unparse
 
 CORPUS_PATH = Path(__file__).parent / "corpus" / "rules.json"
@@ -411,7 +412,6 @@ def save_corpus(entries: Sequence[Entry], path: str | Path = CORPUS_PATH, meta: 
     """Write the corpus (one JSON object per rule, one line each, for readable diffs; patterns with named
     parameters, see :func:`eqsat.rules.rule.pretty`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["{", f'  "meta": {json.dumps(meta or {}, sort_keys=True)},', '  "rules": [']
     for k, e in enumerate(entries):
         row = asdict(e)
@@ -419,7 +419,8 @@ def save_corpus(entries: Sequence[Entry], path: str | Path = CORPUS_PATH, meta: 
             row[side] = [pretty(parse(x), omit_defaults=False) for x in row[side]]
         lines.append("    " + json.dumps(row) + ("," if k < len(entries) - 1 else ""))
     lines += ["  ]", "}"]
-    path.write_text("\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    write_file(path, lambda p: p.write_text(text))  # whole or not at all: the corpus is read back
 
 
 def read_corpus(path: str | Path = CORPUS_PATH) -> tuple[list[Entry], dict[str, Any]]:

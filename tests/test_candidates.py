@@ -134,8 +134,8 @@ def test_threads_default_to_one_so_that_timings_repeat() -> None:
 
 @pytest.mark.parametrize("argv, message", [
     (["--threads", "2"], "measured CPU costs only"),
-    (["--costs", "measured", "--threads", "-1"], "positive count"),
-    (["--candidates", "0"], "at least 1"),
+    (["--costs", "measured", "--threads", "-1"], "--threads -1: give a whole number of threads >= 0"),
+    (["--candidates", "0"], "--candidates 0: give a whole number of candidates >= 1"),
 ])
 def test_cli_refuses_bad_thread_and_candidate_options(tmp_path, capsys, argv: list[str], message: str) -> None:
     src = tmp_path / "m.onnx"

@@ -6,6 +6,7 @@ and writes nothing. The CLI runs in-process (``eqsat.cli.app.main``) except wher
 
 from __future__ import annotations
 
+import argparse
 import ast
 import subprocess
 import sys
@@ -388,3 +389,86 @@ def test_output_that_is_a_graph_input_passes_through(tmp_path: Path, capsys: pyt
     got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_array_equal(got[0], x)
     np.testing.assert_array_equal(got[1], np.maximum(x, 0))
+
+
+# -- option values and help ----------------------------------------------------------------------------------
+
+
+_OPTIMIZE = ["optimize", "{model}", "-o", "{out}"]
+
+
+@pytest.mark.parametrize("command, option, value, advice", [
+    (_OPTIMIZE, "--time-limit", "0", "give a positive number of seconds, e.g. --time-limit 60"),
+    (_OPTIMIZE, "--time-limit", "-1", "give a positive number of seconds"),
+    (_OPTIMIZE, "--time-limit", "nan", "give a positive number of seconds"),
+    (_OPTIMIZE, "--time-limit", "inf", "give a positive number of seconds"),
+    (_OPTIMIZE, "--node-limit", "0", "give a whole number of e-nodes >= 1, e.g. --node-limit 50000"),
+    (_OPTIMIZE, "--iter-limit", "-1", "give a whole number of iterations >= 0"),
+    (_OPTIMIZE, "--candidates", "0", "give a whole number of candidates >= 1, e.g. --candidates 4"),
+    (_OPTIMIZE, "--threads", "-1", "give a whole number of threads >= 0 (0: onnxruntime's default), e.g. "
+                                   "--threads 4"),
+    (_OPTIMIZE, "--threads", "two", "give a whole number of threads >= 0"),
+    (["demo"], "--time-limit", "0", "give a positive number of seconds, e.g. --time-limit 60"),
+    (["compare", "{model}"], "--budget", "-5", "give a positive number of seconds, e.g. --budget 60"),
+    (["compare", "{model}"], "--alpha", "0.5", "give a number >= 1, e.g. --alpha 1.05"),
+    (["costs", "measure", "{model}"], "--time-limit", "0", "give a positive number of seconds, e.g. --time-limit 30"),
+    (["costs", "show"], "--limit", "-1", "give a whole number of entries >= 0, e.g. --limit 50"),
+    (["egraph", "view", "{out}", "-o", "{out}.html"], "--depth", "-1", "give a whole number of steps >= 0"),
+    (["egraph", "render", "{out}", "-o", "{out}.dot"], "--max-nodes", "0", "give a whole number of e-nodes >= 1"),
+    (["rules", "verify"], "--timeout", "0", "give a positive number of seconds, e.g. --timeout 30"),
+    (["rules", "generate"], "--workers", "0", "give a whole number of workers >= 1"),
+])
+def test_refused_option_values_say_what_to_give(command: list[str], option: str, value: str, advice: str,
+                                               tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused before any work (argparse): one line naming the option and its value, and what to give instead."""
+    from eqsat.pipeline import run as pipeline
+
+    monkeypatch.setattr(pipeline, "optimize", lambda *a, **k: pytest.fail("ran with a refused option value"))
+    names = {"model": str(tmp_path / "m.onnx"), "out": str(tmp_path / "o.onnx")}
+    argv = [a.format(**names) for a in command] + [option, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"error: {option} {value}: {advice}" in err, err
+    assert "give" in err and "--help" in err
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_threads_with_a_cost_model_that_has_none_says_what_to_add(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    src = _save(_static_model(), tmp_path / "m.onnx")
+    assert _optimize(str(src), "-o", str(tmp_path / "o.onnx"), "--threads", "2") == 2
+    assert _error_line(capsys) == ("eqsat: error: --threads 2: applies to measured CPU costs only; add --costs "
+                                   "measured")
+    assert main(["costs", "measure", str(src), "--device", "gpu", "--threads", "2"]) == 2
+    assert "--threads 2: applies to --device cpu only" in _error_line(capsys)
+
+
+def _subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """(command path, parser) for the parser and every subparser under it."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _subcommands(sub, (*path, name))
+
+
+def test_every_option_of_every_subcommand_has_help() -> None:
+    from eqsat.cli.app import build_parser
+
+    missing, seen = [], set()
+    for path, parser in _subcommands(build_parser(), ("eqsat",)):
+        seen.add(" ".join(path))
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            name = "/".join(action.option_strings) or action.dest
+            if not (action.help or "").strip() or action.help == argparse.SUPPRESS:
+                missing.append(f"{' '.join(path)} {name}")
+            if isinstance(action, argparse._SubParsersAction):  # each subcommand's line in its parent's help
+                missing += [f"{' '.join(path)} {c.dest} (the subcommand)" for c in action._choices_actions
+                            if not (c.help or "").strip()]
+    assert not missing, "options without help text:\n" + "\n".join(missing)
+    assert {"eqsat optimize", "eqsat extract", "eqsat rules verify", "eqsat costs measure",
+            "eqsat egraph export"} <= seen  # the subcommands other packages register are walked too

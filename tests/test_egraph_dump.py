@@ -580,9 +580,10 @@ _CHROMIUM = next((c for c in ("chromium", "chromium-browser", "google-chrome", "
                   if __import__("shutil").which(c)), None)
 
 
-def _load_in_chromium(exe: str, url: str, wait: float = 60.0) -> tuple[int, list[str]]:
+def _load_in_chromium(exe: str, url: str, wait: float = 60.0, probe: str = "null") -> tuple[int, list[str], Any]:
     """Open ``url`` in headless Chromium (DevTools protocol over --remote-debugging-pipe) until the visualizer
-    has drawn nodes or ``wait`` seconds passed; return the React Flow nodes drawn and the errors logged."""
+    has drawn nodes or ``wait`` seconds passed; return the React Flow nodes drawn, the errors logged and the
+    value of the JavaScript expression ``probe`` once they are drawn (JSON-serializable)."""
     import os
     import select
     import subprocess
@@ -633,10 +634,12 @@ def _load_in_chromium(exe: str, url: str, wait: float = 60.0) -> tuple[int, list
             reply = call("Runtime.evaluate", {"expression": "document.querySelectorAll('.react-flow__node').length",
                                               "returnByValue": True}, session=session)
             drawn = int(reply["result"]["result"].get("value") or 0)
+        time.sleep(0.5)  # the first view is set once the nodes are measured
+        probed = call("Runtime.evaluate", {"expression": probe, "returnByValue": True}, session=session)
         errors = [json.dumps(m["params"])[:300] for m in msgs if m.get("method") == "Runtime.exceptionThrown"
                   or m.get("method") == "Runtime.consoleAPICalled" and m["params"]["type"] in ("error", "assert")
                   or m.get("method") == "Log.entryAdded" and m["params"]["entry"]["level"] == "error"]
-        return drawn, errors
+        return drawn, errors, probed["result"]["result"].get("value")
     finally:
         proc.kill()
         proc.wait()
@@ -652,6 +655,18 @@ def test_view_loads_in_chromium_without_errors_and_draws_nodes(runs: dict[str, A
     out = tmp_path / "eg.html"
     assert main(["egraph", "view", str(path), "-o", str(out), "--around", "m1", "--depth", "1"]) == 0
     capsys.readouterr()
-    drawn, errors = _load_in_chromium(_CHROMIUM, out.resolve().as_uri())
+    chosen = next(n.id for n in runs["crafted"][1].egraph_dump.egraph.nodes if n.id in
+                  runs["crafted"][1].egraph_dump.chosen and n.op == "matmul")
+    probe = ("({view: window.eqsatView, transform: document.querySelector('.react-flow__viewport').style.transform, "
+             "background: getComputedStyle(document.querySelector("
+             f"'.react-flow__node[data-id=\"node-{chosen}\"] > div')).backgroundColor}})")
+    drawn, errors, seen = _load_in_chromium(_CHROMIUM, out.resolve().as_uri(), probe=probe)
     assert not errors, errors
     assert drawn > 0
+    # opened by eqsat's fit: readable (whole when that is readable, else the shorter side filling the window),
+    # and the chosen matmul highlighted
+    view = seen["view"]
+    assert view is not None and (view["zoom"] >= 0.6 or view["zoom"] == pytest.approx(view["whole"]))
+    shown = re.search(r"scale\(([\d.e+-]+)\)", seen["transform"])  # what React Flow applied
+    assert shown and float(shown.group(1)) == pytest.approx(view["zoom"], rel=1e-4)
+    assert seen["background"] == "rgb(255, 224, 138)"

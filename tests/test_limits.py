@@ -255,9 +255,9 @@ def test_bad_time_limit_is_rejected_before_the_model_is_read(value: float) -> No
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
-    ("--time-limit", "-1", "time_limit must be a finite, positive number of seconds, got -1.0"),
-    ("--time-limit", "nan", "time_limit must be a finite, positive number of seconds, got nan"),
-    ("--node-limit", "-5", "node_limit must be a whole number of e-nodes >= 1, got -5"),
+    ("--time-limit", "-1", "--time-limit -1: give a positive number of seconds, e.g. --time-limit 60"),
+    ("--time-limit", "nan", "--time-limit nan: give a positive number of seconds, e.g. --time-limit 60"),
+    ("--node-limit", "-5", "--node-limit -5: give a whole number of e-nodes >= 1, e.g. --node-limit 50000"),
 ])
 def test_cli_rejects_negative_or_nan_limits_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                           option: str, value: str, message: str) -> None:
@@ -266,5 +266,5 @@ def test_cli_rejects_negative_or_nan_limits_with_exit_2(tmp_path: Path, capsys: 
     out = tmp_path / "y.onnx"
     assert main(["optimize", str(model), "-o", str(out), option, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"eqsat: error: {message}"]
+    assert err == [f"eqsat optimize: error: {message}; run 'eqsat optimize --help' for usage"]  # refused when parsed
     assert not out.exists()

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from eqsat import rules
-from eqsat.cli.common import check_output, input_shapes, parse_shape, write_file
+from eqsat.cli.common import AtLeast, Count, Seconds, check_output, input_shapes, parse_shape, write_file
 from eqsat.cli.egraph import is_json_file, print_egraph_file
 from eqsat.costs import get_cost_model
 from eqsat.errors import DynamicShapeError, EqsatError, InputShapeError, ModelLoadError, ModelReadError, UsageError
+from eqsat.files import is_special_file
 
 # onnx, eqsat.onnx_io, eqsat.pipeline, eqsat.models and eqsat.search.comparison (about 0.2 s together) are imported
 # by the commands that use them, so that the CLI starts (and --help answers) without them
@@ -98,10 +99,8 @@ COSTS_HELP = "cost model: analytic (default), gpu-sim (a simulated V100: compute
 def _cost_model(name: str, threads: int | None = None) -> CostModel:
     """The cost model named by ``--costs``; ``threads`` (``--threads``) only for the measured CPU model, whose
     default is onnxruntime's own thread count."""
-    if threads is not None and name not in ("measured", "cpu"):
+    if threads is not None and name not in ("measured", "cpu"):  # a bad count is refused by the parser
         raise UsageError(f"--threads {threads}: applies to measured CPU costs only; add --costs measured")
-    if threads is not None and threads < 0:
-        raise UsageError(f"--threads {threads}: give a positive count, or 0 for onnxruntime's default")
     try:
         return get_cost_model(name, threads=threads) if threads is not None else get_cost_model(name)
     except ValueError as e:  # unknown name
@@ -131,14 +130,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     out = check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
     dump = check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None
-    if dump is not None and dump.resolve() == out.resolve():
+    if dump is not None and dump.resolve() == out.resolve() and not is_special_file(out):  # /dev/null twice is fine
         raise UsageError(f"-o and --dump-egraph name the same file {out}; give two different paths")
     if args.provenance and dump is None:
         raise UsageError("--provenance records which rule built each e-node for the e-graph dump; give "
                          "--dump-egraph PATH too")
     shapes = input_shapes(args.input_shape)
-    if args.candidates is not None and args.candidates < 1:
-        raise UsageError(f"--candidates {args.candidates}: give at least 1")
     cost_model = _cost_model(args.costs, args.threads)
     say = _progress(args.quiet)
     res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules), candidates=args.candidates,
@@ -284,20 +281,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _threads_option(p: argparse.ArgumentParser) -> None:
+    """``--threads`` of optimize, demo and compare."""
+    p.add_argument("--threads", action=Count, minimum=0, unit="threads", note="0: onnxruntime's default",
+                   example=4, default=None, metavar="N",
+                   help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
+                        "one per physical core; 0 = that default)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     from eqsat import __version__
 
     p = _Parser(prog="eqsat", description="ONNX superoptimizer by equality saturation")
     p.add_argument("--version", action="version", version=f"eqsat {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, help="what to do (eqsat COMMAND --help for its options)")
 
     o = sub.add_parser("optimize", help="optimize an ONNX model")
-    o.add_argument("model")
-    o.add_argument("-o", "--output", required=True, help="the optimized model (missing folders are created)")
-    o.add_argument("--time-limit", type=float, default=60.0, help="seconds for the whole run (default 60)")
-    o.add_argument("--node-limit", type=int, default=50_000, help="e-node limit (default 50000)")
-    o.add_argument("--iter-limit", type=int, default=10, help="saturation iterations (default 10)")
+    o.add_argument("model", metavar="MODEL.onnx", help="the ONNX model to optimize")
+    o.add_argument("-o", "--output", required=True,
+                   help="the optimized model (missing folders are created; /dev/null or a FIFO is written through)")
+    o.add_argument("--time-limit", action=Seconds, default=60.0, metavar="S",
+                   help="seconds for the whole run (default 60)")
+    o.add_argument("--node-limit", action=Count, minimum=1, unit="e-nodes", default=50_000, metavar="N",
+                   help="e-node limit (default 50000)")
+    o.add_argument("--iter-limit", action=Count, minimum=0, unit="iterations", default=10, metavar="N",
+                   help="saturation iterations (default 10; 0 = none: extract from the input graph)")
     o.add_argument("--dump-egraph", metavar="PATH",
                    help="write the saturated e-graph with costs and the extraction's choice (an eqsat dump: "
                         "extraction-gym JSON plus eqsat's fields; 'eqsat egraph' reads it; missing folders are "
@@ -308,13 +317,13 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224",
                    help="fix a dynamic input shape (repeatable)")
     o.add_argument("--costs", default="analytic", help=COSTS_HELP)
-    o.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
-                        "one per physical core; 0 = that default)")
-    o.add_argument("--candidates", type=int, default=None, metavar="K",
+    _threads_option(o)
+    o.add_argument("--candidates", action=Count, minimum=1, unit="candidates", example=4, default=None, metavar="K",
                    help="with measured costs: extract up to K distinct near-optimal graphs, time each end to end "
                         "and keep the fastest (default 4; 1 = the cost model's choice only)")
-    o.add_argument("--solver", default="cpsat", choices=["cpsat", "greedy"])
+    o.add_argument("--solver", default="cpsat", choices=["cpsat", "greedy"],
+                   help="extractor: cpsat (default: OR-Tools CP-SAT, optimal or the best found within the time "
+                        "limit) or greedy (a DAG-aware greedy heuristic: fast, not guaranteed optimal)")
     o.add_argument("--no-anytime", action="store_true",
                    help="extract the final e-graph only (default: also each snapshot while it saturates)")
     o.add_argument("--rules", default="default", choices=["default", "size4", "starter"],
@@ -326,8 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("inspect", help="op histogram, shapes and opaque ops of a model (any ONNX model), or the "
                                        "report of an e-graph (JSON: an eqsat dump or extraction-gym)")
-    i.add_argument("model", metavar="FILE")
-    i.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224")
+    i.add_argument("model", metavar="FILE", help="an ONNX model, or an e-graph as JSON (.json)")
+    i.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224",
+                   help="fix a dynamic input shape to see the model as eqsat imports it (repeatable)")
     i.set_defaults(func=cmd_inspect)
 
     d = sub.add_parser("demo", help="optimize a built-in model")
@@ -336,29 +346,28 @@ def build_parser() -> argparse.ArgumentParser:
                         "taso_resnext50, taso_nasnet_a, taso_inception_v3, taso_squeezenet, taso_vgg19, ...) or an "
                         "onnx zoo name (resnet50, squeezenet, ...)")
     d.add_argument("--costs", default="analytic", help=COSTS_HELP)
-    d.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
-                        "one per physical core; 0 = that default)")
-    d.add_argument("--time-limit", type=float, default=60.0)
-    d.add_argument("-o", "--output")
-    d.add_argument("-q", "--quiet", action="store_true")
+    _threads_option(d)
+    d.add_argument("--time-limit", action=Seconds, default=60.0, metavar="S",
+                   help="seconds for the whole run (default 60)")
+    d.add_argument("-o", "--output", metavar="OUT.onnx",
+                   help="also write the optimized model (missing folders are created)")
+    d.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the report is still printed)")
     d.set_defaults(func=cmd_demo)
 
     c = sub.add_parser("compare", help="eqsat against TASO's backtracking and OCGGS's sampling search on one model")
     c.add_argument("model", help="an ONNX file or a built-in model name (e.g. taso_bert)")
     c.add_argument("--methods", default="eqsat,backtracking,sampling", help="comma-separated (default: all three)")
-    c.add_argument("--budget", type=float, default=60.0, help="wall seconds per method (default 60)")
-    c.add_argument("--alpha", type=float, default=1.05, help="backtracking's relaxation factor (default 1.05)")
+    c.add_argument("--budget", action=Seconds, default=60.0, metavar="S", help="wall seconds per method (default 60)")
+    c.add_argument("--alpha", action=AtLeast, minimum=1.0, default=1.05,
+                   help="backtracking's relaxation factor, >= 1 (default 1.05)")
     c.add_argument("--seed", type=int, default=0, help="the sampling search's seed (default 0)")
     c.add_argument("--costs", default="analytic", help=COSTS_HELP)
-    c.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
-                        "one per physical core; 0 = that default)")
+    _threads_option(c)
     c.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     c.add_argument("--plot", metavar="FILE",
                    help="also draw best cost over time per method (.png, .svg or .pdf; needs matplotlib)")
     c.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric checks")
-    c.add_argument("-q", "--quiet", action="store_true")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the table is still printed)")
     c.set_defaults(func=cmd_compare)
 
     # subcommands owned by the other packages register themselves when present

@@ -1,4 +1,6 @@
-"""What the ``eqsat`` subcommands share: the ``--input-shape`` option and writing output files safely.
+"""What the ``eqsat`` subcommands share: the ``--input-shape`` option, the checked number options (:class:`Seconds`,
+:class:`Count`, :class:`AtLeast`: a bad value says what to give) and, from :mod:`eqsat.files`, checking and
+writing output files.
 
 :mod:`eqsat.cli.app` (the main command) and the subcommand modules (:mod:`eqsat.cli.egraph`, :mod:`eqsat.cli.costs`)
 import it; it imports none of them.
@@ -7,13 +9,14 @@ import it; it imports none of them.
 from __future__ import annotations
 
 import argparse
-import os
-from collections.abc import Callable, Sequence
-from pathlib import Path
+import math
+from collections.abc import Sequence
+from typing import Any
 
 from eqsat.errors import UsageError
+from eqsat.files import check_output, write_file
 
-__all__ = ["parse_shape", "input_shapes", "check_output", "write_file"]
+__all__ = ["parse_shape", "input_shapes", "check_output", "write_file", "Seconds", "Count", "AtLeast"]
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -39,28 +42,82 @@ def input_shapes(given: Sequence[tuple[str, tuple[int, ...]]] | None) -> dict[st
     return out
 
 
-def check_output(path: str, option: str, example: str) -> Path:
-    """Fail at once, before any work, when ``path`` cannot be written as a file. Missing folders on the way
-    are fine: they are created when the file is written (only after everything else succeeded)."""
-    p = Path(path)
-    if p.is_dir() or path.endswith(("/", os.sep)):
-        raise UsageError(f"{option} {path} names a directory; give a file path, e.g. {option} {p / example}")
-    folder = p.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise UsageError(f"{option} {path}: {folder} is a file, not a folder; choose another path")
-    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"{option} {path}: no permission to write there; choose another path")
-    return p
+class _Checked(argparse.Action):
+    """Store an option's value after converting and checking it. A bad value stops the parse with one line
+    saying what to give instead: ``--time-limit 0: give a positive number of seconds, e.g. --time-limit 60``.
+
+    ``example`` (default: the option's default) is the value the message suggests. Subclasses set ``what``
+    and :meth:`convert`.
+    """
+
+    what = "a valid value"
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, example: object = None, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.example = example if example is not None else self.default
+
+    def convert(self, text: str) -> Any:
+        """``text`` as the option's value; ValueError if it is not an acceptable one."""
+        raise NotImplementedError
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        """Convert and check ``values`` (the text given), store it, or stop with a usage error."""
+        option = option_string or self.dest
+        try:
+            value = self.convert(str(values))
+        except ValueError:
+            parser.error(f"{option} {values}: give {self.what}{self._example(option)}")
+        setattr(namespace, self.dest, value)
+
+    def _example(self, option: str) -> str:
+        if isinstance(self.example, float):
+            return f", e.g. {option} {self.example:g}"
+        return "" if self.example is None else f", e.g. {option} {self.example}"
 
 
-def write_file(out: Path, write: Callable[[Path], None]) -> None:
-    """Create ``out``'s folders and write it through a temporary file, so a failure leaves nothing behind."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+class Seconds(_Checked):
+    """An option of seconds: a finite number greater than zero."""
+
+    what = "a positive number of seconds"
+
+    def convert(self, text: str) -> float:
+        """``text`` as seconds; ValueError unless finite and positive."""
+        value = float(text)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(text)
+        return value
+
+
+class Count(_Checked):
+    """An option counting something (``unit``): a whole number at least ``minimum``; ``note`` follows the
+    message's ``what`` (e.g. what 0 means)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, minimum: int = 1, unit: str = "",
+                 note: str = "", **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.minimum = minimum
+        self.what = f"a whole number{' of ' + unit if unit else ''} >= {minimum}" + (f" ({note})" if note else "")
+
+    def convert(self, text: str) -> int:
+        """``text`` as a whole number; ValueError unless it is one, at least the minimum."""
+        value = int(text)
+        if value < self.minimum:
+            raise ValueError(text)
+        return value
+
+
+class AtLeast(_Checked):
+    """An option of a finite number at least ``minimum`` (e.g. a factor >= 1)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, minimum: float, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.minimum = minimum
+        self.what = f"a number >= {minimum:g}"
+
+    def convert(self, text: str) -> float:
+        """``text`` as a number; ValueError unless finite and at least the minimum."""
+        value = float(text)
+        if not (math.isfinite(value) and value >= self.minimum):
+            raise ValueError(text)
+        return value

@@ -6,8 +6,9 @@ import argparse
 import sys
 
 from eqsat import engine
-from eqsat.cli.common import parse_shape
+from eqsat.cli.common import Count, Seconds, parse_shape
 from eqsat.costs import CachedCostModel, CostCache, get_cost_model
+from eqsat.errors import UsageError
 
 
 def _bar(done: int, total: int) -> None:
@@ -24,9 +25,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from eqsat import onnx_io
     from eqsat.pipeline import default_rules
 
-    if args.threads is not None and (args.device == "gpu" or args.threads < 0):
-        print("--threads: a count >= 0 (0 = onnxruntime's default), for --device cpu only", file=sys.stderr)
-        return 2
+    if args.threads is not None and args.device == "gpu":  # a bad count is refused by the parser
+        raise UsageError(f"--threads {args.threads}: applies to --device cpu only; leave it out with --device gpu")
     model = get_cost_model("gpu") if args.device == "gpu" else get_cost_model("measured", threads=args.threads or 0)
     graph = onnx_io.load_model(args.model, input_shapes=dict(args.input_shape or []))
     model = model.in_context(graph.weight_bytes)  # as optimize will price it
@@ -55,17 +55,24 @@ def cmd_show(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``eqsat costs measure|show`` to the main CLI."""
     p = subparsers.add_parser("costs", help="measured operator costs and their cache")
-    sub = p.add_subparsers(dest="costs_command", required=True)
+    sub = p.add_subparsers(dest="costs_command", required=True, help="measure or show")
     m = sub.add_parser("measure", help="prefill the cost cache for a model")
-    m.add_argument("model")
-    m.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    m.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224")
-    m.add_argument("--iter-limit", type=int, default=10)
-    m.add_argument("--threads", type=int, default=None, metavar="N",
+    m.add_argument("model", metavar="MODEL.onnx", help="the model whose saturated e-graph is priced")
+    m.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                   help="measure with onnxruntime on the CPU (default) or with CuPy on the GPU")
+    m.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224",
+                   help="fix a dynamic input shape (repeatable)")
+    m.add_argument("--iter-limit", action=Count, minimum=0, unit="iterations", default=10, metavar="N",
+                   help="saturation iterations, as optimize's --iter-limit (default 10)")
+    m.add_argument("--threads", action=Count, minimum=0, unit="threads", note="0: onnxruntime's default",
+                   example=4, default=None, metavar="N",
                    help="onnxruntime intra-op threads (default: onnxruntime's own; 0 = that default)")
-    m.add_argument("--time-limit", type=float, default=30.0)
+    m.add_argument("--time-limit", action=Seconds, default=30.0, metavar="S",
+                   help="seconds of saturation (default 30)")
     m.set_defaults(func=cmd_measure)
     s = sub.add_parser("show", help="list cached costs")
-    s.add_argument("--cache-dir", default=None)
-    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="the cache's folder (default: $EQSAT_CACHE_DIR, else eqsat's folder in the user cache)")
+    s.add_argument("--limit", action=Count, minimum=0, unit="entries", default=50, metavar="N",
+                   help="list at most N entries (default 50)")
     s.set_defaults(func=cmd_show)

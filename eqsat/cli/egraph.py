@@ -7,7 +7,8 @@
 * ``render DUMP -o OUT.svg|.dot [--around CLASS|TENSOR --depth N] [--chosen-only]``: a Graphviz drawing
   (e-classes as clusters, chosen e-nodes filled); the ``.dot`` text is written here, other formats by the
   system's ``dot`` (without it the ``.dot`` is written and the error says how to install Graphviz).
-* ``view DUMP -o OUT.html [...]``: one self-contained HTML page with egglog's interactive visualizer inlined.
+* ``view DUMP -o OUT.html [...]``: one self-contained HTML page with egglog's interactive visualizer inlined,
+  opening fitted to the window (readable), the extraction's choice highlighted.
 * ``export DUMP --model ORIGINAL.onnx [--selection SEL.json] -o OUT.onnx``: an extractor's selection (the
   ``eqsat extract --out`` format, or a bare ``{class: node}`` object; default the dump's own choice) back into
   an ONNX model, checked numerically against the original.
@@ -26,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from eqsat.cli.common import check_output, input_shapes, parse_shape, write_file
+from eqsat.cli.common import Count, check_output, input_shapes, parse_shape, write_file
 from eqsat.engine.egraph import ENode
 from eqsat.errors import UsageError
 from eqsat.extract import InvalidExtraction, validate_selection
@@ -438,10 +439,14 @@ _DESCRIPTION = """Read the e-graph dumps 'eqsat optimize --dump-egraph' writes.
   render DUMP -o OUT.svg|.dot [--around CLASS|TENSOR --depth N] [--chosen-only]
                               a Graphviz drawing: e-classes as clusters, chosen e-nodes filled
   view DUMP -o OUT.html [--around CLASS|TENSOR --depth N] [--chosen-only]
-                              one HTML file with egglog's interactive visualizer (works offline)
+                              one HTML file with egglog's interactive visualizer (works offline),
+                              fitted to the window, the extraction's choice highlighted
   export DUMP --model M.onnx [--selection SEL.json] -o OUT.onnx
                               an extractor's selection ('eqsat extract --out' output; default: the dump's
                               own choice) as an ONNX model, checked against the original"""
+
+
+_DUMP_HELP = "an e-graph dump written by 'eqsat optimize --dump-egraph'"
 
 
 def register(subparsers: Any) -> None:
@@ -449,13 +454,14 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("egraph", help="read e-graph dumps (eqsat optimize --dump-egraph): stats, show, render, "
                                              "view, export",
                               description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="egraph_command", metavar="{stats,show,render,view,export}", required=True)
+    sub = p.add_subparsers(dest="egraph_command", metavar="{stats,show,render,view,export}", required=True,
+                           help="what to do with the dump")
     s = sub.add_parser("stats", help="sizes, operators, largest e-classes, growth, what extraction changed")
     s.add_argument("dump", metavar="DUMP", help="an e-graph dump (or plain extraction-gym JSON: sizes and operators)")
     s.set_defaults(func=cmd_stats)
     sh = sub.add_parser("show", help="one e-class: its e-nodes with costs, origin, provenance, chosen mark and "
                                      "children")
-    sh.add_argument("dump", metavar="DUMP")
+    sh.add_argument("dump", metavar="DUMP", help=_DUMP_HELP)
     sh.add_argument("key", metavar="CLASS|TENSOR", help="an e-class id (T-5), a tensor name of the input graph, or "
                                                        "an e-node id")
     sh.set_defaults(func=cmd_show)
@@ -465,19 +471,19 @@ def register(subparsers: Any) -> None:
             ("view", cmd_view, 3000, "one self-contained HTML page with egglog's interactive visualizer",
              "the HTML page (missing folders are created)")):
         r = sub.add_parser(name, help=help_text)
-        r.add_argument("dump", metavar="DUMP")
+        r.add_argument("dump", metavar="DUMP", help=_DUMP_HELP)
         r.add_argument("-o", "--output", required=True, metavar="OUT", help=out_help)
         r.add_argument("--around", metavar="CLASS|TENSOR",
                        help="draw only the e-classes near this one (an e-class id, a tensor name or an e-node id)")
-        r.add_argument("--depth", type=int, default=2, metavar="N",
+        r.add_argument("--depth", action=Count, minimum=0, unit="steps", default=2, metavar="N",
                        help="with --around: e-classes at most N steps away (a step: an e-node of one class uses "
                             "the other; default 2)")
         r.add_argument("--chosen-only", action="store_true", help="draw only the e-nodes the extraction chose")
-        r.add_argument("--max-nodes", type=int, default=default_max, metavar="N",
+        r.add_argument("--max-nodes", action=Count, minimum=1, unit="e-nodes", default=default_max, metavar="N",
                        help=f"refuse to draw more e-nodes than this (default {default_max})")
         r.set_defaults(func=func)
     e = sub.add_parser("export", help="an extractor's selection back into a checked ONNX model")
-    e.add_argument("dump", metavar="DUMP")
+    e.add_argument("dump", metavar="DUMP", help=_DUMP_HELP)
     e.add_argument("--model", required=True, metavar="ORIGINAL.onnx", help="the model the dump was made from")
     e.add_argument("--selection", metavar="SEL.json",
                    help="e-class -> e-node ids ('eqsat extract --out' output or a bare object); default: the "

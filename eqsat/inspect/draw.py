@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import importlib.util
 import json
+import logging
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -22,7 +23,9 @@ from pathlib import Path
 from eqsat.engine.egraph import ENode
 from eqsat.inspect.dump import LIST_OPS, DumpError, EGraphDump
 
-__all__ = ["Drawing", "select", "to_dot", "to_html", "visualizer_files", "LEGEND"]
+__all__ = ["Drawing", "select", "to_dot", "to_html", "visualizer_files", "chosen_css", "LEGEND"]
+
+log = logging.getLogger(__name__)
 
 #: what the marks of a drawing mean (DOT and HTML)
 LEGEND = ("filled, bold: chosen by the extraction; double border: a term of the input graph; dashed: an e-class "
@@ -260,6 +263,65 @@ def _inline_module(js: str) -> tuple[str, str]:
     return re.sub(r"</(script)", r"<\\/\1", body, flags=re.IGNORECASE), mount
 
 
+# the visualizer's one view-fitting call, made once its nodes are drawn (egglog 13.2, pinned): routed to
+# _FIT_SCRIPT's window.eqsatFit, falling back to the call as it was where the page has no such function
+_FIT_CALL = re.compile(r"\b(?P<flow>[A-Za-z_$][\w$]*)\.fitView\(\{\s*padding:\s*0\.1,\s*duration:\s*1e3\s*\}\)")
+
+
+def _hook_fit(module: str) -> str:
+    """The visualizer module with its initial fitView call routed to ``window.eqsatFit`` (unchanged, with a
+    warning, for a visualizer without that call: the drawing then opens as the visualizer fits it)."""
+    hooked, n = _FIT_CALL.subn(lambda m: f"(window.eqsatFit ? window.eqsatFit({m['flow']}) : {m[0]})", module)
+    if n != 1:
+        log.warning("egglog's visualizer.js has %d fitView calls where eqsat expects one; the drawing opens as "
+                    "the visualizer fits it, not fitted to the window", n)
+        return module
+    return hooked
+
+
+#: Fits the drawing to the window when it is drawn (and again after a 'Filter'). The visualizer's own fit shows
+#: the whole drawing, which for an e-graph (wide layers of wide e-classes) is a thin, unreadable strip; this one
+#: shows the whole drawing when that is readable (zoom >= READABLE) and otherwise fills the window with its
+#: shorter side, from the top-left corner, at a readable zoom at least ('fit view' in the corner shows it all).
+_FIT_SCRIPT = """
+{  // a block: these names cannot meet the visualizer module's own
+const READABLE = 0.6, LARGEST = 1.5, PAD = 16;
+let fitted = false;
+window.eqsatFit = (flow) => {
+  const pane = document.querySelector("#egraph-visualizer .react-flow");
+  const nodes = flow.getNodes();
+  if (!pane || !nodes.length) return flow.fitView({ padding: 0.1 });
+  const b = flow.getNodesBounds(nodes);
+  const w = Math.max(pane.clientWidth - 2 * PAD, 1), h = Math.max(pane.clientHeight - 2 * PAD, 1);
+  const byWidth = w / Math.max(b.width, 1), byHeight = h / Math.max(b.height, 1);
+  const whole = Math.min(byWidth, byHeight);
+  const zoom = Math.min(LARGEST, whole >= READABLE ? whole : Math.max(READABLE, byWidth, byHeight));
+  const x = b.width * zoom <= w ? PAD + (w - b.width * zoom) / 2 - b.x * zoom : PAD - b.x * zoom;
+  const y = b.height * zoom <= h ? PAD + (h - b.height * zoom) / 2 - b.y * zoom : PAD - b.y * zoom;
+  flow.setViewport({ x, y, zoom }, { duration: fitted ? 500 : 0 });
+  fitted = true;
+  window.eqsatView = { zoom, whole, width: b.width, height: b.height };  // what it chose, for tests
+};
+}
+"""
+
+
+def _css_string(text: str) -> str:
+    """``text`` as a CSS string literal that also cannot end a ``<style>`` element."""
+    return '"' + "".join(c if c.isalnum() or c in "-_.:/ " else f"\\{ord(c):x} " for c in text) + '"'
+
+
+def chosen_css(d: Drawing) -> str:
+    """A stylesheet highlighting the drawn e-nodes the extraction chose (the visualizer names each drawn
+    e-node ``node-<id>`` in its ``data-id``); empty when the dump records no extraction."""
+    chosen = [n.id for n in d.nodes if n.id in d.dump.chosen]
+    if not chosen:
+        return ""
+    selectors = ",\n".join(f".react-flow__node[data-id={_css_string('node-' + nid)}] > div" for nid in chosen)
+    return (f"/* the extraction's choice: {len(chosen)} e-node(s) */\n{selectors} {{\n"
+            "  background-color: #ffe08a !important; outline: 2px solid #9a6700 !important; font-weight: 600;\n}")
+
+
 def visualizer_json(d: Drawing) -> str:
     """The drawing as egraph-serialize JSON for egglog's visualizer: e-nodes labelled with their operator and
     short parameters; with an extraction, the nodes not chosen are ``subsumed`` (drawn grey), so the chosen
@@ -303,7 +365,8 @@ _PAGE_CSS = """
 body { font-family: system-ui, sans-serif; margin: 0.8em; color: #222; }
 h1 { font-size: 1.15em; margin: 0 0 0.3em 0; }
 p.meta { margin: 0.2em 0; font-size: 0.9em; color: #444; }
-#egraph-visualizer { height: 78vh; border: 1px solid #ccc; margin: 0.5em 0; }
+/* the drawing fills the window below the header (the tables follow it) */
+#egraph-visualizer { height: calc(100vh - 7.5em); min-height: 20em; border: 1px solid #ccc; margin: 0.5em 0; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; font-family: ui-monospace, monospace; }
 details { margin: 0.4em 0; }
@@ -312,20 +375,24 @@ details { margin: 0.4em 0; }
 
 def to_html(d: Drawing) -> str:
     """One self-contained page: egglog's interactive visualizer (its module and stylesheet inlined, so it needs
-    no network) showing the drawing, with a legend and the chosen e-nodes as a table."""
+    no network) showing the drawing, with a legend and the chosen e-nodes as a table. The drawing fills the
+    window and opens fitted to it (readable, see ``_FIT_SCRIPT``), the extraction's choice highlighted
+    (:func:`chosen_css`)."""
     js, css = visualizer_files()
     module, mount = _inline_module(js)
+    module = _hook_fit(module)
     dump = d.dump
     data = visualizer_json(d).replace("</", "<\\/")
     ext = dump.extraction
     meta = [f"{len(d.nodes)} e-nodes in {len(d.classes)} e-classes ({d.title})"]
     if ext is not None:
         meta.append(f"extraction: {ext.solver}, {ext.status}, cost {ext.cost:.6g} ms")
-    legend = ("Black e-nodes are the extraction's choice; grey ones are the alternatives it did not choose. "
-              if ext is not None else "The dump records no extraction. ")
+    legend = ("E-nodes highlighted in yellow are the extraction's choice; grey ones are the alternatives it did not "
+              "choose. " if ext is not None else "The dump records no extraction. ")
     legend += ("E-classes: colour by kind (output, tensor, outside = not drawn, its stub node '… not drawn'); "
                "each lists its shape and the input graph's tensors it holds. Click 'Filter' on an e-class or "
-               "e-node to show only what it reaches; scroll to zoom.")
+               "e-node to show only what it reaches; drag to pan, scroll to zoom, the corner's fit button shows "
+               "it all.")
     header = ("e-node", "e-class", "tensors", "operator", "cost (ms)", "origin", "first iteration", "built by")
 
     def row(n: ENode) -> tuple[str, ...]:
@@ -349,6 +416,9 @@ def to_html(d: Drawing) -> str:
 {css}
 </style>
 <style>{_PAGE_CSS}</style>
+<style id="eqsat-chosen">
+{chosen_css(d)}
+</style>
 </head>
 <body>
 <h1>{html.escape(title)}</h1>
@@ -359,6 +429,7 @@ def to_html(d: Drawing) -> str:
 <script type="application/json" id="egraph-data">{data}</script>
 <script type="module">
 {module}
+{_FIT_SCRIPT}
 const egraphs = [document.getElementById("egraph-data").textContent];
 {mount}(document.getElementById("egraph-visualizer")).render(egraphs);
 </script>

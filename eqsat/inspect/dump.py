@@ -56,6 +56,7 @@ from eqsat.engine.readback import graph_from_selection, input_terms
 from eqsat.engine.saturation import IterationStats, SaturationResult
 from eqsat.errors import EqsatError
 from eqsat.extract import Extraction
+from eqsat.files import write_file
 from eqsat.ir.graph import Graph
 
 __all__ = ["FORMAT", "VERSION", "DumpError", "IterationInfo", "SaturationInfo", "ExtractionInfo",
@@ -455,15 +456,11 @@ class EGraphDump:
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the dump to ``path``, creating missing folders, through a temporary file (a failure leaves
-        nothing behind); returns the path."""
+        nothing behind; a special file such as a FIFO is written through, see :func:`eqsat.files.write_file`);
+        returns the path."""
         out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(self.dumps(), encoding="utf-8")
-            os.replace(tmp, out)
-        finally:
-            tmp.unlink(missing_ok=True)
+        text = self.dumps()
+        write_file(out, lambda p: p.write_text(text, encoding="utf-8"))
         return out
 
     @classmethod
