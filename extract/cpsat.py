@@ -282,14 +282,14 @@ def _solve_interruptibly(solver: cp_model.CpSolver, model: cp_model.CpModel,
     # thread waits on an Event, not in join(): in Python < 3.13 a join interrupted by Ctrl-C can mark the
     # thread as ended while it still runs
     worker = threading.Thread(target=work, name="cpsat-solve")
-    worker.start()
     try:
+        worker.start()
         while not done.wait(0.1):
             pass
     except KeyboardInterrupt:
         # stop_search does nothing until solve() has set the search up: ask again until the solve returns
         give_up = time.monotonic() + 1.5
-        while not done.is_set() and time.monotonic() < give_up:
+        while not done.is_set() and worker.is_alive() and time.monotonic() < give_up:
             solver.stop_search()
             done.wait(0.05)
         raise
