@@ -21,6 +21,7 @@ import pytest
 from eqsat import models
 from eqsat.cli.app import main
 from eqsat.engine import saturation as E
+from eqsat.engine.fallback import Fallback, read_fallback
 from eqsat.engine.limits import Limits, StopReason
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.pipeline import default_rules, optimize
@@ -149,15 +150,15 @@ def test_fallback_is_saved_when_the_next_iteration_could_be_killed(tmp_path: Pat
     """The engine saves its e-graph after an iteration when one FALLBACK_GROWTH times as long would reach the
     kill, or while saving is cheap; not otherwise. The file holds the iteration and its text, read back whole."""
     now = time.perf_counter()
-    fb = E._Fallback(tmp_path / "fallback.json", kill_at=now + 5.0, started=now - 1.0)
+    fb = Fallback(tmp_path / "fallback.json", kill_at=now + 5.0, started=now - 1.0)
     assert fb.due(1.0, 10**6)  # a next iteration 10x as long would still run at the kill
     assert fb.due(0.01, 10**6)  # nothing saved yet: the first save counts as cheap
     assert fb.save(4, 3, lambda: '{"nodes": {}}') == '{"nodes": {}}'
-    assert E._read_fallback(tmp_path / "fallback.json") == (4, '{"nodes": {}}')
+    assert read_fallback(tmp_path / "fallback.json") == (4, '{"nodes": {}}')
     fb.spent, fb.per_enode, fb.started = 1.0, 1e-3, now  # saving has cost as much as the run so far
     assert not fb.due(0.01, 10**6)
     assert fb.due(0.01, 4)  # unless this save is next to free (4 ms)
-    assert E._read_fallback(tmp_path / "missing.json") is None
+    assert read_fallback(tmp_path / "missing.json") is None
 
 
 def test_engine_that_dies_keeps_iteration_zero_and_says_memory_limit(monkeypatch: pytest.MonkeyPatch) -> None:

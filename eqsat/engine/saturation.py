@@ -12,7 +12,6 @@ import importlib.util
 import json
 import logging
 import multiprocessing as mp
-import os
 import resource
 import shutil
 import sys
@@ -34,6 +33,7 @@ from eqsat.engine.compile import (
 )
 from eqsat.engine.egraph import EGraph
 from eqsat.engine.errors import EngineError
+from eqsat.engine.fallback import Fallback, kill_at, read_fallback
 from eqsat.engine.limits import REASON_ORDER, Budget, Limits, StopReason, vm_bytes
 from eqsat.engine.serialize import clean_serialized
 from eqsat.ir.graph import Graph
@@ -167,85 +167,19 @@ def _read(text: str) -> EGraph:
     return clean_serialized(json.loads(text))
 
 
-def _kill_at(deadline: float, limits: Limits) -> float:
-    """When the parent kills an engine process still running: past the deadline by a margin (an estimate was off,
-    or one rule's search ran long). The caller's later stages absorb the margin."""
-    return deadline + 0.5 + 0.2 * limits.time_limit
-
-
-#: the engine process saves its e-graph after an iteration when the next one, were it this many times as long,
-#: would run into the kill ...
-FALLBACK_GROWTH = 10.0
-#: ... or when saving stays within this share of the time so far (saving costs about a third of an iteration:
-#: 0.09 s after a 0.25 s iteration of NasRNN at 27 k e-nodes) ...
-FALLBACK_SHARE = 0.1
-#: ... or when it should take less than this many seconds (a small e-graph)
-FALLBACK_FREE = 0.005
-
-
-@dataclass
-class _Fallback:
-    """The engine process's side of the fallback: after an iteration that no snapshot was asked for, it may
-    save the e-graph to ``path`` (the iteration's number on the first line, then the JSON text; replaced whole,
-    so the file is always one complete e-graph) for the parent to read if it has to kill the process.
-
-    Serializing costs about a third of an iteration, so it is done only when :meth:`due`: when the next
-    iteration, were it :data:`FALLBACK_GROWTH` times as long as this one, would still be running at the kill
-    (a kill comes from one search that runs past the deadline by the whole margin: a sudden blow-up, or an
-    iteration begun near the deadline; so the fallback is the last complete iteration unless the one killed ran
-    over ten times as long as it), or when it is cheap: the time spent saving stays within
-    :data:`FALLBACK_SHARE` of the time since :func:`saturate` was called, or this save should take less than
-    :data:`FALLBACK_FREE`."""
-
-    path: Path
-    kill_at: float
-    started: float  # when saturate was called
-    spent: float = 0.0  # seconds spent saving so far
-    per_enode: float = 0.0  # seconds per e-node of the last save
-
-    def due(self, seconds: float, enodes: int) -> bool:
-        """Whether to save the e-graph of ``enodes`` e-nodes after an iteration of ``seconds``."""
-        now = time.perf_counter()
-        if now + FALLBACK_GROWTH * seconds >= self.kill_at:
-            return True
-        estimate = self.per_enode * enodes
-        return estimate <= FALLBACK_FREE or self.spent + estimate <= FALLBACK_SHARE * (now - self.started)
-
-    def save(self, iteration: int, enodes: int, serialize: Callable[[], str]) -> str:
-        """Serialize (``serialize()``) and save the e-graph of ``iteration``; return the text."""
-        t = time.perf_counter()
-        text = serialize()
-        part = self.path.with_suffix(".part")
-        part.write_text(f"{iteration}\n{text}", encoding="utf-8")
-        os.replace(part, self.path)
-        took = time.perf_counter() - t
-        self.spent += took
-        self.per_enode = took / max(1, enodes)
-        return text
-
-
-def _read_fallback(path: Path) -> tuple[int, str] | None:
-    """The iteration and e-graph text the engine process last saved (:class:`_Fallback`), if it saved one."""
-    try:
-        head, text = path.read_text(encoding="utf-8").split("\n", 1)
-        return int(head), text
-    except (OSError, ValueError):
-        return None
-
-
 def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[str], limits: Limits,
                          report: Callable[[str, Any], None], *, deadline: float | None = None,
                          memory_base: int | None = None, snapshot: bool = False, provenance: bool = False,
                          wants_snapshot: Callable[[], bool] | None = None,
                          preloaded: tuple[Any, str] | None = None,
-                         fallback: _Fallback | None = None) -> None:
+                         fallback: Fallback | None = None) -> None:
     """Load ``program`` and saturate it, reporting ``("iter", IterationStats)`` after each iteration and
     ``("done", (egraph, StopReason))`` at the end. ``("snapshot", (iteration, JSON text))`` is reported after
     iteration 0 with ``snapshot``, and after each later iteration that changed the e-graph when
     ``wants_snapshot()`` says someone is waiting for one (an anytime consumer asks for the next one when it has
     dealt with the last, so a slow consumer costs the engine one serialization per request, not per iteration).
     After a later iteration that no one asked a snapshot of, the e-graph is serialized for ``fallback`` when
-    :meth:`_Fallback.due` says so: the parent's fallback if this process has to be killed.
+    :meth:`~eqsat.engine.fallback.Fallback.due` says so: the parent's fallback if this process has to be killed.
 
     Every rule has a ruleset of its own. An iteration runs them in groups, under a back-off scheduler whose
     match limit is the number of e-nodes the limits still allow divided by the most e-nodes the group's
@@ -408,7 +342,7 @@ def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = F
                 fallback: Path | None = None) -> None:
     """The engine process: it loads egglog and the declarations while the parent compiles the program, then
     receives ``(program, steps, roots)`` and saturates, sending its reports to ``conn`` and saving e-graphs to
-    fall back on to ``fallback`` (:class:`_Fallback`)."""
+    fall back on to ``fallback`` (:class:`~eqsat.engine.fallback.Fallback`)."""
     # the memory limit is on what the engine adds to what the forked process already maps
     mapped = vm_bytes()
     if mapped is not None:
@@ -440,7 +374,7 @@ def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = F
         _saturate_in_process(program, steps, roots, limits, lambda kind, payload: conn.send((kind, payload)),
                              deadline=deadline, memory_base=mapped, snapshot=True, provenance=provenance,
                              wants_snapshot=wants_snapshot if anytime else None, preloaded=preloaded,
-                             fallback=None if fallback is None else _Fallback(fallback, _kill_at(deadline, limits),
+                             fallback=None if fallback is None else Fallback(fallback, kill_at(deadline, limits),
                                                                               deadline - limits.time_limit))
     except MemoryError:
         conn.send(("error", "memory limit"))
@@ -461,9 +395,9 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     last resort, if that process overruns the time limit by more than a margin (a single rule's search is
     still unbounded) it is killed, and if it dies, the latest e-graph it sent or saved is returned with the
     limit as the stop reason, and the iterations up to that one: the last complete iteration's unless the
-    iteration killed ran over ten times as long as that one (:class:`_Fallback`), at worst iteration 0's (the
-    input graph with its shapes, sent before loading the rules). Loading the graph itself is not cut short:
-    without it there is no e-graph to return.
+    iteration killed ran over ten times as long as that one (:class:`~eqsat.engine.fallback.Fallback`), at
+    worst iteration 0's (the input graph with its shapes, sent before loading the rules). Loading the graph
+    itself is not cut short: without it there is no e-graph to return.
 
     With ``provenance`` the e-graph's nodes also carry ``rules``: (rule, the first iteration in which that rule
     built the node) pairs (:func:`eqsat.engine.serialize.clean_serialized`); the e-graph is otherwise the same.
@@ -517,7 +451,7 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     # the child stops itself before the deadline; past the margin it is killed
     assert child is not None
     iters, latest, done, failure = _run_child(child, (program, steps, cg.output_globals), progress, snapshot,
-                                              on_snapshot, kill_at=_kill_at(deadline, limits))
+                                              on_snapshot, kill_at=kill_at(deadline, limits))
     if done is not None:
         return result(done[0], iters, done[1])
     if latest is None or not latest[0] < len(iters):  # never expected: an iteration is reported before it is saved
@@ -530,7 +464,7 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
 def _start_child(limits: Limits, deadline: float, provenance: bool, anytime: bool,
                  operators: frozenset[str]) -> tuple[Any, Any, Path]:
     """Fork the engine process (:func:`_child_main`); return it, this end of its pipe and the folder where it
-    saves e-graphs to fall back on (:class:`_Fallback`; the caller removes it)."""
+    saves e-graphs to fall back on (:class:`~eqsat.engine.fallback.Fallback`; the caller removes it)."""
     ctx = mp.get_context("fork")
     folder = Path(tempfile.mkdtemp(prefix="eqsat-engine-"))
     parent, child = ctx.Pipe()  # duplex: the child sends its reports, the parent the program and snapshot requests
@@ -596,7 +530,7 @@ def _run_child(child: tuple[Any, Any, Path], work: tuple[str, Sequence[RuleStep]
 
     def failed(failure: tuple[StopReason, str]) -> tuple[list[IterationStats], _Latest | None, None,
                                                           tuple[StopReason, str]]:
-        saved = _read_fallback(folder / "fallback.json")  # newer than the latest snapshot, if it saved one since
+        saved = read_fallback(folder / "fallback.json")  # newer than the latest snapshot, if it saved one since
         newest = saved if saved is not None and (latest is None or saved[0] > latest[0]) else latest
         return iters, newest, None, failure
 
