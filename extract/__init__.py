@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 SOLVERS = ("cpsat", "greedy")
-_CPSAT_OPTIONS = frozenset({"time_limit", "num_workers", "random_seed", "log_progress", "start"})
+_CPSAT_OPTIONS = frozenset({"time_limit", "num_workers", "random_seed", "log_progress", "start", "progress"})
 
 
 def extract(eg: SerializedEGraph | str | Path | Mapping[str, Any], *, solver: str = "cpsat",
@@ -46,9 +46,9 @@ def extract(eg: SerializedEGraph | str | Path | Mapping[str, Any], *, solver: st
     """Extract a cheapest acyclic DAG with the named solver (``"cpsat"`` or ``"greedy"``).
 
     ``kw`` are passed to :func:`extract_cpsat` (``time_limit``, ``num_workers``, ``random_seed``,
-    ``log_progress``, ``start``); the greedy extractor takes ``start`` (a known valid selection the answer
-    is never worse than) and ignores the others. ``eg`` may also be a path or a
-    parsed JSON dict, which is loaded first.
+    ``log_progress``, ``start``, ``progress``: a callable that gets one-line progress messages); the greedy
+    extractor takes ``start`` (a known valid selection the answer is never worse than) and ignores the others.
+    ``eg`` may also be a path or a parsed JSON dict, which is loaded first.
 
     Raises:
         ValueError: unknown solver; TypeError: unknown option; NoFiniteChoice: no extraction exists.

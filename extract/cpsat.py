@@ -15,9 +15,10 @@ reported cost is recomputed exactly from the chosen nodes.
 from __future__ import annotations
 
 import math
+import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -208,23 +209,38 @@ def _selection_levels(eg: SerializedEGraph, selection: dict[int, int],
 
 
 # -------------------------------------------------------------------------------------------- solve
-class _SolutionTimes(cp_model.CpSolverSolutionCallback):
-    """Records when CP-SAT reports each solution (``perf_counter`` time)."""
+#: seconds between two progress lines about improving solutions (the final line always comes)
+PROGRESS_EVERY = 0.5
 
-    def __init__(self) -> None:
+
+class _SolutionTimes(cp_model.CpSolverSolutionCallback):
+    """Records when CP-SAT reports each solution (``perf_counter`` time) and passes its objective and bound
+    (scaled, as the model has them) to ``on_solution``."""
+
+    def __init__(self, on_solution: Callable[[float, float, float], None] | None = None) -> None:
         super().__init__()
         self.times: list[float] = []
+        self.on_solution = on_solution
 
     def on_solution_callback(self) -> None:
         """Called by CP-SAT for each solution it finds: note the time."""
-        self.times.append(time.perf_counter())
+        now = time.perf_counter()
+        self.times.append(now)
+        if self.on_solution is not None:
+            self.on_solution(now, self.objective_value, self.best_objective_bound)
 
 
 def solve_model(em: ExtractionModel, *, time_limit: float, num_workers: int, random_seed: int | None,
-                log_progress: bool, solution_times: list[float] | None = None) -> tuple[cp_model.CpSolver, int]:
+                log_progress: bool, solution_times: list[float] | None = None,
+                on_solution: Callable[[float, float, float], None] | None = None
+                ) -> tuple[cp_model.CpSolver, int]:
     """Run CP-SAT on the model; returns the solver and its status. With ``solution_times`` (a list), the
     ``perf_counter`` time of each solution the solver reports is appended to it (the last is the solution
-    it returns)."""
+    it returns); ``on_solution(time, objective, bound)`` is called for each one (from a solver thread), with
+    the objective and bound as the model has them (scaled by ``em.scale``).
+
+    Ctrl-C stops the solve and raises :class:`KeyboardInterrupt` (CP-SAT's own handler would take it as "stop
+    searching" and return the solution so far as if time had run out)."""
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.max_time_in_seconds = max(0.01, float(time_limit))
@@ -232,12 +248,56 @@ def solve_model(em: ExtractionModel, *, time_limit: float, num_workers: int, ran
     if random_seed is not None:
         p.random_seed = int(random_seed)
     p.log_search_progress = bool(log_progress)
-    if solution_times is None:
-        return solver, solver.solve(em.model)
-    times = _SolutionTimes()
-    status = solver.solve(em.model, times)
-    solution_times.extend(times.times)
+    p.catch_sigint_signal = False
+    if solution_times is None and on_solution is None:
+        return solver, _solve_interruptibly(solver, em.model, None)
+    times = _SolutionTimes(on_solution)
+    status = _solve_interruptibly(solver, em.model, times)
+    if solution_times is not None:
+        solution_times.extend(times.times)
     return solver, status
+
+
+def _solve_interruptibly(solver: cp_model.CpSolver, model: cp_model.CpModel,
+                         callback: cp_model.CpSolverSolutionCallback | None) -> int:
+    """``solver.solve(model, callback)``; in the main thread, one that Ctrl-C stops within a fraction of a second.
+
+    Python runs its SIGINT handler only in the main thread, between bytecodes, never while that thread is
+    inside the solver: so the solve runs in a worker thread while the main thread waits in short slices, and on
+    KeyboardInterrupt the search is stopped, the worker waited for and the interrupt raised again."""
+    if threading.current_thread() is not threading.main_thread():
+        return solver.solve(model, callback)
+    outcome: list[int | BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome.append(solver.solve(model, callback))
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            outcome.append(e)
+        finally:
+            done.set()
+
+    # not a daemon: the interpreter must not exit (and abort) while the solver's threads still run. The main
+    # thread waits on an Event, not in join(): in Python < 3.13 a join interrupted by Ctrl-C can mark the
+    # thread as ended while it still runs
+    worker = threading.Thread(target=work, name="cpsat-solve")
+    try:
+        worker.start()
+        while not done.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        # stop_search does nothing until solve() has set the search up: ask again until the solve returns
+        give_up = time.monotonic() + 1.5
+        while not done.is_set() and worker.is_alive() and time.monotonic() < give_up:
+            solver.stop_search()
+            done.wait(0.05)
+        raise
+    worker.join()
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def decode(em: ExtractionModel, eg: SerializedEGraph, solver: cp_model.CpSolver) -> dict[str, str]:
@@ -300,10 +360,41 @@ def _choose(em: ExtractionModel, eg: SerializedEGraph, solver: cp_model.CpSolver
     return kept_sel, kept_cost, "greedy", bound
 
 
+# ----------------------------------------------------------------------------------------- progress
+class _ProgressLines:
+    """Progress lines of one extraction: the solver's improving solutions (at most one every
+    :data:`PROGRESS_EVERY` seconds) and the outcome, each with the time since ``began``."""
+
+    def __init__(self, say: Callable[[str], None], scale: float, began: float) -> None:
+        self.say, self.scale, self.began = say, scale, began
+        self.last = -math.inf
+
+    def solution(self, now: float, objective: float, bound: float) -> None:
+        """An improving solution of the solver (objective and bound scaled as the model has them)."""
+        if now - self.last < PROGRESS_EVERY:
+            return
+        self.last = now
+        cost, low = objective / self.scale, bound / self.scale
+        low = min(low, cost) if math.isfinite(low) else None  # cost rounding can put the bound a hair above
+        self.say(f"cpsat: cost {cost:.6g} ({_bound_text(cost, low)}), {now - self.began:.1f} s")
+
+    def outcome(self, cost: float, status: str, bound: float | None) -> None:
+        """The extraction returned: its cost and status."""
+        self.say(f"cpsat: done, cost {cost:.6g} ({status}; {_bound_text(cost, bound)}), "
+                 f"{time.perf_counter() - self.began:.1f} s")
+
+
+def _bound_text(cost: float, bound: float | None) -> str:
+    if bound is None:
+        return "no bound"
+    return f"bound {bound:.6g}, gap {_relative_gap(cost, bound):.1%}"
+
+
 # ------------------------------------------------------------------------------------------- driver
 def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers: int = 8,
                   random_seed: int | None = None, log_progress: bool = False,
-                  start: Mapping[str, str] | None = None) -> Extraction:
+                  start: Mapping[str, str] | None = None,
+                  progress: Callable[[str], None] | None = None) -> Extraction:
     """Minimum-DAG-cost acyclic extraction with CP-SAT, never worse than the greedy DAG extraction, nor than
     ``start`` when one is given.
 
@@ -316,6 +407,11 @@ def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers
     ``"optimal"`` when CP-SAT proved optimality, ``"feasible"`` when it found a strictly cheaper
     unproven solution, ``"start"`` when ``start`` was cheaper than greedy and is returned, else ``"greedy"``
     (greedy selection returned); ``bound`` is still reported when known.
+
+    ``progress`` gets one-line messages: the model's size before solving, each improving solution of the
+    solver (at most one every :data:`PROGRESS_EVERY` seconds; from a solver thread) and the outcome, e.g.
+    ``cpsat: cost 12.34 (bound 11.9, gap 3.6%), 1.2 s``. Ctrl-C raises :class:`KeyboardInterrupt` promptly
+    (:func:`solve_model`).
 
     Raises:
         NoFiniteChoice: a class needed from a root has no acyclic choice (so no extraction exists).
@@ -336,9 +432,14 @@ def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers
     em = build_model(eg, prune(eg, best_cost))
     add_hint(em, eg, best)
     remaining = time_limit - (time.perf_counter() - began)
+    lines = None if progress is None else _ProgressLines(progress, em.scale, began)
+    if progress is not None:
+        progress(f"cpsat: {em.stats['nodes']} e-nodes, {em.stats['classes']} e-classes after pruning; start "
+                 f"cost {best_cost:.6g} ({best_status}); solving for up to {max(0.0, remaining):.1f} s")
     times: list[float] = []
     solver, status = solve_model(em, time_limit=remaining, num_workers=num_workers, random_seed=random_seed,
-                                 log_progress=log_progress, solution_times=times)
+                                 log_progress=log_progress, solution_times=times,
+                                 on_solution=None if lines is None else lines.solution)
 
     selection, cost, result_status, bound = _choose(em, eg, solver, status, best_sel, best_cost)
     if result_status == "greedy":  # _choose kept the incumbent
@@ -348,6 +449,8 @@ def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers
     gap = None if bound is None else _relative_gap(cost, bound)
     # the solver's own solution (not the incumbent kept) was found when it reported its last one
     found = times[-1] - began if times and selection is not best_sel else None
+    if lines is not None:
+        lines.outcome(cost, result_status, bound)
     return Extraction(selection=selection, cost=cost, status=result_status, bound=bound, gap=gap,
                       seconds=time.perf_counter() - began, solver="cpsat", greedy_cost=greedy_cost,
                       found_after=found)

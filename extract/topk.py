@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ortools.sat.python import cp_model
 
@@ -28,7 +28,8 @@ __all__ = ["extract_top_k"]
 
 def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, within: float = 0.25,
                   num_workers: int = 8, random_seed: int | None = None,
-                  start: Mapping[str, str] | None = None) -> list[Extraction]:
+                  start: Mapping[str, str] | None = None,
+                  progress: Callable[[str], None] | None = None) -> list[Extraction]:
     """Up to ``k`` distinct acyclic extractions, cheapest first; :func:`extract_cpsat`'s answer is one of them.
 
     ``within`` bounds the others: cost at most ``(1 + within)`` times the first's (for costs >= 0). The first
@@ -37,6 +38,8 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
     or time runs out. Every selection is checked by the independent validator, which also recomputes its cost.
     Only the first carries a bound and gap (a bound of a model with cuts is not a bound on the e-graph).
     ``start`` (a known valid selection) goes to the first solve, which is then never worse than it.
+    ``progress`` gets :func:`extract_cpsat`'s lines for the first solve and one line per further extraction.
+    Ctrl-C raises :class:`KeyboardInterrupt` promptly.
 
     Raises:
         ValueError: ``k < 1`` or ``within < 0``; NoFiniteChoice: no extraction exists.
@@ -47,7 +50,7 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
         raise ValueError(f"within must be >= 0, got {within}")
     began = time.perf_counter()
     first = extract_cpsat(eg, time_limit=time_limit if k == 1 else 0.6 * time_limit, num_workers=num_workers,
-                          random_seed=random_seed, start=start)
+                          random_seed=random_seed, start=start, progress=progress)
     # an alternative gets at most a quarter of the first solve's time (at least 1 s): a big e-graph whose
     # first solve used its whole budget does not spend k times that on the others
     per_alternative = max(1.0, 0.25 * first.seconds)
@@ -81,6 +84,9 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
                                 status="optimal" if status == cp_model.OPTIMAL else "feasible",
                                 bound=None, gap=None, seconds=time.perf_counter() - began, solver="cpsat",
                                 greedy_cost=first.greedy_cost))
+        if progress is not None:
+            progress(f"cpsat: extraction {len(found)} of up to {k}: cost {cost:.6g}, "
+                     f"{time.perf_counter() - began:.1f} s")
         _cut(em, eg, selection)
     return sorted(found, key=lambda e: e.cost)
 

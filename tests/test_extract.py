@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -281,6 +282,30 @@ def test_cpsat_with_tiny_time_limit_is_never_worse_than_greedy() -> None:
     check(eg, ext)
     assert ext.cost <= ext.greedy_cost
     assert ext.status in ("optimal", "feasible", "greedy")
+
+
+def test_progress_lines_end_with_the_final_cost() -> None:
+    """The shared-leaf e-graph: greedy pays 6, the solver finds 5.5; the lines name the model, a solution and
+    the outcome, the last with the cost returned."""
+    lines: list[str] = []
+    ext = extract(_shared_leaf_egraph(), time_limit=10, num_workers=1, random_seed=1, progress=lines.append)
+    assert ext.cost == 5.5 and ext.status == "optimal"
+    assert lines[0].startswith("cpsat: 6 e-nodes, 4 e-classes") and "start cost 6 (greedy)" in lines[0]
+    assert any(line.startswith("cpsat: cost ") for line in lines[1:-1])
+    assert lines[-1].startswith("cpsat: done, cost 5.5 (optimal; bound 5.5, gap 0.0%)"), lines
+    assert extract(_shared_leaf_egraph(), solver="greedy", progress=lines.append).cost == 6.0  # accepted, unused
+
+
+def test_cpsat_off_the_main_thread_gives_the_same_answer() -> None:
+    """Outside the main thread the solve runs where it is called (no worker thread for Ctrl-C)."""
+    eg = load_egraph(DIAMOND)
+    here = extract_cpsat(eg, **FAST)
+    there: list[Extraction] = []
+    worker = threading.Thread(target=lambda: there.append(extract_cpsat(eg, **FAST)))
+    worker.start()
+    worker.join()
+    assert (there[0].selection, there[0].cost, there[0].status) == (here.selection, here.cost, here.status)
+    assert there[0].found_after is not None and here.found_after is not None
 
 
 # --------------------------------------------------------------------------------------------- fuzz

@@ -83,6 +83,16 @@ def test_within_bounds_the_alternatives() -> None:
     assert [e.cost for e in extract_top_k(eg, 1, **FAST)] == [3.0]
 
 
+def test_top_k_progress_names_each_extraction() -> None:
+    eg = load_egraph(egraph({"f": ("r", 1, ["a1"]), "g": ("r", 2, ["b1"]),
+                             "a1": ("a", 3, []), "a2": ("a", 5, []),
+                             "b1": ("b", 1, []), "b2": ("b", 4, [])}, ["r"]))
+    lines: list[str] = []
+    extract_top_k(eg, 2, within=0.4, progress=lines.append, **FAST)
+    assert any(line.startswith("cpsat: done, cost 3 (optimal") for line in lines), lines
+    assert lines[-1].startswith("cpsat: extraction 2 of up to 2: cost 4,"), lines
+
+
 def test_free_nodes_do_not_make_a_different_candidate() -> None:
     # two zero-cost forms of the leaf: the same graph as far as cost and runtime go
     eg = load_egraph(egraph({"f": ("r", 2, ["z1"]), "z1": ("z", 0, []), "z2": ("z", 0, []),

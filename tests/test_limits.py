@@ -21,6 +21,7 @@ import pytest
 from eqsat import models
 from eqsat.cli.app import main
 from eqsat.engine import saturation as E
+from eqsat.engine.fallback import Fallback, read_fallback
 from eqsat.engine.limits import Limits, StopReason
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.pipeline import default_rules, optimize
@@ -120,6 +121,44 @@ def test_engine_killed_past_the_deadline_keeps_iteration_zero(monkeypatch: pytes
     assert wall <= limit + 0.5 + 0.2 * limit + 1.0, wall  # the kill margin, plus the kill and the join
     assert "iteration 0" in caplog.text
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.slow  # waits out a 1 s limit and the kill margin
+def test_engine_killed_without_a_consumer_keeps_the_last_complete_iteration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No snapshot consumer (measured costs, --no-anytime): an engine stuck inside iteration 3 (of 0..3) is
+    killed, and the e-graph of iteration 2, which it saved to fall back on, is returned with the iterations up
+    to it (it used to be iteration 0's: later e-graphs were only sent when a consumer asked)."""
+    real = E._saturate_in_process
+
+    def stuck(*args, **kw):  # runs in the forked engine process: hangs instead of reporting iteration 3
+        report = args[4]
+
+        def hang(kind, payload):
+            if kind == "iter" and payload.iteration == 3:
+                threading.Event().wait()
+            report(kind, payload)
+        real(*args[:4], hang, **kw)
+
+    monkeypatch.setattr(E, "_saturate_in_process", stuck)
+    res = E.saturate(_two_matmuls(), STARTER_RULES, Limits(time_limit=1.0))
+    assert res.stop_reason == "time limit"
+    assert [it.iteration for it in res.iterations] == [0, 1, 2]
+    assert res.egraph.num_nodes == res.iterations[-1].enodes > res.iterations[0].enodes
+
+
+def test_fallback_is_saved_when_the_next_iteration_could_be_killed(tmp_path: Path) -> None:
+    """The engine saves its e-graph after an iteration when one FALLBACK_GROWTH times as long would reach the
+    kill, or while saving is cheap; not otherwise. The file holds the iteration and its text, read back whole."""
+    now = time.perf_counter()
+    fb = Fallback(tmp_path / "fallback.json", kill_at=now + 5.0, started=now - 1.0)
+    assert fb.due(1.0, 10**6)  # a next iteration 10x as long would still run at the kill
+    assert fb.due(0.01, 10**6)  # nothing saved yet: the first save counts as cheap
+    assert fb.save(4, 3, lambda: '{"nodes": {}}') == '{"nodes": {}}'
+    assert read_fallback(tmp_path / "fallback.json") == (4, '{"nodes": {}}')
+    fb.spent, fb.per_enode, fb.started = 1.0, 1e-3, now  # saving has cost as much as the run so far
+    assert not fb.due(0.01, 10**6)
+    assert fb.due(0.01, 4)  # unless this save is next to free (4 ms)
+    assert read_fallback(tmp_path / "missing.json") is None
 
 
 def test_engine_that_dies_keeps_iteration_zero_and_says_memory_limit(monkeypatch: pytest.MonkeyPatch) -> None:

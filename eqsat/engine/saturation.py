@@ -13,7 +13,9 @@ import json
 import logging
 import multiprocessing as mp
 import resource
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from eqsat.engine.compile import (
 )
 from eqsat.engine.egraph import EGraph
 from eqsat.engine.errors import EngineError
+from eqsat.engine.fallback import Fallback, kill_at, read_fallback
 from eqsat.engine.limits import REASON_ORDER, Budget, Limits, StopReason, vm_bytes
 from eqsat.engine.serialize import clean_serialized
 from eqsat.ir.graph import Graph
@@ -164,17 +167,19 @@ def _read(text: str) -> EGraph:
     return clean_serialized(json.loads(text))
 
 
-
 def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[str], limits: Limits,
                          report: Callable[[str, Any], None], *, deadline: float | None = None,
                          memory_base: int | None = None, snapshot: bool = False, provenance: bool = False,
                          wants_snapshot: Callable[[], bool] | None = None,
-                         preloaded: tuple[Any, str] | None = None) -> None:
+                         preloaded: tuple[Any, str] | None = None,
+                         fallback: Fallback | None = None) -> None:
     """Load ``program`` and saturate it, reporting ``("iter", IterationStats)`` after each iteration and
     ``("done", (egraph, StopReason))`` at the end. ``("snapshot", (iteration, JSON text))`` is reported after
     iteration 0 with ``snapshot``, and after each later iteration that changed the e-graph when
     ``wants_snapshot()`` says someone is waiting for one (an anytime consumer asks for the next one when it has
     dealt with the last, so a slow consumer costs the engine one serialization per request, not per iteration).
+    After a later iteration that no one asked a snapshot of, the e-graph is serialized for ``fallback`` when
+    :meth:`~eqsat.engine.fallback.Fallback.due` says so: the parent's fallback if this process has to be killed.
 
     Every rule has a ruleset of its own. An iteration runs them in groups, under a back-off scheduler whose
     match limit is the number of e-nodes the limits still allow divided by the most e-nodes the group's
@@ -212,10 +217,10 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
     enodes, classes = _sizes(eg)
     report("iter", IterationStats(0, enodes, classes, time.perf_counter() - t_start, {}))
     reason = StopReason.ITERATION_LIMIT if limits.iter_limit == 0 else budget.out_of(enodes, 0)
-    first = None
+    current = None  # the serialization of the e-graph as it is now, if there is one (reused at the end)
     if reason is None and (snapshot or wants_snapshot is not None):  # the fallback if this process dies later
-        first = _serialize_text(eg, b, roots)
-        report("snapshot", (0, first))
+        current = _serialize_text(eg, b, roots)
+        report("snapshot", (0, current))
     # rules are loaded after the graph (egglog plans a query with the table sizes it sees, issue #866), and
     # not at all when a limit is already reached
     for chunk in rule_chunks if reason is None else ():
@@ -224,7 +229,6 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
         reason = budget.out_of(enodes, 0)
         if reason is not None:
             break
-    changed = False
     held: dict[str, tuple[int, StopReason]] = {}  # rules held back by a limit -> (their matches, the limit)
     groups = [g for kind in (False, True) for g in _groups([st for st in steps if st.multi == kind])]
 
@@ -295,10 +299,14 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
             for k, v in _matches(outs[-1].report).items():
                 it.matches[k] = it.matches.get(k, 0) + v
             new_enodes, new_classes = _sizes(eg)
-            report("iter", IterationStats(i, new_enodes, new_classes, time.perf_counter() - t0, it.matches))
-            changed = True
+            seconds = time.perf_counter() - t0
+            report("iter", IterationStats(i, new_enodes, new_classes, seconds, it.matches))
+            current = None
             if stop is None and wants_snapshot is not None and wants_snapshot():
-                report("snapshot", (i, _serialize_text(eg, b, roots)))
+                current = _serialize_text(eg, b, roots)
+                report("snapshot", (i, current))
+            elif stop is None and fallback is not None and fallback.due(seconds, new_enodes):
+                current = fallback.save(i, new_enodes, lambda: _serialize_text(eg, b, roots))
         else:
             new_enodes, new_classes = enodes, classes
         if stop is not None:
@@ -312,7 +320,7 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
         enodes, classes = new_enodes, new_classes
     reason = reason or StopReason.ITERATION_LIMIT
     log.debug("saturation stopped (%s) after %.2f s", reason, time.perf_counter() - t_start)
-    report("done", (_read(first if first is not None and not changed else _serialize_text(eg, b, roots)), reason))
+    report("done", (_read(current if current is not None else _serialize_text(eg, b, roots)), reason))
 
 
 def _groups(steps: list[RuleStep], size: int = 16) -> list[list[RuleStep]]:
@@ -330,9 +338,11 @@ def _explain(e: BaseException) -> str:
 
 
 def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = False,
-                anytime: bool = False, operators: frozenset[str] | None = None) -> None:
+                anytime: bool = False, operators: frozenset[str] | None = None,
+                fallback: Path | None = None) -> None:
     """The engine process: it loads egglog and the declarations while the parent compiles the program, then
-    receives ``(program, steps, roots)`` and saturates, sending its reports to ``conn``."""
+    receives ``(program, steps, roots)`` and saturates, sending its reports to ``conn`` and saving e-graphs to
+    fall back on to ``fallback`` (:class:`~eqsat.engine.fallback.Fallback`)."""
     # the memory limit is on what the engine adds to what the forked process already maps
     mapped = vm_bytes()
     if mapped is not None:
@@ -363,7 +373,9 @@ def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = F
     try:
         _saturate_in_process(program, steps, roots, limits, lambda kind, payload: conn.send((kind, payload)),
                              deadline=deadline, memory_base=mapped, snapshot=True, provenance=provenance,
-                             wants_snapshot=wants_snapshot if anytime else None, preloaded=preloaded)
+                             wants_snapshot=wants_snapshot if anytime else None, preloaded=preloaded,
+                             fallback=None if fallback is None else Fallback(fallback, kill_at(deadline, limits),
+                                                                              deadline - limits.time_limit))
     except MemoryError:
         conn.send(("error", "memory limit"))
     except BaseException as e:  # egglog errors (and Rust panics) cross the process boundary as text
@@ -381,9 +393,11 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     ``node_limit`` e-nodes (unless the input graph alone has more), and the call returns within
     ``time_limit`` seconds plus a small margin. The engine runs in a child process with a memory limit; as a
     last resort, if that process overruns the time limit by more than a margin (a single rule's search is
-    still unbounded) it is killed, and if it dies, the e-graph of iteration 0 (the input graph with its shapes,
-    sent by the child before loading the rules) is returned with the limit as the stop reason. Loading the
-    graph itself is not cut short: without it there is no e-graph to return.
+    still unbounded) it is killed, and if it dies, the latest e-graph it sent or saved is returned with the
+    limit as the stop reason, and the iterations up to that one: the last complete iteration's unless the
+    iteration killed ran over ten times as long as that one (:class:`~eqsat.engine.fallback.Fallback`), at
+    worst iteration 0's (the input graph with its shapes, sent before loading the rules). Loading the graph
+    itself is not cut short: without it there is no e-graph to return.
 
     With ``provenance`` the e-graph's nodes also carry ``rules``: (rule, the first iteration in which that rule
     built the node) pairs (:func:`eqsat.engine.serialize.clean_serialized`); the e-graph is otherwise the same.
@@ -391,8 +405,7 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     ``on_snapshot`` is called with :class:`Snapshot` s of the e-graph while saturation goes on: after iteration
     0, then, each time the call returns, with the e-graph of the next iteration that ends (in a child process
     the engine keeps saturating meanwhile; in process, after every iteration). It runs in the calling process
-    and should return well before the time limit: the engine is only killed between calls. A run that has to
-    be killed returns the latest snapshot's e-graph rather than iteration 0's.
+    and should return well before the time limit: the engine is only killed between calls.
     """
     limits = limits or Limits()
     t0 = time.perf_counter()
@@ -405,6 +418,7 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     except BaseException:
         if child is not None:
             child[0].kill()
+            shutil.rmtree(child[2], ignore_errors=True)
         raise
 
     def result(egraph: EGraph, iters: list[IterationStats], reason: StopReason) -> SaturationResult:
@@ -434,78 +448,113 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
         egraph, reason = msgs[-1][1]
         return result(egraph, iters, reason)
 
-    # the child stops itself before the deadline; past the margin (an estimate was off, or one rule's search
-    # ran long) it is killed. The caller's later stages absorb the margin (optimize gives extraction what is left)
-    margin = 0.5 + 0.2 * limits.time_limit
+    # the child stops itself before the deadline; past the margin it is killed
     assert child is not None
-    iters, last, done, failure = _run_child(child, (program, steps, cg.output_globals), progress, snapshot,
-                                            on_snapshot, kill_at=deadline + margin)
+    iters, latest, done, failure = _run_child(child, (program, steps, cg.output_globals), progress, snapshot,
+                                              on_snapshot, kill_at=kill_at(deadline, limits))
     if done is not None:
         return result(done[0], iters, done[1])
-    if last is None or not iters:
+    if latest is None or not latest[0] < len(iters):  # never expected: an iteration is reported before it is saved
         raise EngineError(f"e-graph engine failed before the first iteration: {failure[1]}")
-    log.warning("e-graph engine stopped (%s); keeping the e-graph of iteration %d", failure[1], last.iteration)
-    return result(last.egraph, iters[:last.iteration + 1], failure[0])
+    iteration, egraph = latest[0], latest[1].egraph if isinstance(latest[1], Snapshot) else _read(latest[1])
+    log.warning("e-graph engine stopped (%s); keeping the e-graph of iteration %d", failure[1], iteration)
+    return result(egraph, iters[:iteration + 1], failure[0])
 
 
 def _start_child(limits: Limits, deadline: float, provenance: bool, anytime: bool,
-                 operators: frozenset[str]) -> tuple[Any, Any]:
-    """Fork the engine process (:func:`_child_main`); return it and this end of its pipe."""
+                 operators: frozenset[str]) -> tuple[Any, Any, Path]:
+    """Fork the engine process (:func:`_child_main`); return it, this end of its pipe and the folder where it
+    saves e-graphs to fall back on (:class:`~eqsat.engine.fallback.Fallback`; the caller removes it)."""
     ctx = mp.get_context("fork")
+    folder = Path(tempfile.mkdtemp(prefix="eqsat-engine-"))
     parent, child = ctx.Pipe()  # duplex: the child sends its reports, the parent the program and snapshot requests
-    proc = ctx.Process(target=_child_main, args=(child, limits, deadline, provenance, anytime, operators),
-                       daemon=True)
+    proc = ctx.Process(target=_child_main, daemon=True,
+                       args=(child, limits, deadline, provenance, anytime, operators, folder / "fallback.json"))
     proc.start()
     child.close()
-    return proc, parent
+    return proc, parent, folder
 
 
-def _run_child(child: tuple[Any, Any], work: tuple[str, Sequence[RuleStep], list[str]],
+#: the latest e-graph the engine process sent: (iteration, the snapshot a consumer saw, or the JSON text)
+_Latest = tuple[int, Snapshot | str]
+
+
+def _run_child(child: tuple[Any, Any, Path], work: tuple[str, Sequence[RuleStep], list[str]],
                progress: Callable[[IterationStats], None] | None, read: Callable[[int, str], Snapshot],
                on_snapshot: Callable[[Snapshot], None] | None, kill_at: float
-               ) -> tuple[list[IterationStats], Snapshot | None, tuple[EGraph, StopReason] | None,
+               ) -> tuple[list[IterationStats], _Latest | None, tuple[EGraph, StopReason] | None,
                           tuple[StopReason, str]]:
-    """Send the engine process (``child``: the process and this end of its pipe) its ``work`` (program, rule
-    steps, roots) and follow it; return (iterations, the latest snapshot, result, failure)."""
-    proc, parent = child
+    """Send the engine process (``child``: the process, this end of its pipe, its fallback folder) its ``work``
+    (program, rule steps, roots) and follow it; return (iterations, the latest e-graph it sent or saved, result,
+    failure). A snapshot is parsed only for ``on_snapshot``; otherwise its text is kept, to be parsed if it is
+    needed. The folder is removed."""
+    proc, parent, folder = child
     iters: list[IterationStats] = []
-    snapshot = None
+    latest: _Latest | None = None
+
+    def take(kind: str, payload: Any) -> None:
+        nonlocal latest
+        if kind == "iter":
+            iters.append(payload)
+            if progress:
+                progress(payload)
+        elif kind == "snapshot":
+            latest = payload
+            if on_snapshot is not None:
+                snap = read(*payload)
+                latest = (snap.iteration, snap)
+                on_snapshot(snap)
+                try:
+                    parent.send("next")  # ask for the e-graph of the next iteration that ends
+                except OSError:  # the child has finished (its result is in the pipe) or died
+                    pass
+
+    def killed() -> tuple[StopReason, str]:
+        nonlocal latest
+        proc.kill()
+        proc.join(5)
+        try:  # the reports sent before the kill (the parent may have been busy with a snapshot meanwhile)
+            while parent.poll(0):
+                kind, payload = parent.recv()
+                if kind == "iter":
+                    take(kind, payload)
+                elif kind == "snapshot":
+                    latest = payload
+        except Exception:  # noqa: BLE001 - a report cut short by the kill: the ones before it are kept
+            pass
+        return StopReason.TIME_LIMIT, "time limit (a rule did not finish in time)"
 
     def died() -> tuple[StopReason, str]:
         proc.join(1)
         return StopReason.MEMORY_LIMIT, f"engine process died (exit code {proc.exitcode}; likely the memory limit)"
 
+    def failed(failure: tuple[StopReason, str]) -> tuple[list[IterationStats], _Latest | None, None,
+                                                          tuple[StopReason, str]]:
+        saved = read_fallback(folder / "fallback.json")  # newer than the latest snapshot, if it saved one since
+        newest = saved if saved is not None and (latest is None or saved[0] > latest[0]) else latest
+        return iters, newest, None, failure
+
     try:
         parent.send(work)
         while True:
             # before its snapshot the child is loading the graph (bounded work) and there is nothing to fall back on
-            remaining = kill_at - time.perf_counter() if snapshot is not None else 0.25
+            remaining = kill_at - time.perf_counter() if latest is not None else 0.25
             if remaining <= 0:
-                return iters, snapshot, None, (StopReason.TIME_LIMIT, "time limit (a rule did not finish in time)")
+                return failed(killed())
             if not parent.poll(min(remaining, 0.25)):
                 if not proc.is_alive() and not parent.poll(0):
-                    return iters, snapshot, None, died()
+                    return failed(died())
                 continue
             try:
                 kind, payload = parent.recv()
             except (EOFError, OSError):  # the process ended (a reset pipe: it died mid-write)
-                return iters, snapshot, None, died()
-            if kind == "iter":
-                iters.append(payload)
-                if progress:
-                    progress(payload)
-            elif kind == "snapshot":
-                snapshot = read(*payload)
-                if on_snapshot is not None:
-                    on_snapshot(snapshot)
-                    try:
-                        parent.send("next")  # ask for the e-graph of the next iteration that ends
-                    except OSError:  # the child has finished (its result is in the pipe) or died
-                        pass
+                return failed(died())
+            if kind in ("iter", "snapshot"):
+                take(kind, payload)
             elif kind == "done":
-                return iters, snapshot, payload, (StopReason.SATURATED, "")
+                return iters, latest, payload, (StopReason.SATURATED, "")
             elif str(payload).startswith("memory"):
-                return iters, snapshot, None, (StopReason.MEMORY_LIMIT, str(payload))
+                return failed((StopReason.MEMORY_LIMIT, str(payload)))
             else:
                 raise EngineError(payload)
     finally:
@@ -513,4 +562,4 @@ def _run_child(child: tuple[Any, Any], work: tuple[str, Sequence[RuleStep], list
             proc.kill()
         proc.join(5)
         parent.close()
-
+        shutil.rmtree(folder, ignore_errors=True)

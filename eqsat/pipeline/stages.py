@@ -192,11 +192,12 @@ def extract_graphs(s: State) -> None:
         start = _start(s, eg)
     seconds = max(0.05, seconds - (time.perf_counter() - began))
     began = time.perf_counter()
+    progress = (lambda line: s.say(f"  {line}")) if o.progress else None  # the solver's lines, indented
     if s.candidate_count > 1 and s.verify_latency and o.solver == "cpsat":
-        s.extractions = extract_top_k(eg, s.candidate_count, time_limit=seconds, start=start)
+        s.extractions = extract_top_k(eg, s.candidate_count, time_limit=seconds, start=start, progress=progress)
         s.say(f"extracted {len(s.extractions)} candidates: costs " + ", ".join(f"{e.cost:.6g}" for e in s.extractions))
     else:
-        s.extractions = [extract(eg, solver=o.solver, start=start,
+        s.extractions = [extract(eg, solver=o.solver, start=start, progress=progress,
                                  **({"time_limit": seconds} if o.solver == "cpsat" else {}))]
     s.chosen = s.extractions[0]
     found = None if s.chosen.found_after is None else began - s.start + s.chosen.found_after
