@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,12 +22,69 @@ def _fmt(x: float | None, digits: int = 6) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _seconds(text: str) -> float:
+    """``--time-limit``: a finite number of seconds greater than zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text}: give a positive number of seconds, e.g. --time-limit 60")
+    return value
+
+
+def _workers(text: str) -> int:
+    """``--workers``: a whole number of at least one."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: give a whole number of workers >= 1, e.g. --workers 8")
+    return value
+
+
+def _check_out(path: str) -> Path:
+    """Fail before any work when ``--out`` cannot be written: a folder, or a place nothing can be created in."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"--out {path} names a directory; give a file path, e.g. --out {out / 'selection.json'}")
+    if out.exists() and not out.is_file():  # a device or a FIFO: written through
+        return out
+    folder = out.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise ValueError(f"--out {path}: cannot create a file in {folder} ({e.strerror}); choose another path") \
+            from None
+    return out
+
+
+def _write(out: Path, text: str) -> None:
+    """Write ``text`` to ``out``: a special file (``/dev/null``, a FIFO) through, a regular file whole (a temporary
+    file renamed over it, so a failure leaves the old one)."""
+    if out.exists() and not out.is_file():
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("egraph", metavar="EGRAPH.json", help="e-graph in extraction-gym / egraph-serialize JSON")
-    p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
+    p.add_argument("--time-limit", type=_seconds, default=60.0, metavar="S",
                    help="seconds for the CP-SAT extractor (default: 60)")
     p.add_argument("--solver", choices=SOLVERS, default="cpsat", help="extractor (default: cpsat)")
-    p.add_argument("--workers", type=int, default=8, metavar="N", help="CP-SAT workers (default: 8)")
+    p.add_argument("--workers", type=_workers, default=8, metavar="N", help="CP-SAT workers (default: 8)")
     p.add_argument("--seed", type=int, default=None, help="CP-SAT random seed")
     p.add_argument("--log", action="store_true", help="print the CP-SAT search log")
     p.add_argument("--out", metavar="SELECTION.json", help="write {selection, cost, status} as JSON")
@@ -50,6 +110,7 @@ def _report(path: str, eg_nodes: int, eg_classes: int, load_s: float, ext: Extra
 def run(args: argparse.Namespace) -> int:
     """Execute the ``extract`` subcommand for parsed ``args``; returns the exit status."""
     try:
+        out = _check_out(args.out) if args.out else None
         t = time.perf_counter()
         eg = load_egraph(args.egraph)
         load_s = time.perf_counter() - t
@@ -61,15 +122,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"eqsat extract: error: {e}", file=sys.stderr)
         return 2
     print(_report(args.egraph, eg.num_nodes, eg.num_classes, load_s, ext))
-    if args.out:
-        out = Path(args.out)
+    if out is not None:
         try:
-            if out.parent != Path():
-                out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps({"selection": ext.selection, "cost": ext.cost, "status": ext.status},
-                                      indent=1) + "\n", encoding="utf-8")
+            _write(out, json.dumps({"selection": ext.selection, "cost": ext.cost, "status": ext.status},
+                                   indent=1) + "\n")
         except OSError as e:
-            print(f"eqsat extract: error: cannot write {out}: {e}", file=sys.stderr)
+            print(f"eqsat extract: error: cannot write {out}: {e.strerror}; choose another path", file=sys.stderr)
             return 2
         print(f"wrote        {out}")
     return 0

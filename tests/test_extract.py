@@ -6,6 +6,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import random
 import threading
 from pathlib import Path
@@ -437,6 +438,34 @@ def test_cli_register_adds_subcommand(tmp_path: Path) -> None:
     args = parser.parse_args(["extract", str(src), "--solver", "greedy", "--out", str(tmp_path / "o.json")])
     assert args.func(args) == 0
     assert json.loads((tmp_path / "o.json").read_text())["cost"] == 7.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--time-limit", "0"], "give a positive number of seconds, e.g. --time-limit 60"),
+    (["--time-limit", "nan"], "give a positive number of seconds"),
+    (["--workers", "0"], "give a whole number of workers >= 1"),
+])
+def test_cli_refused_values_say_what_to_give(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                                             message: str) -> None:
+    src = tmp_path / "g.json"
+    src.write_text(json.dumps(CHAIN))
+    with pytest.raises(SystemExit) as e:
+        extract_cli.main([str(src), *argv])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_out_is_checked_first_and_a_special_file_written_through(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import stat
+
+    # a path nothing can be created in is refused before the e-graph is read (it does not even exist here)
+    assert extract_cli.main([str(tmp_path / "missing.json"), "--out", "/proc/eqsat-x/o.json"]) == 2
+    err = capsys.readouterr().err
+    assert "--out /proc/eqsat-x/o.json" in err and "missing.json" not in err
+    src = tmp_path / "g.json"
+    src.write_text(json.dumps(CHAIN))
+    assert extract_cli.main([str(src), "--solver", "greedy", "--out", "/dev/null"]) == 0
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)  # still the device, not a file renamed over it
 
 
 # --- a start selection (the input graph's own term): the answer is never costlier ---------------------------------

@@ -204,3 +204,20 @@ def test_report_figures_are_the_result_fields(monkeypatch: pytest.MonkeyPatch, g
     else:
         assert row.endswith("written") and written.startswith("the optimized graph") and "measurably" in written
     assert "original kept" not in _row(text, "extraction cost (ms)")  # the verdict has a row of its own
+
+
+def test_cli_report_json_holds_the_figures_the_text_shows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    src = tmp_path / "m.onnx"
+    onnx.save(models.two_matmul_shared_input(), str(src))
+    report = tmp_path / "r" / "report.json"
+    assert main(["optimize", str(src), "-o", str(tmp_path / "out.onnx"), "--rules", "starter", "--time-limit", "10",
+                 "--report-json", str(report), "-q"]) == 0
+    text, data = capsys.readouterr().out, json.loads(report.read_text())
+    assert _row(text, "cost before (ms)") == f"{data['cost_before_ms']:.6g}"
+    assert _row(text, "e-graph") == f"{data['egraph']['enodes']} e-nodes, {data['egraph']['eclasses']} e-classes"
+    assert _row(text, "written") == data["decision"]
+    # the same path for two outputs is refused before the run
+    assert main(["optimize", str(src), "-o", str(report), "--report-json", str(report)]) == 2
+    assert "--report-json" in capsys.readouterr().err

@@ -132,6 +132,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     dump = check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None
     if dump is not None and dump.resolve() == out.resolve() and not is_special_file(out):  # /dev/null twice is fine
         raise UsageError(f"-o and --dump-egraph name the same file {out}; give two different paths")
+    report = check_output(args.report_json, "--report-json", "report.json") if args.report_json else None
+    if report is not None and not is_special_file(report) and report.resolve() in (
+            out.resolve(), dump.resolve() if dump is not None else None):
+        raise UsageError(f"--report-json {report} names the file of another output; give a path of its own")
     if args.provenance and dump is None:
         raise UsageError("--provenance records which rule built each e-node for the e-graph dump; give "
                          "--dump-egraph PATH too")
@@ -146,6 +150,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     write_file(out, lambda p: onnx.save(res.model, str(p)))
     if dump is not None and res.egraph_dump is not None:
         res.egraph_dump.write(dump)  # creates missing folders, through a temporary file
+    if report is not None:
+        write_file(report, lambda p: p.write_text(json.dumps(res.to_dict(), indent=1) + "\n", encoding="utf-8"))
     print(res.summary())
     print(f"\nwrote {out}")
     if dump is not None:
@@ -285,8 +291,8 @@ def _threads_option(p: argparse.ArgumentParser) -> None:
     """``--threads`` of optimize, demo and compare."""
     p.add_argument("--threads", action=Count, minimum=0, unit="threads", note="0: onnxruntime's default",
                    example=4, default=None, metavar="N",
-                   help="onnxruntime intra-op threads for measured costs and timings (default: onnxruntime's own, "
-                        "one per physical core; 0 = that default)")
+                   help="onnxruntime intra-op threads for measured costs and timings (default 1, so that timings "
+                        "repeat; give your deployment's count, or 0 for onnxruntime's own: one per physical core)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -314,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--provenance", action="store_true",
                    help="with --dump-egraph: record the iteration and rule(s) that built each e-node (costs "
                         "saturation time and memory, see the README)")
+    o.add_argument("--report-json", metavar="PATH",
+                   help="also write the report's figures as JSON (the fields of OptimizeResult.to_dict)")
     o.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224",
                    help="fix a dynamic input shape (repeatable)")
     o.add_argument("--costs", default="analytic", help=COSTS_HELP)

@@ -27,7 +27,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     if args.threads is not None and args.device == "gpu":  # a bad count is refused by the parser
         raise UsageError(f"--threads {args.threads}: applies to --device cpu only; leave it out with --device gpu")
-    model = get_cost_model("gpu") if args.device == "gpu" else get_cost_model("measured", threads=args.threads or 0)
+    model = get_cost_model("gpu") if args.device == "gpu" else get_cost_model(
+        "measured", **({} if args.threads is None else {"threads": args.threads}))
     graph = onnx_io.load_model(args.model, input_shapes=dict(args.input_shape or []))
     model = model.in_context(graph.weight_bytes)  # as optimize will price it
     sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=args.iter_limit,
@@ -66,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="saturation iterations, as optimize's --iter-limit (default 10)")
     m.add_argument("--threads", action=Count, minimum=0, unit="threads", note="0: onnxruntime's default",
                    example=4, default=None, metavar="N",
-                   help="onnxruntime intra-op threads (default: onnxruntime's own; 0 = that default)")
+                   help="onnxruntime intra-op threads (default 1, as optimize times them; 0 = onnxruntime's own)")
     m.add_argument("--time-limit", action=Seconds, default=30.0, metavar="S",
                    help="seconds of saturation (default 30)")
     m.set_defaults(func=cmd_measure)
