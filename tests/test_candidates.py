@@ -225,6 +225,7 @@ def test_noisy_timings_choose_the_same_graph_run_after_run(monkeypatch: pytest.M
     assert sum(d == expected for d in decisions) >= 19, decisions
 
 
+@pytest.mark.slow  # two optimize runs (about 6 s; the race under noise runs in the fast lane)
 def test_two_noisy_runs_of_optimize_write_the_same_graph(monkeypatch: pytest.MonkeyPatch,
                                                          nasrnn_rules: list[Any]) -> None:
     written = []

@@ -123,8 +123,8 @@ def stats_report(dump: EGraphDump, path: str = "") -> str:
     lines += [f"{k:<{width}}  {v}" for k, v in rows]
 
     if sat is not None and sat.iterations:
-        lines += ["", "growth per iteration (rules fired: matches applied; merges: right-hand sides shape-checked "
-                      "and merged)"]
+        lines += ["", "growth per iteration (the engine's counts, with the terms of no valid shape the e-graph above "
+                      "leaves out; rules fired: matches applied; merges: right-hand sides shape-checked and merged)"]
         trows = []
         prev = None
         for it in sat.iterations:
@@ -134,7 +134,7 @@ def stats_report(dump: EGraphDump, path: str = "") -> str:
             trows.append((it.iteration, it.enodes, it.eclasses, "-" if prev is None else f"{it.enodes - prev:+d}",
                           it.merges, f"{it.seconds:.3f}", shown or "-"))
             prev = it.enodes
-        lines += _table(("iter", "e-nodes", "e-classes", "growth", "merges", "seconds", "rules fired"), trows,
+        lines += _table(("iter", "engine e-nodes", "e-classes", "growth", "merges", "seconds", "rules fired"), trows,
                         right={0, 1, 2, 3, 4, 5})
 
     if dump.provenance:
