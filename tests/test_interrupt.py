@@ -72,3 +72,14 @@ def test_ctrl_c_during_saturation_stops_the_run(tmp_path: Path, anytime: bool) -
     assert code == 130, err
     assert waited < 2.0, (waited, err)
     assert "eqsat: interrupted" in err and "costing" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow  # a child process that times operators in onnxruntime
+def test_ctrl_c_while_timing_operators_stops_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measured costs: Ctrl-C while operators are timed (an empty cache, so there is timing to do)."""
+    monkeypatch.setenv("EQSAT_CACHE_DIR", str(tmp_path / "cache"))
+    code, waited, err = _interrupt(tmp_path, models.mobilenet_v2(), ["--costs", "measured", "--time-limit", "600",
+                                                                     "--iter-limit", "1"], "timed ")
+    assert code == 130, err
+    assert waited < 2.0, (waited, err)
+    assert "eqsat: interrupted" in err and "extracted" not in err and "Traceback" not in err, err

@@ -308,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("-o", "--output", required=True,
                    help="the optimized model (missing folders are created; /dev/null or a FIFO is written through)")
     o.add_argument("--time-limit", action=Seconds, default=60.0, metavar="S",
-                   help="seconds for the whole run (default 60)")
+                   help="seconds for the whole run, measuring costs and timing included (default 60)")
     o.add_argument("--node-limit", action=Count, minimum=1, unit="e-nodes", default=50_000, metavar="N",
                    help="e-node limit (default 50000)")
     o.add_argument("--iter-limit", action=Count, minimum=0, unit="iterations", default=10, metavar="N",
@@ -327,8 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--costs", default="analytic", help=COSTS_HELP)
     _threads_option(o)
     o.add_argument("--candidates", action=Count, minimum=1, unit="candidates", example=4, default=None, metavar="K",
-                   help="with measured costs: extract up to K distinct near-optimal graphs, time each end to end "
-                        "and keep the fastest (default 4; 1 = the cost model's choice only)")
+                   help="with measured costs: extract up to K distinct near-optimal graphs and time each end to end; "
+                        "the first choice is raced against the original unless another ran measurably faster "
+                        "(default 4; 1 = the cost model's choice only)")
     o.add_argument("--solver", default="cpsat", choices=["cpsat", "greedy"],
                    help="extractor: cpsat (default: OR-Tools CP-SAT, optimal or the best found within the time "
                         "limit) or greedy (a DAG-aware greedy heuristic: fast, not guaranteed optimal)")

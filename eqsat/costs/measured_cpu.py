@@ -492,8 +492,10 @@ def end_to_end_rounds(models: list, feeds: list[dict[str, np.ndarray]], *, threa
         for _ in range(warmup):
             s.run(None, f)
     times: list[list[float]] = [[] for _ in models]
-    for _ in range(rounds):
-        for k, (s, f) in enumerate(zip(sessions, feeds, strict=True)):
+    for r in range(rounds):
+        # each round starts at the next model, so that no model always runs right after the same other one
+        for k in ((r + j) % len(models) for j in range(len(models))):
+            s, f = sessions[k], feeds[k]
             t = time.perf_counter()
             for _ in range(batches[k]):
                 s.run(None, f)

@@ -115,9 +115,10 @@ def race(original: onnx.ModelProto, candidates: Sequence[Candidate], graph: Grap
          margin: float, say: Callable[[str], None], budget_s: float = LATENCY_BUDGET_S) -> Race:
     """Time ``candidates`` (the first choice first) against ``original`` end to end, in interleaved rounds.
 
-    The first choice is the one raced unless another candidate ran measurably faster than it (the interval of
-    their round-by-round ratio above 1); of several, the one with the best speedup over the original. So noise
-    between candidates that run alike never changes the choice. If the winner's speedup over the original is at
+    The first choice is the one raced unless another candidate ran faster than it by the margin, measurably (the
+    interval of their round-by-round ratio at or above ``1 + margin``); of several, the one with the best speedup
+    over the original. So candidates that run alike (equal-cost graphs differ by a fraction of a percent, if at
+    all) never swap places from one run to the next. If the winner's speedup over the original is at
     least ``1 + margin`` it is timed against the original once more, in rounds of its own, and is accepted only
     if that speedup's interval lies above 1 (a measurable gain) and its median is at least ``1 + margin``: the
     best of several timings is the one noise favoured most."""
@@ -125,8 +126,8 @@ def race(original: onnx.ModelProto, candidates: Sequence[Candidate], graph: Grap
     times = [statistics.median(r) for r in rounds]
     ups = [speedup(rounds[0], r) for r in rounds[1:]]
     best = 0
-    for k in range(1, len(candidates)):
-        if speedup(rounds[1], rounds[k + 1]).low > 1 and ups[k].median > ups[best].median:
+    for k in range(1, len(candidates)):  # faster than the first choice by the margin, beyond the noise
+        if speedup(rounds[1], rounds[k + 1]).low >= 1 + max(margin, 0.0) and ups[k].median > ups[best].median:
             best = k
     timings = [CandidateTiming(c.rank, c.cost, times[k + 1], k == best, ups[k]) for k, c in enumerate(candidates)]
     say(f"end to end: original {times[0]:.4f} ms, candidate #{candidates[best].rank} {times[best + 1]:.4f} ms, "
