@@ -153,3 +153,20 @@ def test_an_opaque_node_costs_the_same_in_the_egraph_and_in_the_graph_written() 
     # so the extraction's objective is the written graph's cost: no "graph read-back" gap in the report
     res = optimize(m, cost_model=FakeMeasured(), verify_latency=False, time_limit=20, rules=starter_rules())
     assert not any("read-back" in n for n in res.cost_notes), res.cost_notes
+
+
+def test_a_warm_cache_gives_saturation_the_time_measuring_no_longer_needs(tmp_path) -> None:
+    from eqsat.pipeline import stages
+    from eqsat.pipeline.options import OptimizeOptions, time_shares
+
+    cached = CachedCostModel(FakeMeasured(), CostCache(tmp_path))
+    model = models.two_matmul_shared_input()
+
+    def shares_at_load():
+        s = stages.State(model, OptimizeOptions(cost_model=cached, time_limit=20))
+        stages.load(s)
+        return s.shares
+
+    assert shares_at_load() == time_shares(True, warm=False) and time_shares(True).saturation == 0.25
+    optimize(model, cost_model=cached, verify_latency=False, time_limit=20)  # fills the cache
+    assert shares_at_load() == time_shares(True, warm=True) and time_shares(True, warm=True).saturation == 0.4

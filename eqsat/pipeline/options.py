@@ -36,14 +36,20 @@ COMPUTED_SHARES = TimeShares(saturation=0.4, costs=0.4, extraction=0.5, after=0.
 #: measured costs: saturation ends by 25 %, the operators are timed until 60 % (a larger e-graph would only
 #: have more of them estimated), extraction ends by 75 % and the end-to-end timings and the check keep 25 %
 MEASURED_SHARES = TimeShares(saturation=0.25, costs=0.6, extraction=0.5, after=0.25)
+#: measured costs with the input graph's operators all in the cache (a model optimized before): little is left
+#: to time, so saturation gets the computed costs' 40 % and what it adds is timed until 60 %
+MEASURED_WARM_SHARES = TimeShares(saturation=0.4, costs=0.6, extraction=0.5, after=0.25)
 SATURATION_SHARE = COMPUTED_SHARES.saturation
 EXTRACTION_SHARE = COMPUTED_SHARES.extraction
 AFTER_SHARE = COMPUTED_SHARES.after
 
 
-def time_shares(measured: bool) -> TimeShares:
-    """The shares of a run under a measured (True) or computed cost model."""
-    return MEASURED_SHARES if measured else COMPUTED_SHARES
+def time_shares(measured: bool, warm: bool = False) -> TimeShares:
+    """The shares of a run under a measured (True) or computed cost model; ``warm``: a measured model's cache
+    holds the input graph's operators."""
+    if not measured:
+        return COMPUTED_SHARES
+    return MEASURED_WARM_SHARES if warm else MEASURED_SHARES
 
 #: With ``anytime``, CP-SAT's time on each snapshot of the e-graph, as a share of ``time_limit`` (within saturation's)
 SNAPSHOT_EXACT_SHARE = 0.05
@@ -62,9 +68,10 @@ class OptimizeOptions:
     """How :func:`eqsat.pipeline.optimize` runs. Every field has the default ``optimize`` has.
 
     ``time_limit`` (seconds) bounds the whole run, measuring included (:func:`time_shares`): under computed
-    costs 40 % for saturation and 50 % for extraction; under measured costs saturation ends by 25 %, operators
-    are timed until 60 % (the most expensive first; the rest are estimated from the analytic model scaled to
-    the timed ones, :func:`eqsat.costs.price_within`) and extraction ends by 75 %.
+    costs 40 % for saturation and 50 % for extraction; under measured costs saturation ends by 25 % (40 % when
+    the cache holds the input graph's operators), operators are timed until 60 % (the most expensive first; the
+    rest are estimated from the analytic model scaled to the timed ones, :func:`eqsat.costs.price_within`) and
+    extraction ends by 75 %.
     ``node_limit`` / ``iter_limit`` (and ``multi_iters``, ``memory_limit_mb``) bound the e-graph (see
     :class:`eqsat.engine.Limits`). ``rules`` defaults to the verified corpus plus, with ``layouts``, the
     data-layout rules (transposed-operand matmuls, NHWC convolutions): :func:`default_rules`. The result is never
@@ -138,11 +145,11 @@ class OptimizeOptions:
         if self.rules is not None:  # an iterator is read once, here
             object.__setattr__(self, "rules", tuple(self.rules))
 
-    def saturation_limits(self, measured: bool = False) -> Limits:
+    def saturation_limits(self, shares: TimeShares = COMPUTED_SHARES) -> Limits:
         """The e-graph's limits, with saturation's share of the time limit (the run shortens it by the time the
         import took)."""
         return Limits(iter_limit=self.iter_limit, node_limit=self.node_limit,
-                      time_limit=time_shares(measured).saturation * self.time_limit, multi_iters=self.multi_iters,
+                      time_limit=shares.saturation * self.time_limit, multi_iters=self.multi_iters,
                       memory_limit_mb=self.memory_limit_mb)
 
 

@@ -107,6 +107,9 @@ def load(s: State) -> None:
     s.say(f"imported {len(s.graph.nodes)} nodes ({sum(1 for n in s.graph.nodes if n.op == 'opaque')} opaque)")
     # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
     s.cost_model = s.cost_model.in_context(s.graph.weight_bytes)
+    if s.cost_model.is_measured:  # a model optimized before: its operators are cached, saturation can take more
+        first = {k for ks in graph_cost_keys(s.graph) for k in ks}
+        s.shares = time_shares(True, warm=len(s.cost_model.cached(first)) == len(first))
     o = s.options
     # exact extraction of each snapshot: at most 5 % of the time limit (2 s under the 60 s default) each, within
     # saturation's share; CP-SAT's portfolio often proves a small e-graph optimal in a fraction of that. A measured
@@ -128,7 +131,7 @@ def saturate(s: State) -> None:
     # each stage ends by its share's deadline from the start (saturation 40 %, extraction 50 %), so time a stage
     # overran comes out of the next one and the run stays within time_limit
     deadline = s.start + s.shares.saturation * o.time_limit
-    s.limits = dataclasses.replace(o.saturation_limits(s.cost_model.is_measured),
+    s.limits = dataclasses.replace(o.saturation_limits(s.shares),
                                    time_limit=max(0.0, deadline - time.perf_counter()))
     s.sat = engine.saturate(s.graph, s.rules, s.limits, provenance=bool(o.provenance and o.dump_egraph),
                             progress=lambda it: s.say(f"  iteration {it.iteration}: {it.enodes} e-nodes, "
