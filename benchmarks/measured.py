@@ -39,6 +39,17 @@ LIMIT_MODELS = ["resnet50", "mobilenet_v2"]
 REPEAT_MODEL = "hf_bert"
 
 
+def cpu_name() -> str:
+    """The CPU's model name (Linux), else what platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def save_model(name: str, folder: Path) -> Path:
     """A built-in or light-zoo model written to ``folder``."""
     import onnx
@@ -145,10 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             rows = repeat((a.models or [REPEAT_MODEL])[0], a.runs, a.time_limit, work)
             table = render_repeat(rows)
+    command = " ".join(["python benchmarks/measured.py", a.mode, *a.models, f"--time-limit {a.time_limit:g}",
+                        *([f"--runs {a.runs}"] if a.mode == "repeat" else [])])
     head = [f"# measured costs: {a.mode}", "",
-            f"`python benchmarks/measured.py {a.mode} {' '.join(a.models)} --time-limit {a.time_limit:g}"
-            + (f" --runs {a.runs}" if a.mode == "repeat" else "") + "` at commit "
-            f"{commit}, {datetime.date.today()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+            f"`{command}` at commit {commit}, {datetime.date.today()}, {cpu_name()}, {os.cpu_count()} cores; "
             "each run is the CLI command, its wall time measured around it.", ""]
     text = "\n".join(head + table) + "\n"
     print(text)
