@@ -124,9 +124,11 @@ class CachedCostModel(CostModel):
         return {k: (found[strs[k]] if strs[k] in found else measured[k]) for k in keys}
 
     def cached(self, keys: Iterable[CostKey]) -> dict[CostKey, float]:
-        """The cached costs of ``keys`` (the others are absent); a lookup, not counted in ``hits``."""
+        """The cached costs of ``keys`` (the others are absent); each one found counts as a hit."""
         strs = {k: k.as_str() for k in dict.fromkeys(keys)}
         found = self.cache.get_many(self._device, strs.values())
+        for m in (self, *self._counted_by):
+            m.hits += len(found)
         return {k: found[s] for k, s in strs.items() if s in found}
 
     def device_identity(self) -> dict[str, str]:
