@@ -7,7 +7,7 @@ import sys
 
 from eqsat import engine
 from eqsat.cli.common import Count, Seconds, parse_shape
-from eqsat.costs import CachedCostModel, CostCache, get_cost_model
+from eqsat.costs import CachedCostModel, CostCache, get_cost_model, graph_cost_keys
 from eqsat.errors import UsageError
 
 
@@ -24,6 +24,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     # lazy: eqsat.onnx_io and the pipeline load in about 0.2 s; the CLI starts without them
     from eqsat import onnx_io
     from eqsat.pipeline import default_rules
+    from eqsat.pipeline.anytime import node_cost_keys
 
     if args.threads is not None and args.device == "gpu":  # a bad count is refused by the parser
         raise UsageError(f"--threads {args.threads}: applies to --device cpu only; leave it out with --device gpu")
@@ -33,7 +34,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     model = model.in_context(graph.weight_bytes)  # as optimize will price it
     sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=args.iter_limit,
                                                                 time_limit=args.time_limit))
-    keys = {k for ks in engine.node_cost_keys(sat.egraph).values() for k in ks}
+    # what optimize prices: the e-graph's configurations (its opaque nodes as the graph's) and the input graph's
+    keys = {k for ks in [*node_cost_keys(sat.egraph, graph).values(), *graph_cost_keys(graph)] for k in ks}
     print(f"measuring {len(keys)} operator configurations with {model.name}", file=sys.stderr)
     costs = model.costs(keys, progress=_bar)
     hits = model.hits if isinstance(model, CachedCostModel) else 0

@@ -21,8 +21,16 @@ from pathlib import Path
 import onnx
 
 from eqsat import engine, onnx_io
-from eqsat.costs import AnalyticCostModel, CostModel, PricedCostModel, Pricing, get_cost_model, graph_cost, price_within
-from eqsat.costs.graph import graph_cost_keys
+from eqsat.costs import (
+    AnalyticCostModel,
+    CostModel,
+    PricedCostModel,
+    Pricing,
+    get_cost_model,
+    graph_cost,
+    graph_cost_keys,
+    price_within,
+)
 from eqsat.extract import (
     Extraction,
     InvalidExtraction,
@@ -128,8 +136,8 @@ def saturate(s: State) -> None:
     """Saturate the e-graph of the imported graph under the limits; with ``anytime``, extract each snapshot of
     it meanwhile, greedily and then briefly by CP-SAT (:mod:`eqsat.pipeline.anytime`)."""
     o = s.options
-    # each stage ends by its share's deadline from the start (saturation 40 %, extraction 50 %), so time a stage
-    # overran comes out of the next one and the run stays within time_limit
+    # each stage ends by its share's deadline from the start (State.shares), so time a stage overran comes out of
+    # the next one and the run stays within time_limit
     deadline = s.start + s.shares.saturation * o.time_limit
     s.limits = dataclasses.replace(o.saturation_limits(s.shares),
                                    time_limit=max(0.0, deadline - time.perf_counter()))
