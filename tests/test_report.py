@@ -15,6 +15,7 @@ from onnx import helper, numpy_helper
 
 from eqsat import models
 from eqsat.cli.app import main
+from eqsat.cli.egraph import stats_report
 from eqsat.pipeline import OptimizeResult, default_rules, optimize
 from eqsat.pipeline import run as pipeline
 from eqsat.rules import starter_rules
@@ -187,9 +188,13 @@ def test_report_figures_are_the_result_fields(monkeypatch: pytest.MonkeyPatch, g
     assert _row(text, "cost after (ms)").startswith(f"{res.cost_after:.6g}")
     # the e-graph's size is the one the dump holds (and `eqsat egraph stats` reads)
     dumped = res.egraph_dump.egraph
-    assert res.egraph_size == (dumped.num_nodes, len(dumped.classes))
-    assert _row(text, "e-graph") == f"{dumped.num_nodes} e-nodes, {len(dumped.classes)} e-classes"
-    assert data["egraph"] == {"enodes": dumped.num_nodes, "eclasses": len(dumped.classes)}
+    n_nodes, n_classes = dumped.tensor_size
+    assert res.egraph_size == (n_nodes, n_classes) and n_nodes == sum(n.op not in ("TNil", "TCons")
+                                                                      for n in dumped.nodes)
+    assert _row(text, "e-graph") == f"{n_nodes} e-nodes, {n_classes} e-classes"
+    assert data["egraph"] == {"enodes": n_nodes, "eclasses": n_classes}
+    stats = stats_report(res.egraph_dump)
+    assert f"{n_nodes} e-nodes (" in stats and f"{n_classes} e-classes" in stats
     lat = res.latency
     assert lat is not None and res.latency_ms == (lat.original_ms, lat.candidate_ms) == (2.0, 2.0 / gain)
     row = _row(text, "end-to-end latency")

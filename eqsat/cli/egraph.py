@@ -99,11 +99,12 @@ def stats_report(dump: EGraphDump, path: str = "") -> str:
     lists = len(eg.nodes) - len(nodes)
     n_in = sum(n.id in dump.input_nodes for n in nodes)
     tensors = [c for c in eg.classes if c.type == "T"]
+    n_nodes, n_classes = eg.tensor_size  # the size the optimize report gives
     lines = [f"e-graph dump {path or '-'} ({FORMAT} v{EGraphDump.VERSION}) of {dump.source or '(unknown model)'}, "
              f"costs: {dump.cost_model or '-'}, provenance: "
              + ("recorded" if dump.provenance else "not recorded (eqsat optimize --dump-egraph PATH --provenance)")]
-    rows = [("e-graph", f"{len(nodes)} e-nodes ({n_in} from the input graph, {len(nodes) - n_in} added), "
-                        f"{len(tensors)} e-classes, {len(eg.roots)} root(s)"
+    rows = [("e-graph", f"{n_nodes} e-nodes ({n_in} from the input graph, {n_nodes - n_in} added), "
+                        f"{n_classes} e-classes, {len(eg.roots)} root(s)"
                         + (f"; {lists} list node(s) for opaque nodes' inputs" if lists else ""))]
     sat = dump.saturation
     if sat is not None:

@@ -126,6 +126,13 @@ class EGraph:
         """Number of e-nodes."""
         return len(self.nodes)
 
+    @property
+    def tensor_size(self) -> tuple[int, int]:
+        """(e-nodes, e-classes) of tensors: the e-graph's size as every report gives it (the optimize report,
+        ``eqsat egraph stats``); the list e-nodes that hold an opaque node's inputs are plumbing, not counted."""
+        tensors = {c.id for c in self.classes if c.type == "T"}
+        return sum(n.eclass in tensors for n in self.nodes), len(tensors)
+
     def node(self, node_id: str) -> ENode:
         """The e-node with this id (KeyError if none)."""
         return self._node_index[node_id]

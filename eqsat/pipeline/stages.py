@@ -351,7 +351,7 @@ def report(s: State) -> None:
         onnx_nodes=(len(s.original.graph.node), len(s.model.graph.node)), cost_notes=s.notes, egraph_dump=s.dump,
         candidates=s.timings, trace=list(s.anytime.trace), best_source=s.anytime.best.source,
         snapshots=(s.anytime.snapshots, s.anytime.snapshot_seconds),
-        egraph_size=(sat.egraph.num_nodes, len(sat.egraph.classes)), kept_reason=s.kept_reason,
+        egraph_size=sat.egraph.tensor_size, kept_reason=s.kept_reason,
         cost_counts=counts)
 
 
