@@ -16,7 +16,7 @@ from eqsat.cli.app import main
 from eqsat.costs import get_cost_model
 from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
 from eqsat.ir.graph import graph_hash
-from eqsat.onnx_io import load_model, to_onnx
+from eqsat.onnx_io import carry_signature, load_model, to_onnx
 from eqsat.pipeline import candidates, optimize
 
 #: NasRNN's optimize result and rules, shared with test_report: one worker runs them
@@ -58,7 +58,7 @@ def test_the_fastest_candidate_is_written(monkeypatch: pytest.MonkeyPatch, order
     assert not res.kept_original and res.latency_ms[1] == chosen[0].latency_ms
     assert res.cost_after == pytest.approx(chosen[0].cost)
     # the model written is the chosen candidate's graph, and it passed the numeric check
-    assert to_onnx(res.graph).SerializeToString() == res.model.SerializeToString()
+    assert carry_signature(model, to_onnx(res.graph), res.graph).SerializeToString() == res.model.SerializeToString()
     assert res.model is timed[1 + res.candidates.index(chosen[0])]
     assert res.numeric is not None and res.numeric.ok
     assert res.latency is not None and res.latency.candidate_rank == chosen[0].rank and res.latency.accepted

@@ -30,6 +30,8 @@ from eqsat.files import is_special_file
 # onnx, eqsat.onnx_io, eqsat.pipeline, eqsat.models and eqsat.search.comparison (about 0.2 s together) are imported
 # by the commands that use them, so that the CLI starts (and --help answers) without them
 if TYPE_CHECKING:
+    import onnx
+
     from eqsat.costs import CostModel
     from eqsat.onnx_io import ModelSummary
 
@@ -124,8 +126,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     The paths are checked before any work; missing folders are created when writing. Nothing is written
     unless the whole run succeeds (the e-graph dump is written after the model, with the extraction's choice).
     """
-    import onnx  # lazy: CLI start-up (see the imports)
-
+    from eqsat import onnx_io  # lazy: CLI start-up (see the imports)
     from eqsat.pipeline.run import optimize
 
     out = check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
@@ -141,13 +142,15 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                          "--dump-egraph PATH too")
     shapes = input_shapes(args.input_shape)
     cost_model = _cost_model(args.costs, args.threads)
+    # a model that keeps its weights as external data is written the same way (it may be too large for one file)
+    external = Path(args.model).is_file() and onnx_io.uses_external_data(args.model)
     say = _progress(args.quiet)
     res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules), candidates=args.candidates,
                    time_limit=args.time_limit, node_limit=args.node_limit, iter_limit=args.iter_limit,
                    solver=args.solver, input_shapes=shapes, check=not args.no_check,
                    dump_egraph=dump is not None, provenance=args.provenance, anytime=not args.no_anytime,
                    progress=say)  # the dump object only: written here
-    write_file(out, lambda p: onnx.save(res.model, str(p)))
+    write_file(out, lambda p: _save_model(res.model, p, out if external and not is_special_file(out) else None))
     if dump is not None and res.egraph_dump is not None:
         res.egraph_dump.write(dump)  # creates missing folders, through a temporary file
     if report is not None:
@@ -157,6 +160,20 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if dump is not None:
         print(f"wrote e-graph {dump}")
     return 0
+
+
+def _save_model(model: onnx.ModelProto, path: Path, external: Path | None) -> None:
+    """Write ``model`` to ``path``; with ``external`` (the final path of the model), its weights go to
+    ``<name>.data`` beside it, replacing an older one (onnx appends to an existing data file)."""
+    import onnx  # lazy: CLI start-up (see the imports)
+
+    if external is None:
+        onnx.save(model, str(path))
+        return
+    data = external.with_name(external.name + ".data")
+    data.unlink(missing_ok=True)
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data.name, size_threshold=1024)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

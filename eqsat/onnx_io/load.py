@@ -276,16 +276,27 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
            for k, v in imp.weights.items() if k in used and k not in small]
     real = [helper.make_tensor_value_info(i.name, elem_type(i.dtype), list(i.shape)) for i in inputs]
     inits = [numpy_helper.from_array(v, k) for k, v in small.items()]
-    known = [vi for vi in g.value_info if vi.name not in imp.weights]  # e.g. shapes of custom-op outputs
-    g2 = helper.make_graph(live_nodes, g.name or "g", real + big, list(g.output), inits, value_info=known)
-    # IR 4 lets the initializers stand without a matching graph input (IR 3 shape inference ignores them)
-    m2 = helper.make_model(g2, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
-    try:
-        inferred = shape_inference.infer_shapes(m2, strict_mode=False, data_prop=True)
-    except Exception as e:
-        detail = " ".join(str(e).split())
-        raise ModelLoadError(f"{imp.label}: ONNX shape inference failed ({detail}); check the model with "
-                             "onnx.checker.check_model(model, full_check=True)") from None
+
+    def infer(value_info: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
+        g2 = helper.make_graph(live_nodes, g.name or "g", real + big, list(g.output), inits, value_info=value_info)
+        # IR 4 lets the initializers stand without a matching graph input (IR 3 shape inference ignores them)
+        m2 = helper.make_model(g2, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
+        try:
+            return shape_inference.infer_shapes(m2, strict_mode=False, data_prop=True)
+        except Exception as e:
+            detail = " ".join(str(e).split())
+            raise ModelLoadError(f"{imp.label}: ONNX shape inference failed ({detail}); check the model with "
+                                 "onnx.checker.check_model(model, full_check=True)") from None
+
+    # the computation decides a tensor's type: a shape the file declares (value_info) is read only for what
+    # inference cannot work out (e.g. a custom operator's outputs), never over what it can (a wrong declaration
+    # would otherwise be believed, and the nodes around it left unoptimized)
+    inferred = infer([])
+    found = {vi.name for vi in [*inferred.graph.value_info, *inferred.graph.output]
+             if vi.type.HasField("tensor_type") and static_shape(vi) is not None}
+    declared = [vi for vi in g.value_info if vi.name not in imp.weights and vi.name not in found]
+    if declared:
+        inferred = infer(declared)
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
         if vi.type.HasField("tensor_type"):
             imp.types[vi.name] = (static_shape(vi), np_dtype(vi.type.tensor_type.elem_type))

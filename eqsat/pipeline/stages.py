@@ -313,6 +313,12 @@ def time_latency(s: State) -> None:
         s.model = s.as_given if s.as_given is not None else onnx_io.to_onnx(s.graph)
 
 
+def keep_signature(s: State) -> None:
+    """Give the written model what the original says about itself (producer, doc strings, metadata, the
+    declared types of intermediate tensors that still exist): it replaces the original in a deployment."""
+    s.model = onnx_io.carry_signature(s.original, s.model, s.new_graph)
+
+
 def check(s: State) -> None:
     """Check that the written model computes what the original, as given, computes; raise if it does not, or if
     the check cannot run."""
@@ -375,6 +381,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("extract", extract_graphs, "extract"),
     Stage("export", export, "export"),
     Stage("latency", time_latency, "latency", lambda s: s.verify_latency and not s.kept),
+    Stage("signature", keep_signature, None, lambda s: s.model is not s.as_given),
     Stage("check", check, "check", lambda s: s.options.check),
     Stage("dump", dump, "dump", lambda s: bool(s.options.dump_egraph)),
     Stage("report", report, None),

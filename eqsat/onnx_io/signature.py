@@ -1,0 +1,68 @@
+"""What a model says about itself, carried from the original onto its optimized export: the IR keeps the graph's
+computation, names and types, not the file's description of itself (producer, version, doc strings, metadata,
+the shapes it declares for intermediate tensors), and a drop-in replacement keeps those too; and whether a model
+file keeps its weights as external data, so that its optimized copy can be written the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+
+from eqsat.ir.graph import Graph
+from eqsat.onnx_io.protos import elem_type
+
+__all__ = ["carry_signature", "uses_external_data"]
+
+
+def carry_signature(original: onnx.ModelProto, optimized: onnx.ModelProto, written: Graph | None = None
+                    ) -> onnx.ModelProto:
+    """``optimized`` (changed in place, and returned) with the original's producer name and version, domain,
+    model version, doc strings (model, graph, inputs, outputs), metadata properties and graph name, and the
+    original's ``value_info`` entries for the tensors the optimized graph still computes where they agree with
+    ``written`` (the IR graph ``optimized`` was exported from; an entry is kept where its dtype is the tensor's
+    and each dimension is the tensor's size or a symbol; none without it). The optimized export's opset, IR
+    version, names and types are its own already."""
+    types = {} if written is None else {t: (written.dtypes[t], shape) for t, shape in written.shapes.items()
+                                        if t in written.dtypes}
+    for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
+        setattr(optimized, field, getattr(original, field))
+    del optimized.metadata_props[:]
+    optimized.metadata_props.extend(original.metadata_props)
+    g, og = optimized.graph, original.graph
+    g.name, g.doc_string = og.name, og.doc_string
+    for mine, theirs in ((g.input, og.input), (g.output, og.output)):
+        docs = {vi.name: vi.doc_string for vi in theirs}
+        for vi in mine:
+            vi.doc_string = docs.get(vi.name, vi.doc_string)
+    computed = {o for n in g.node for o in n.output} - {o.name for o in g.output}
+    have = {vi.name for vi in g.value_info}
+    for vi in og.value_info:
+        if vi.name in computed and vi.name not in have and _agrees(vi, types.get(vi.name)):
+            g.value_info.append(vi)
+    return optimized
+
+
+def _agrees(vi: onnx.ValueInfoProto, known: tuple[str, tuple[int, ...]] | None) -> bool:
+    """Whether a declared tensor type fits the tensor as the optimized graph computes it (None: unknown, so no)."""
+    if known is None or not vi.type.HasField("tensor_type"):
+        return False
+    t = vi.type.tensor_type
+    dtype, shape = known
+    if t.elem_type != elem_type(dtype):
+        return False
+    if not t.HasField("shape"):
+        return True
+    dims = t.shape.dim
+    return len(dims) == len(shape) and all(not d.HasField("dim_value") or d.dim_value == s
+                                           for d, s in zip(dims, shape, strict=True))
+
+
+def uses_external_data(path: str | Path) -> bool:
+    """Whether the model file at ``path`` keeps tensors as external data (read without loading that data);
+    False for a file that is no readable model (reading it says why)."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # protobuf's and onnx's errors share no useful base class
+        return False
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)

@@ -1,0 +1,100 @@
+"""A drop-in replacement keeps what the original file says about itself: producer, versions, doc strings,
+metadata, the declared types of the intermediate tensors that still exist; and a model whose weights are
+external data is written with external data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+from eqsat import models
+from eqsat.cli.app import main
+from eqsat.pipeline import optimize
+
+
+def _described() -> onnx.ModelProto:
+    """The two-matmul model (optimized into one Gemm and a Split that keeps the products' names) with a
+    description of itself, as an exporter writes one."""
+    m = models.two_matmul_shared_input()
+    m.producer_name, m.producer_version, m.domain, m.model_version = "pytorch", "2.5.0", "ai.example", 7
+    m.doc_string = "two heads"
+    helper.set_model_props(m, {"author": "someone", "license": "MIT"})
+    m.graph.doc_string = "the graph"
+    m.graph.input[0].doc_string = "the features"
+    m.graph.output[0].doc_string = "the first head"
+    (rows, cols) = [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim]
+    m.graph.value_info.extend([
+        helper.make_tensor_value_info("matmul2", onnx.TensorProto.FLOAT, ["batch", cols]),  # right, a symbol
+        helper.make_tensor_value_info("matmul4", onnx.TensorProto.FLOAT, [rows + 1, cols]),  # a wrong size
+    ])
+    return m
+
+
+def test_the_written_model_keeps_the_originals_description() -> None:
+    original = _described()
+    res = optimize(original, time_limit=20)
+    out = res.model
+    assert not res.kept_original and out is not original  # a rewritten graph, exported anew
+    for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
+        assert getattr(out, field) == getattr(original, field), field
+    assert {p.key: p.value for p in out.metadata_props} == {"author": "someone", "license": "MIT"}
+    assert out.graph.doc_string == "the graph" and out.graph.name == original.graph.name
+    assert out.graph.input[0].doc_string == "the features" and out.graph.output[0].doc_string == "the first head"
+    # the declared type that fits the tensor as computed stays; the one that contradicts it goes
+    kept = {vi.name: vi for vi in out.graph.value_info}
+    assert "matmul2" in kept and "matmul4" not in kept
+    assert kept["matmul2"].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert {o for n in out.graph.node for o in n.output} >= {"matmul2", "matmul4"}  # both still computed
+    onnx.checker.check_model(out, full_check=True)
+    # signature: names, dtypes and shapes of inputs and outputs, opset and IR version
+    sig = [(v.name, v.type.SerializeToString()) for v in (*out.graph.input, *out.graph.output)]
+    assert sig == [(v.name, v.type.SerializeToString()) for v in (*original.graph.input, *original.graph.output)]
+    assert out.ir_version == original.ir_version and out.opset_import[0].version == original.opset_import[0].version
+
+
+def test_external_data_comes_back_as_external_data(tmp_path: Path, capsys) -> None:
+    src, out = tmp_path / "m.onnx", tmp_path / "out" / "m.opt.onnx"
+    original = models.two_matmul_shared_input()
+    stored = onnx.ModelProto()
+    stored.CopyFrom(original)  # saving as external data moves the weights out of the proto saved
+    onnx.save_model(stored, str(src), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="m.onnx.data", size_threshold=0)
+    (out.parent).mkdir()
+    stale = out.with_name("m.opt.onnx.data")
+    stale.write_bytes(b"\0" * 4096)  # an older run's data: replaced, not appended to
+    assert main(["optimize", str(src), "-o", str(out), "--time-limit", "20", "-q"]) == 0
+    assert "the optimized graph" in capsys.readouterr().out  # rewritten, so exported anew
+    written = onnx.load(str(out), load_external_data=False)
+    # every weight over 1 KB is external (small ones, e.g. a Split's sizes, stay inside, as onnx writes them)
+    big = [t for t in written.graph.initializer if np.prod(t.dims) * 4 > 1024]
+    assert big and all(t.data_location == onnx.TensorProto.EXTERNAL for t in big)
+    assert stale.exists() and os.path.getsize(stale) < 4096 + sum(
+        np.prod(t.dims) * 4 for t in written.graph.initializer)
+    # it loads with its data and computes what the original computes
+    x = np.random.default_rng(0).standard_normal([d.dim_value for d in original.graph.input[0].type.tensor_type
+                                                  .shape.dim]).astype(np.float32)
+    name = original.graph.input[0].name
+    want = ort.InferenceSession(original.SerializeToString()).run(None, {name: x})
+    got = ort.InferenceSession(str(out)).run(None, {name: x})
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    # a model with its weights inside is written with them inside
+    inline = tmp_path / "inline.onnx"
+    onnx.save(original, str(inline))
+    assert main(["optimize", str(inline), "-o", str(tmp_path / "inline.opt.onnx"), "--rules", "starter",
+                 "--time-limit", "20", "-q"]) == 0
+    assert not (tmp_path / "inline.opt.onnx.data").exists()
+
+
+def test_a_declared_shape_that_contradicts_the_computation_is_not_believed() -> None:
+    from eqsat.onnx_io import load_model
+
+    declared, plain = load_model(_described()), load_model(models.two_matmul_shared_input())
+    # matmul4 is declared one row too many: the import computes its shape (it had made both its nodes opaque)
+    assert declared.shapes == plain.shapes and declared.op_histogram() == plain.op_histogram()
+    assert not any(n.op == "opaque" for n in declared.nodes)
