@@ -4,7 +4,8 @@ Each stage is a function ``(state) -> None`` that reads what the stages before i
 and sets its own part: load (ONNX -> IR), rules, saturate (the e-graph; with ``anytime`` its snapshots are
 extracted meanwhile, :mod:`eqsat.pipeline.anytime`), cost (every e-node priced), extract (the cheapest graph, or
 several candidates), export (IR -> ONNX, the cheapest graph found, never costlier than the original), latency
-(the candidates timed end to end), check (the numeric check), dump (the e-graph dump) and report (the
+(the candidates timed end to end), signature (the original file's description carried onto a rewritten model),
+check (the numeric check), dump (the e-graph dump) and report (the
 :class:`~eqsat.pipeline.result.OptimizeResult`). :func:`run_stages` runs the ones that apply, logs each one's
 time and records it in ``result.stage_seconds`` under the stage's key.
 """
