@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 
 from eqsat.ir.graph import Graph, Node, computed_from_weights
 from eqsat.ir.names import NameAllocator
-from eqsat.onnx_io.protos import elem_type, eval_node
+from eqsat.onnx_io.protos import elem_type, eval_node, outer_names, rename_outer
 from eqsat.ops import Shape
 
 
@@ -127,7 +127,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
         dtype = graph.meta.get("output_dtypes", {}).get(o, dtypes.get(o, "float32"))
         outputs.append(helper.make_tensor_value_info(o, elem_type(dtype), list(shapes[o])))
     inputs = [helper.make_tensor_value_info(i.name, elem_type(i.dtype), list(i.shape)) for i in graph.inputs]
-    read = {i for n in nodes for i in n.input} | {o.name for o in outputs}
+    read = {i for n in nodes for i in (*n.input, *outer_names(n))} | {o.name for o in outputs}
     # weights nobody reads (e.g. a zero bias dropped from a Conv) stay out of the file
     inits = {k: v for k, v in ex.initializers.items() if k in read}
     opsets = [helper.make_opsetid(d, v) for d, v in graph.meta.get("opset_imports", []) if d not in ("", "ai.onnx")]
@@ -174,7 +174,7 @@ def _topo_order(nodes: Sequence[onnx.NodeProto], inputs: Sequence[onnx.ValueInfo
     while pending:
         rest = []
         for n in pending:
-            if all(i in avail for i in n.input):
+            if all(i in avail for i in (*n.input, *outer_names(n))):  # a subgraph's outer reads count
                 order.append(n)
                 avail.update(n.output)
             else:
@@ -233,9 +233,13 @@ def _export_opaque(group: list[Node], ref: Callable[[str], str], ex: _Exporter) 
 
 def opaque_node(p: Mapping[str, Any], ins: Sequence[str], outs: Sequence[str], name: str | None = None
                 ) -> onnx.NodeProto:
-    """The ONNX node an opaque node's parameters ``p`` stand for, reading ``ins`` (the present inputs, put back
-    in their slots) and writing ``outs``, with its original attributes."""
+    """The ONNX node an opaque node's parameters ``p`` stand for, reading ``ins`` (the IR node's inputs under
+    the names they are written as: the present inputs, put back in their slots, then the tensors its subgraphs
+    read from around it, which the subgraphs are made to read under those names) and writing ``outs``, with its
+    original attributes."""
+    outer = tuple(p.get("outer", ()))
     ins = list(ins)
+    ins, outer_as = ins[:len(ins) - len(outer)], ins[len(ins) - len(outer):]
     if p["slots"]:
         it = iter(ins)
         ins = [next(it) if c == "1" else "" for c in p["slots"]]
@@ -244,6 +248,7 @@ def opaque_node(p: Mapping[str, Any], ins: Sequence[str], outs: Sequence[str], n
         a = onnx.AttributeProto()
         a.ParseFromString(raw)
         node.attribute.append(a)
+    rename_outer(node.attribute, {o: w for o, w in zip(outer, outer_as, strict=True) if o != w})
     return node
 
 
@@ -267,11 +272,13 @@ def onnx_opaque_evaluator(graph: Graph) -> Callable[[Node, list[np.ndarray]], np
                 a = onnx.AttributeProto()
                 a.ParseFromString(raw)
                 proto.attribute.append(a)
-            values: list[np.ndarray | None] = list(args)
+            outer = tuple(p.get("outer", ()))
+            explicit, around = list(args[:len(args) - len(outer)]), args[len(args) - len(outer):]
+            values: list[np.ndarray | None] = list(explicit)
             if p["slots"]:
-                it = iter(args)
+                it = iter(explicit)
                 values = [next(it) if c == "1" else None for c in p["slots"]]
-            cache[p["key"]] = eval_node(proto, values, opset, ir_version)
+            cache[p["key"]] = eval_node(proto, values, opset, ir_version, dict(zip(outer, around, strict=True)))
         return cache[p["key"]][p["index"]]
 
     return evaluate

@@ -25,9 +25,9 @@ from eqsat.onnx_io.protos import (
     elem_type,
     eval_node,
     format_dims,
-    has_subgraph,
     input_shape_hint,
     np_dtype,
+    outer_names,
     read_model,
     shape_text,
     static_shape,
@@ -60,7 +60,8 @@ class _Importer:
                                    also=(self.weights, self.types))
         self.ir: list[Node] = []
         self.opaque_count = 0
-        self.used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
+        # a control-flow node's subgraphs read tensors of this graph too (its implicit inputs)
+        self.used = ({i for n in g.node for i in (*n.input, *outer_names(n))} | {o.name for o in g.output})
         self.why: str | None = None  # what the importer of the current node said it cannot map
         self.opaque_reasons: dict[str, Counter[str]] = {}  # op type -> reason -> nodes
 
@@ -101,7 +102,9 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     entry must name a graph input, give positive sizes and agree with the input's static dimensions.
     ``label`` names the model in messages (default: the path). Raises a :class:`ModelLoadError` subclass with
     a one-line, actionable message: :class:`ModelReadError` (missing, empty or malformed file, empty graph),
-    :class:`InputShapeError`, :class:`DynamicShapeError` or :class:`UnsupportedModelError` (control flow).
+    :class:`InputShapeError`, :class:`DynamicShapeError` or :class:`UnsupportedModelError` (no default-domain
+    opset, an input that is no tensor). A control-flow node (If, Loop, Scan) imports as an opaque node that also
+    reads the tensors its subgraphs use from around it.
     """
     model, default_label = read_model(src)  # never mutated: fixed shapes go into a copy for shape inference
     label = label or default_label
@@ -110,12 +113,6 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
         raise ModelReadError(f"{label}: the graph is empty (no nodes and no outputs); export the model again")
     if not g.output:
         raise ModelReadError(f"{label}: the graph has no outputs; declare its outputs when exporting the model")
-    for n in g.node:
-        if has_subgraph(n):
-            raise UnsupportedModelError(
-                f"{label}: node {n.name or n.op_type!r} ({n.op_type}) holds a subgraph; control flow (If, Loop, "
-                "Scan) cannot be optimized: export the model with the loop unrolled or the branch fixed "
-                "(eqsat inspect describes the model)")
     imp = _Importer(model, label, _normalized_shapes(label, input_shapes))
     inputs = _fix_inputs(imp, g)
     # weights given as graph inputs with an initializer (old opsets) are weights, not inputs
@@ -232,8 +229,8 @@ def _fold_constants(imp: _Importer, model: onnx.ModelProto) -> None:
             except Exception:  # e.g. a sparse constant the evaluators cannot build: keep the node
                 pass
             continue
-        if node.domain not in ("", "ai.onnx") or node.op_type in _NEVER_FOLD or not node.input:
-            continue
+        if node.domain not in ("", "ai.onnx") or node.op_type in _NEVER_FOLD or not node.input or outer_names(node):
+            continue  # (a subgraph reading outer values would need them in the evaluation's scope)
         if not all(i == "" or i in imp.weights for i in node.input):
             continue
         try:
@@ -269,7 +266,7 @@ def _fold_static_shapes(imp: _Importer, model: onnx.ModelProto) -> bool:
 def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo]) -> None:
     g = model.graph
     live_nodes = [n for n in g.node if not all(o in imp.weights or o == "" for o in n.output)]
-    used = {i for n in live_nodes for i in n.input} | {o.name for o in g.output}
+    used = {i for n in live_nodes for i in (*n.input, *outer_names(n))} | {o.name for o in g.output}
     # small constants travel as data (shape inference may need their values); large ones only as types
     small = {k: v for k, v in imp.weights.items() if k in used and v.size <= 4096}
     big = [helper.make_tensor_value_info(k, elem_type(str(v.dtype)), list(v.shape))
@@ -292,9 +289,10 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
     # inference cannot work out (e.g. a custom operator's outputs), never over what it can (a wrong declaration
     # would otherwise be believed, and the nodes around it left unoptimized)
     inferred = infer([])
-    found = {vi.name for vi in [*inferred.graph.value_info, *inferred.graph.output]
+    typed = {vi.name: vi for vi in [*inferred.graph.value_info, *inferred.graph.output]
              if vi.type.HasField("tensor_type") and static_shape(vi) is not None}
-    declared = [vi for vi in g.value_info if vi.name not in imp.weights and vi.name not in found]
+    declared = [vi for vi in g.value_info if vi.name not in imp.weights and vi.name not in typed]
+    declared += _loop_carried_types(live_nodes, typed, imp.weights, inputs)
     if declared:
         inferred = infer(declared)
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
@@ -329,6 +327,8 @@ def _map_node(imp: _Importer, node: onnx.NodeProto) -> tuple[list[Node] | None, 
     why = ""
     if not default_domain:
         why = f"an operator of domain {node.domain!r} (only the default ONNX domain is imported)"
+    elif outer_names(node) or node.op_type in ("If", "Loop", "Scan"):
+        why = "control flow: kept as it is, the graph around it optimized (its subgraphs are not)"
     elif importer is None:
         why = f"eqsat has no operator for {node.op_type}"
     elif not all(i == "" or i in imp.weights or i in imp.types for i in node.input):
@@ -381,12 +381,36 @@ def _materialize(imp: _Importer, result: list[ops.IRNode]) -> list[Node] | None:
     return out
 
 
+def _loop_carried_types(nodes: Sequence[onnx.NodeProto], typed: Mapping[str, onnx.ValueInfoProto],
+                        weights: Mapping[str, np.ndarray], inputs: Sequence[TensorInfo]) -> list[onnx.ValueInfoProto]:
+    """Types for the loop-carried outputs of Loop nodes that ONNX shape inference leaves untyped (a body may
+    change a carried value's shape) where the body's output declares the static shape and dtype of the initial
+    value: it keeps that shape through every iteration. ``typed``: the tensors inference did type."""
+    known = {i.name: (i.shape, i.dtype) for i in inputs}
+    known |= {k: (tuple(v.shape), str(v.dtype)) for k, v in weights.items()}
+    known |= {k: (static_shape(vi), np_dtype(vi.type.tensor_type.elem_type)) for k, vi in typed.items()}
+    out = []
+    for node in nodes:
+        body = next((a.g for a in node.attribute if a.name == "body"), None)
+        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx") or body is None:
+            continue
+        for k, name in enumerate(node.output[:len(node.input) - 2]):
+            init = known.get(node.input[k + 2])
+            if not name or name in typed or init is None or len(body.output) <= k + 1:
+                continue
+            declared = body.output[k + 1]
+            if static_shape(declared) == init[0] and np_dtype(declared.type.tensor_type.elem_type) == init[1]:
+                out.append(helper.make_tensor_value_info(name, elem_type(init[1]), list(init[0])))
+    return out
+
+
 def _opaque(imp: _Importer, node: onnx.NodeProto) -> list[Node]:
     key = f"{node.name or node.op_type}#{imp.opaque_count}"
     imp.opaque_count += 1
     attrs = tuple(a.SerializeToString() for a in node.attribute)
     slots = "".join("1" if i else "0" for i in node.input)
-    ins = tuple(i for i in node.input if i)
+    outer = tuple(outer_names(node))  # the IR reads them as inputs, so their producers stay and keep their order
+    ins = tuple(i for i in node.input if i) + outer
     out: list[Node] = []
     for k, name in enumerate(node.output):
         if not name:
@@ -401,6 +425,6 @@ def _opaque(imp: _Importer, node: onnx.NodeProto) -> list[Node]:
                                     "model's value_info (a shape that depends on input values is not supported)")
         params = {"key": key, "index": k, "op_type": node.op_type, "domain": node.domain, "attrs": attrs,
                   "shape": shape, "dtype": dtype, "n_outputs": len(node.output),
-                  "slots": "" if "0" not in slots else slots}
+                  "slots": "" if "0" not in slots else slots, "outer": outer}
         out.append(Node("opaque", ops.get("opaque").param_tuple(ops.get("opaque").normalize(params)), ins, name))
     return out

@@ -3,7 +3,7 @@ attributes, evaluating one node."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,17 +97,20 @@ def attr_dict(node: onnx.NodeProto) -> dict[str, Any]:
 
 
 def eval_node(node: onnx.NodeProto, values: Sequence[np.ndarray | None], opset: list[onnx.OperatorSetIdProto],
-               ir_version: int) -> list[np.ndarray]:
-    """Evaluate one node on constant inputs with the ONNX reference implementation."""
+               ir_version: int, outer: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
+    """Evaluate one node on constant inputs with the ONNX reference implementation; ``outer``: the values its
+    subgraphs read from around it, by name."""
+    outer = dict(outer or {})
     inputs = [helper.make_tensor_value_info(f"i{k}", elem_type(str(v.dtype)), list(v.shape))
               for k, v in enumerate(values) if v is not None]
+    inputs += [helper.make_tensor_value_info(k, elem_type(str(v.dtype)), list(v.shape)) for k, v in outer.items()]
     in_names = [f"i{k}" if v is not None else "" for k, v in enumerate(values)]
     outs = [f"o{k}" for k in range(len(node.output))]
     n = helper.make_node(node.op_type, in_names, outs, domain=node.domain)
     n.attribute.extend(node.attribute)
     g = helper.make_graph([n], "fold", inputs, [helper.make_value_info(o, onnx.TypeProto()) for o in outs])
     m = helper.make_model(g, opset_imports=opset, ir_version=ir_version)
-    feeds = {f"i{k}": v for k, v in enumerate(values) if v is not None}
+    feeds = {f"i{k}": v for k, v in enumerate(values) if v is not None} | outer
     # onnxruntime honours old opset semantics (the reference evaluator runs e.g. Softmax-1 as Softmax-13);
     # the reference evaluator covers what onnxruntime cannot run
     try:
@@ -124,6 +127,66 @@ def eval_node(node: onnx.NodeProto, values: Sequence[np.ndarray | None], opset: 
 def has_subgraph(node: onnx.NodeProto) -> bool:
     """Whether a node carries a graph attribute (control flow: If, Loop, Scan)."""
     return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+
+
+def _subgraphs(attrs: Sequence[onnx.AttributeProto]) -> list[onnx.GraphProto]:
+    out: list[onnx.GraphProto] = []
+    for a in attrs:
+        if a.type == onnx.AttributeProto.GRAPH:
+            out.append(a.g)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            out.extend(a.graphs)
+    return out
+
+
+def _defined(g: onnx.GraphProto) -> set[str]:
+    """The names a (sub)graph defines: its inputs, initializers and node outputs."""
+    return ({i.name for i in g.input} | {t.name for t in g.initializer} | {t.name for t in g.sparse_initializer}
+            | {o for n in g.node for o in n.output if o})
+
+
+def outer_names(node: onnx.NodeProto) -> list[str]:
+    """The names a control-flow node's subgraphs read from the scope around the node (its implicit inputs), in
+    the order they are first read; none for a node without subgraphs."""
+    found: dict[str, None] = {}
+
+    def visit(g: onnx.GraphProto, local: set[str]) -> None:
+        local = local | _defined(g)
+        for n in g.node:
+            for i in n.input:
+                if i and i not in local:
+                    found.setdefault(i)
+            for sub in _subgraphs(n.attribute):
+                visit(sub, local)
+        for o in g.output:
+            if o.name not in local:
+                found.setdefault(o.name)
+
+    for sub in _subgraphs(node.attribute):
+        visit(sub, set())
+    return list(found)
+
+
+def rename_outer(attrs: Sequence[onnx.AttributeProto], mapping: Mapping[str, str]) -> None:
+    """Rename, in place, the reads of outer-scope names in the subgraphs of ``attrs`` (a control-flow node's
+    attributes) by ``mapping``; a name a subgraph defines itself shadows the outer one and is left alone."""
+    if not mapping:
+        return
+
+    def visit(g: onnx.GraphProto, local: set[str]) -> None:
+        local = local | _defined(g)
+        for n in g.node:
+            for k, i in enumerate(n.input):
+                if i and i not in local and i in mapping:
+                    n.input[k] = mapping[i]
+            for sub in _subgraphs(n.attribute):
+                visit(sub, local)
+        for o in g.output:  # an output passed straight through from the outer scope
+            if o.name not in local and o.name in mapping:
+                o.name = mapping[o.name]
+
+    for sub in _subgraphs(attrs):
+        visit(sub, set())
 
 
 def shape_text(name: str, dims: Sequence[int | str]) -> str:

@@ -28,11 +28,13 @@ def _opaque_np(p: Params, *xs: np.ndarray) -> np.ndarray:
 OPAQUE = _register(OpSpec(
     name="opaque", inputs=(), variadic=False,
     params=(("key", "str"), ("index", "int"), ("op_type", "str"), ("domain", "str"), ("attrs", "any"),
-            ("shape", "ints"), ("dtype", "str"), ("n_outputs", "int"), ("slots", "str")),
-    defaults={"domain": "", "index": 0, "n_outputs": 1, "slots": ""},
+            ("shape", "ints"), ("dtype", "str"), ("n_outputs", "int"), ("slots", "str"), ("outer", "any")),
+    defaults={"domain": "", "index": 0, "n_outputs": 1, "slots": "", "outer": ()},
     doc="any other ONNX node, kept verbatim (attributes as serialized protobuf) with inferred output shapes; "
         "never optimized across, never dropped. One IR node per output (index); key identifies the node; "
-        "slots marks which ONNX input positions are present ('1' present, '0' empty; '' = all present).",
+        "slots marks which ONNX input positions are present ('1' present, '0' empty; '' = all present); "
+        "outer names the tensors a control-flow node's subgraphs read from around it (If, Loop, Scan): the IR "
+        "node's last inputs, written back into the subgraphs under their exported names.",
     shape_fn=_opaque_shape, numpy_fn=_opaque_np, modular_fn=None,
     flops_fn=lambda p, ins, out: math.prod(out),
     export_fn=None,  # written by eqsat.onnx_io (it needs the original attributes and all outputs at once)
