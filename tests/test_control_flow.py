@@ -77,6 +77,35 @@ def loop_model(d: int = 16) -> onnx.ModelProto:
     return m
 
 
+
+def if_body_model(d: int = 64) -> onnx.ModelProto:
+    """x -> h = x @ w1; If(sum(x) > 0): relu(h @ wa) + relu(h @ wb) (its own weights: the two products merge)
+    else -h."""
+    rng = np.random.default_rng(3)
+
+    def W(n: str) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32), n)
+
+    then_g = helper.make_graph(
+        [helper.make_node("MatMul", ["h", "wa"], ["p"]), helper.make_node("MatMul", ["h", "wb"], ["q"]),
+         helper.make_node("Relu", ["p"], ["rp"]), helper.make_node("Relu", ["q"], ["rq"]),
+         helper.make_node("Add", ["rp", "rq"], ["t"])], "then", [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, d])], [W("wa"), W("wb")])
+    else_g = helper.make_graph([helper.make_node("Neg", ["h"], ["e_out"])], "else", [],
+                               [helper.make_tensor_value_info("e_out", TensorProto.FLOAT, [1, d])])
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+             helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["cond"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g, name="choose")]
+    g = helper.make_graph(nodes, "ifb", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, d])],
+                          [W("w1"), numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
 def _same_outputs(a: onnx.ModelProto, b: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
     got = ort.InferenceSession(b.SerializeToString()).run(None, feeds)
     for want, have in zip(ort.InferenceSession(a.SerializeToString()).run(None, feeds), got, strict=True):
@@ -144,3 +173,18 @@ def test_export_makes_the_subgraph_read_a_renamed_outer_tensor() -> None:
     node = opaque_node(p, ["cond_written", "h_written"], ["out"])
     assert list(node.input) == ["cond_written"]
     assert all(list(a.g.node[0].input) == ["h_written"] for a in node.attribute)
+
+
+def test_a_body_is_optimized_as_a_graph_of_its_own() -> None:
+    model = if_body_model()
+    res = optimize(model, time_limit=30)
+    assert len(res.bodies) == 1 and res.bodies[0].startswith("If 'choose' then_branch")
+    assert not res.kept_original and "control-flow bodies optimized: 1" in res.decision
+    assert "control-flow bodies" in res.summary() and res.numeric is not None and res.numeric.ok
+    onnx.checker.check_model(res.model, full_check=True)
+    (node,) = [n for n in res.model.graph.node if n.op_type == "If"]
+    then_ops = [n.op_type for n in next(a.g for a in node.attribute if a.name == "then_branch").node]
+    assert "Split" in then_ops and then_ops.count("Gemm") + then_ops.count("MatMul") == 1  # the products merged
+    x = np.random.default_rng(4).standard_normal((1, 64)).astype(np.float32)
+    for sign in (1, -1):
+        _same_outputs(model, res.model, {"x": sign * x})

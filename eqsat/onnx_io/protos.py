@@ -149,6 +149,15 @@ def outer_names(node: onnx.NodeProto) -> list[str]:
     """The names a control-flow node's subgraphs read from the scope around the node (its implicit inputs), in
     the order they are first read; none for a node without subgraphs."""
     found: dict[str, None] = {}
+    for sub in _subgraphs(node.attribute):
+        found.update(dict.fromkeys(graph_outer_names(sub)))
+    return list(found)
+
+
+def graph_outer_names(graph: onnx.GraphProto) -> list[str]:
+    """The names a (sub)graph, its own subgraphs included, reads from the scope around it, in the order they
+    are first read."""
+    found: dict[str, None] = {}
 
     def visit(g: onnx.GraphProto, local: set[str]) -> None:
         local = local | _defined(g)
@@ -162,8 +171,7 @@ def outer_names(node: onnx.NodeProto) -> list[str]:
             if o.name not in local:
                 found.setdefault(o.name)
 
-    for sub in _subgraphs(node.attribute):
-        visit(sub, set())
+    visit(graph, set())
     return list(found)
 
 

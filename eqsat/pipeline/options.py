@@ -51,6 +51,8 @@ def time_shares(measured: bool, warm: bool = False) -> TimeShares:
         return COMPUTED_SHARES
     return MEASURED_WARM_SHARES if warm else MEASURED_SHARES
 
+#: Control-flow bodies (each optimized as a model of its own before the main graph) take at most this share
+BODY_SHARE = 0.2
 #: With ``anytime``, CP-SAT's time on each snapshot of the e-graph, as a share of ``time_limit`` (within saturation's)
 SNAPSHOT_EXACT_SHARE = 0.05
 

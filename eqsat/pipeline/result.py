@@ -148,6 +148,9 @@ class OptimizeResult:
     kept_reason: str = ""
     #: how the operator configurations were priced, under a measured cost model (None: computed costs)
     cost_counts: CostCounts | None = None
+    #: the control-flow bodies optimized, each as a model of its own ("If 'choose' then_branch 0.2 -> 0.1 ms");
+    #: the costs above are the main graph's
+    bodies: list[str] = field(default_factory=list)
 
     @property
     def latency_ms(self) -> tuple[float, float] | None:
@@ -169,10 +172,13 @@ class OptimizeResult:
     @property
     def decision(self) -> str:
         """Which graph was written and why."""
+        bodies = "" if not self.bodies else f"; control-flow bodies optimized: {len(self.bodies)}"
         if self.kept_original:
             return f"the original: {self.kept_reason}"
+        if self.kept_reason:  # the main graph kept, its control-flow bodies optimized
+            return f"the original main graph ({self.kept_reason}){bodies}"
         text = f"the optimized graph: {self.cost_after:.6g} ms predicted vs {self.cost_before:.6g} ms"
-        return text + ("" if self.latency is None else f"; {self.latency.verdict}")
+        return text + ("" if self.latency is None else f"; {self.latency.verdict}") + bodies
 
     def to_dict(self) -> dict[str, Any]:
         """The report's figures as JSON-ready data (the same fields :meth:`summary` formats)."""
@@ -184,7 +190,7 @@ class OptimizeResult:
             "cost_model": self.cost_model, "cost_before_ms": self.cost_before, "cost_after_ms": self.cost_after,
             "extraction_cost_ms": self.extraction_cost, "cost_notes": list(self.cost_notes),
             "estimated_speedup": self.speedup, "kept_original": self.kept_original, "kept_reason": self.kept_reason,
-            "decision": self.decision, "onnx_nodes": list(self.onnx_nodes),
+            "decision": self.decision, "onnx_nodes": list(self.onnx_nodes), "bodies": list(self.bodies),
             "saturation": {"iterations": len(self.iterations) - 1, "stop_reason": self.stop_reason},
             "egraph": {"enodes": self.egraph_size[0], "eclasses": self.egraph_size[1]},
             "extraction": {"status": self.solver_status, "bound": self.solver_bound, "gap": self.solver_gap},
@@ -217,6 +223,7 @@ class OptimizeResult:
                                                                      "  (" + "; ".join(self.cost_notes) + ")")),
             ("estimated speedup", speedup),
             ("written", self.decision),
+            *([("control-flow bodies", "; ".join(self.bodies))] if self.bodies else []),
             ("ONNX nodes before/after", f"{self.onnx_nodes[0]} / {self.onnx_nodes[1]}"),
             ("saturation", f"{len(self.iterations) - 1} iterations, stopped: {self.stop_reason}"),
             ("e-graph", f"{self.egraph_size[0]} e-nodes, {self.egraph_size[1]} e-classes"),

@@ -44,6 +44,7 @@ from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.graph import Graph
 from eqsat.pipeline import candidates
 from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, price_nodes
+from eqsat.pipeline.bodies import BodyResult, optimize_bodies
 from eqsat.pipeline.check import (
     NumericCheckUnavailable,
     NumericMismatch,
@@ -51,7 +52,7 @@ from eqsat.pipeline.check import (
     check_equal,
     describe_reference,
 )
-from eqsat.pipeline.options import SNAPSHOT_EXACT_SHARE, OptimizeOptions, default_rules, time_shares
+from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, OptimizeOptions, default_rules, time_shares
 from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult
 from eqsat.rules.rule import Rule
 
@@ -63,6 +64,8 @@ class State:
     named beside it; a later stage reads it)."""
 
     original: onnx.ModelProto  # load: the model as given, the reference for every check
+    given: onnx.ModelProto  # load: the model the main graph is imported from (the original, its bodies optimized)
+    bodies: list[BodyResult]  # load: the control-flow bodies optimized
     label: str  # load: how messages name the model
     graph: Graph  # load: the imported model
     anytime: Anytime  # load: the best graph so far and the trace; saturate, extract and export improve it
@@ -112,7 +115,11 @@ def load(s: State) -> None:
     anytime record with it as the best graph so far."""
     s.original, s.label = onnx_io.read_model(s.source)
     shapes = s.options.input_shapes
-    s.graph = onnx_io.load_model(s.original, input_shapes=dict(shapes) if shapes else None, label=s.label)
+    # control-flow bodies first, each a model of its own; the main graph comes from the model with them optimized
+    s.given, s.bodies = optimize_bodies(s.original, s.options, BODY_SHARE * s.options.time_limit)
+    for b in s.bodies:
+        s.say(f"control-flow body optimized: {b}")
+    s.graph = onnx_io.load_model(s.given, input_shapes=dict(shapes) if shapes else None, label=s.label)
     s.say(f"imported {len(s.graph.nodes)} nodes ({sum(1 for n in s.graph.nodes if n.op == 'opaque')} opaque)")
     # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
     s.cost_model = s.cost_model.in_context(s.graph.weight_bytes)
@@ -263,7 +270,7 @@ def export(s: State) -> None:
         s.new_graph, s.cost_after = s.graph, s.cost_before
     # a kept original is the model exactly as given (a re-export of its import can run slower than it), unless
     # input_shapes fixed its dimensions: then the import with those shapes is the model asked for
-    s.as_given = s.original if not s.options.input_shapes else None
+    s.as_given = s.given if not s.options.input_shapes else None
     s.model = s.as_given if s.kept and s.as_given is not None else onnx_io.to_onnx(s.new_graph)
 
 
@@ -354,12 +361,12 @@ def report(s: State) -> None:
     s.result = OptimizeResult(
         s.model, s.new_graph, s.graph, s.cost_before, s.cost_after, sat.iterations, sat.stop_reason,
         sat.rules_fired, first.status, first.bound, first.gap, s.chosen.cost, stage_seconds=s.stage_seconds,
-        numeric=s.numeric, cost_model=s.cost_model.name, kept_original=s.kept, latency=s.latency,
+        numeric=s.numeric, cost_model=s.cost_model.name, kept_original=s.kept and not s.bodies, latency=s.latency,
         onnx_nodes=(len(s.original.graph.node), len(s.model.graph.node)), cost_notes=s.notes, egraph_dump=s.dump,
         candidates=s.timings, trace=list(s.anytime.trace), best_source=s.anytime.best.source,
         snapshots=(s.anytime.snapshots, s.anytime.snapshot_seconds),
         egraph_size=sat.egraph.tensor_size, kept_reason=s.kept_reason,
-        cost_counts=counts)
+        cost_counts=counts, bodies=[str(b) for b in s.bodies])
 
 
 @dataclass(frozen=True)
