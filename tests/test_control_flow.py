@@ -188,3 +188,21 @@ def test_a_body_is_optimized_as_a_graph_of_its_own() -> None:
     x = np.random.default_rng(4).standard_normal((1, 64)).astype(np.float32)
     for sign in (1, -1):
         _same_outputs(model, res.model, {"x": sign * x})
+
+
+def test_a_body_that_fails_to_optimize_is_kept_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    from eqsat.pipeline import run
+
+    real = run.optimize
+
+    def failing(model, **kw):
+        if model.graph.name == "then":  # the body's standalone model
+            raise RuntimeError("boom")
+        return real(model, **kw)
+
+    monkeypatch.setattr(run, "optimize", failing)
+    model = if_body_model()
+    res = real(model, time_limit=20)
+    assert res.bodies == [] and res.numeric is not None and res.numeric.ok
+    assert any("optimizing it failed (RuntimeError: boom)" in r.getMessage() for r in caplog.records)

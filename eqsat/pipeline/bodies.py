@@ -116,6 +116,10 @@ def optimize_bodies(model: onnx.ModelProto, options: object, seconds: float
         except EqsatError as e:  # a body eqsat cannot optimize (e.g. a dynamic shape) stays as it is
             log.info("control-flow body %s %s kept as it is: %s", what, attr.name, e)
             continue
+        except Exception as e:  # a bug on a body must not cost the main graph its optimization: said, and kept
+            log.warning("control-flow body %s %s kept as it is: optimizing it failed (%s: %s)", what, attr.name,
+                        type(e).__name__, e)
+            continue
         if res.kept_original:
             continue
         body = onnx.GraphProto()
