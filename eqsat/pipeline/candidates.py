@@ -89,11 +89,6 @@ def speedup(original: Sequence[float], candidate: Sequence[float]) -> Speedup:
     return Speedup(median, low, high, len(ratios))
 
 
-def round_ratio(original: Sequence[float], candidate: Sequence[float]) -> float:
-    """The median over rounds of original / candidate time."""
-    return speedup(original, candidate).median
-
-
 def other_candidates(extractions: Sequence[Extraction], egraph: EGraph, names: Mapping[str, str], original: Graph,
                      first: Graph, cost_before: float, cost_model: CostModel) -> list[Candidate]:
     """The extractions after the first (``extractions``, ranked from 1) as candidates: distinct graphs no

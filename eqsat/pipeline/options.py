@@ -39,9 +39,6 @@ MEASURED_SHARES = TimeShares(saturation=0.25, costs=0.6, extraction=0.5, after=0
 #: measured costs with the input graph's operators all in the cache (a model optimized before): little is left
 #: to time, so saturation gets the computed costs' 40 % and what it adds is timed until 60 %
 MEASURED_WARM_SHARES = TimeShares(saturation=0.4, costs=0.6, extraction=0.5, after=0.25)
-SATURATION_SHARE = COMPUTED_SHARES.saturation
-EXTRACTION_SHARE = COMPUTED_SHARES.extraction
-AFTER_SHARE = COMPUTED_SHARES.after
 
 
 def time_shares(measured: bool, warm: bool = False) -> TimeShares:
