@@ -206,3 +206,12 @@ def test_a_body_that_fails_to_optimize_is_kept_and_the_run_goes_on(monkeypatch: 
     res = real(model, time_limit=20)
     assert res.bodies == [] and res.numeric is not None and res.numeric.ok
     assert any("optimizing it failed (RuntimeError: boom)" in r.getMessage() for r in caplog.records)
+
+
+def test_bodies_are_kept_when_the_run_times_models_end_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eqsat.pipeline import candidates
+
+    # the end-to-end check could not time a body's rewrite apart from the main graph's: bodies stay as given
+    monkeypatch.setattr(candidates, "latencies", lambda models, *_: [[1.0, 1.0, 1.0]] * len(models))
+    res = optimize(if_body_model(), time_limit=20, verify_latency=True)
+    assert res.bodies == [] and res.kept_original

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -100,7 +101,7 @@ COSTS_HELP = "cost model: analytic (default), gpu-sim (a simulated V100: compute
 
 def _cost_model(name: str, threads: int | None = None) -> CostModel:
     """The cost model named by ``--costs``; ``threads`` (``--threads``) only for the measured CPU model, whose
-    default is onnxruntime's own thread count."""
+    default is one thread."""
     if threads is not None and name not in ("measured", "cpu"):  # a bad count is refused by the parser
         raise UsageError(f"--threads {threads}: applies to measured CPU costs only; add --costs measured")
     try:
@@ -170,10 +171,18 @@ def _save_model(model: onnx.ModelProto, path: Path, external: Path | None) -> No
     if external is None:
         onnx.save(model, str(path))
         return
-    data = external.with_name(external.name + ".data")
-    data.unlink(missing_ok=True)
-    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=data.name, size_threshold=1024)
+    target = external.resolve()  # where write_file puts the model (a link's target)
+    data = target.with_name(target.name + ".data")
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # saving as external data moves the weights out of the proto saved
+    # both files are written aside first, so a failed write leaves the old model and its data as they were
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{target.name}.") as tmp:
+        aside = Path(tmp) / target.name
+        onnx.save_model(copy, str(aside), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=data.name, size_threshold=1024)
+        if (Path(tmp) / data.name).exists():
+            os.replace(Path(tmp) / data.name, data)
+        os.replace(aside, path)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
