@@ -25,7 +25,7 @@ from eqsat.extract import Extraction, InvalidExtraction, NoFiniteChoice, Seriali
 from eqsat.ir.graph import Graph
 from eqsat.ops import CostKey
 
-__all__ = ["Anytime", "Found", "node_cost_keys", "price_nodes"]
+__all__ = ["Anytime", "Found", "node_cost_keys", "opaque_cost_keys", "price_nodes"]
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,21 @@ log = logging.getLogger(__name__)
 REL_EPS = 1e-9
 
 
-def node_cost_keys(egraph: EGraph, graph: Graph) -> dict[str, tuple[CostKey, ...]]:
+def opaque_cost_keys(graph: Graph) -> dict[tuple[str, int], tuple[CostKey, ...]]:
+    """The cost keys of ``graph``'s opaque nodes by (opaque key, output index), as its e-graphs name them."""
+    return {(n.p["key"], n.p["index"]): ks for n, ks in zip(graph.nodes, graph_cost_keys(graph), strict=True)
+            if n.op == "opaque"}
+
+
+def node_cost_keys(egraph: EGraph, graph: Graph,
+                   opaque: Mapping[tuple[str, int], tuple[CostKey, ...]] | None = None
+                   ) -> dict[str, tuple[CostKey, ...]]:
     """:func:`eqsat.engine.node_cost_keys` of an e-graph of ``graph``, its opaque e-nodes keyed as ``graph``'s
     nodes they stand for: the e-graph holds an opaque node's place, not its operator, and would be priced by an
-    estimate where the graph written is priced by what the node is (a Gather of token ids: 9.4 ms vs 0.05 ms)."""
+    estimate where the graph written is priced by what the node is (a Gather of token ids: 9.4 ms vs 0.05 ms).
+    ``opaque``: :func:`opaque_cost_keys` of ``graph`` when the caller has them already."""
     keys = engine.node_cost_keys(egraph)
-    opaque = {(n.p["key"], n.p["index"]): ks for n, ks in zip(graph.nodes, graph_cost_keys(graph), strict=True)
-              if n.op == "opaque"}
+    opaque = opaque_cost_keys(graph) if opaque is None else opaque
     for n in egraph.nodes:
         if n.op == "opaque" and keys[n.id]:
             keys[n.id] = opaque.get((n.p["key"], n.p["index"]), keys[n.id])
@@ -103,6 +111,7 @@ class Anytime:
         #: snapshots extracted, and the seconds spent on them (in this process, beside the engine's)
         self.snapshots = 0
         self.snapshot_seconds = 0.0
+        self._opaque_keys: dict[tuple[str, int], tuple[CostKey, ...]] | None = None
 
     def reprice(self, cost_model: CostModel) -> None:
         """Price with ``cost_model`` from now on, the input graph's cost (the trace's start) included: a measured
@@ -193,7 +202,10 @@ class Anytime:
         if self.deadline is not None and t >= self.deadline:
             return
         eg = snap.egraph
-        costed = eg.with_costs(price_nodes(eg, self.cost_model, keys=node_cost_keys(eg, self.input))).to_serialized()
+        if self._opaque_keys is None:  # once a run: the input graph's opaque nodes do not change
+            self._opaque_keys = opaque_cost_keys(self.input)
+        keys = node_cost_keys(eg, self.input, self._opaque_keys)
+        costed = eg.with_costs(price_nodes(eg, self.cost_model, keys=keys)).to_serialized()
         names = engine.tensor_names_by_class(snap)
         # while the best is the input, its own term is the start: greedy never does worse than it
         fallback = self.input_selection(eg) if self.best.egraph is None else None

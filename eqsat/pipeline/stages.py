@@ -72,7 +72,7 @@ class State:
     rules: list[Rule]  # rules
     limits: engine.Limits  # saturate: the limits it ran under
     sat: engine.SaturationResult  # saturate
-    pricing: Pricing  # cost: every configuration's cost, which were measured and which estimated
+    pricing: Pricing | None  # cost: a measured model's configurations, which were measured and which estimated
     node_costs: dict[str, float]  # cost: e-node id -> ms
     costed: SerializedEGraph  # extract: the e-graph with those costs, as the extractors see it
     extractions: list[Extraction]  # extract: the first choice first
@@ -184,11 +184,11 @@ def cost(s: State) -> None:
     first = {k for ks in graph_cost_keys(s.graph) for k in ks}
     unique = {k for ks in keys.values() for k in ks} | first
     s.say(f"costing {len(unique)} operator configurations with {s.cost_model.name}")
-    measured = s.cost_model.is_measured
-    s.pricing = p = price_within(
-        s.cost_model, unique, first=first, deadline=s.start + s.shares.costs * s.options.time_limit if measured
-        else None, progress=_progress_every(s.say) if s.options.progress and measured else None)
-    if measured:
+    s.pricing = None
+    if s.cost_model.is_measured:  # a computed model prices everything at once, below
+        s.pricing = p = price_within(s.cost_model, unique, first=first,
+                                     deadline=s.start + s.shares.costs * s.options.time_limit,
+                                     progress=_progress_every(s.say) if s.options.progress else None)
         s.cost_model = PricedCostModel(p, s.cost_model)
         s.anytime.reprice(s.cost_model)
         s.say(f"priced {len(unique)} configurations in {p.seconds:.1f} s: {p.measured} measured "
@@ -359,8 +359,7 @@ def report(s: State) -> None:
     """The result: the model written and the report of the run."""
     sat, first = s.sat, s.extractions[0]  # the solver's status and bound are the first extraction's
     p = s.pricing
-    counts = None if not s.cost_model.is_measured else CostCounts(len(p.costs), p.measured, p.cached,
-                                                                  len(p.estimated), p.seconds)
+    counts = None if p is None else CostCounts(len(p.costs), p.measured, p.cached, len(p.estimated), p.seconds)
     s.result = OptimizeResult(
         s.model, s.new_graph, s.graph, s.cost_before, s.cost_after, sat.iterations, sat.stop_reason,
         sat.rules_fired, first.status, first.bound, first.gap, s.chosen.cost, stage_seconds=s.stage_seconds,
