@@ -78,6 +78,7 @@ def run_cli(model: Path, time_limit: float, cache: Path, work: Path, tag: str) -
 
 
 def limit(models: list[str], time_limit: float, work: Path) -> list[dict[str, Any]]:
+    """Each model twice through the CLI, with an empty cost cache and then with the one the first run filled."""
     rows = []
     for name in models:
         path = save_model(name, work)
@@ -93,6 +94,7 @@ def limit(models: list[str], time_limit: float, work: Path) -> list[dict[str, An
 
 
 def repeat(name: str, runs: int, time_limit: float, work: Path) -> list[dict[str, Any]]:
+    """``runs`` CLI runs of one model sharing one cost cache that starts empty: what each wrote and why."""
     path = save_model(name, work)
     cache = work / "cache"
     rows = []
@@ -112,6 +114,7 @@ def _speed(s: dict[str, float] | None) -> str:
 
 
 def render_limit(rows: list[dict[str, Any]]) -> list[str]:
+    """The ``limit`` table, as Markdown lines."""
     lines = ["| model | cache | wall (s) | limit (s) | within +10 % | measured (cached) / estimated | stages (s) | "
              "written |", "|---|---|---:|---:|---|---|---|---|"]
     for r in rows:
@@ -124,6 +127,7 @@ def render_limit(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def render_repeat(rows: list[dict[str, Any]]) -> list[str]:
+    """The ``repeat`` summary and table, as Markdown lines."""
     counts = collections.Counter(r["hash"] for r in rows)
     top, n = counts.most_common(1)[0]
     lines = [f"Same model written in {n} of {len(rows)} runs (file hash {top}).", "",
@@ -138,6 +142,7 @@ def render_repeat(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark named on the command line, print its table and save it."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", choices=("limit", "repeat"))
     ap.add_argument("models", nargs="*", help=f"models (limit: default {' '.join(LIMIT_MODELS)}; repeat: one, "

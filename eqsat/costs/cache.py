@@ -112,16 +112,14 @@ class CachedCostModel(CostModel):
     def costs(self, keys: Iterable[CostKey], progress: Progress | None = None) -> dict[CostKey, float]:
         """Look every key up at once, measure the misses, store them."""
         keys = list(dict.fromkeys(keys))
-        strs = {k: k.as_str() for k in keys}
-        found = self.cache.get_many(self._device, strs.values())
-        missing = [k for k in keys if strs[k] not in found]
+        found = self.cached(keys)  # counts the hits
+        missing = [k for k in keys if k not in found]
         for m in (self, *self._counted_by):
-            m.hits += len(keys) - len(missing)
             m.misses += len(missing)
         measured = self.inner.costs(missing, progress) if missing else {}
         if measured:
-            self.cache.put_many(self._device, self._identity, {strs[k]: v for k, v in measured.items()})
-        return {k: (found[strs[k]] if strs[k] in found else measured[k]) for k in keys}
+            self.cache.put_many(self._device, self._identity, {k.as_str(): v for k, v in measured.items()})
+        return {k: (found[k] if k in found else measured[k]) for k in keys}
 
     def cached(self, keys: Iterable[CostKey]) -> dict[CostKey, float]:
         """The cached costs of ``keys`` (the others are absent); each one found counts as a hit."""

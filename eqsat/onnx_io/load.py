@@ -25,6 +25,7 @@ from eqsat.onnx_io.protos import (
     elem_type,
     eval_node,
     format_dims,
+    has_subgraph,
     input_shape_hint,
     np_dtype,
     outer_names,
@@ -327,7 +328,7 @@ def _map_node(imp: _Importer, node: onnx.NodeProto) -> tuple[list[Node] | None, 
     why = ""
     if not default_domain:
         why = f"an operator of domain {node.domain!r} (only the default ONNX domain is imported)"
-    elif outer_names(node) or node.op_type in ("If", "Loop", "Scan"):
+    elif has_subgraph(node):
         why = "control flow: kept as it is, the graph around it optimized (its subgraphs are not)"
     elif importer is None:
         why = f"eqsat has no operator for {node.op_type}"
