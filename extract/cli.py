@@ -70,6 +70,7 @@ def _write(out: Path, text: str) -> None:
         with open(out, "w", encoding="utf-8") as f:
             f.write(text)
         return
+    out = out.resolve() if out.is_symlink() else out  # a link keeps pointing at its target, which is replaced
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:

@@ -21,6 +21,7 @@ from onnx import helper, shape_inference
 
 from eqsat.errors import EqsatError
 from eqsat.onnx_io.protos import graph_outer_names, rename_outer
+from eqsat.pipeline.options import OptimizeOptions
 
 __all__ = ["BodyResult", "optimize_bodies"]
 
@@ -87,7 +88,7 @@ def _prefix_defined(g: onnx.GraphProto, prefix: str) -> None:
         vi.name = mapping.get(vi.name, vi.name)
 
 
-def optimize_bodies(model: onnx.ModelProto, options: object, seconds: float
+def optimize_bodies(model: onnx.ModelProto, options: OptimizeOptions, seconds: float
                     ) -> tuple[onnx.ModelProto, list[BodyResult]]:
     """A copy of ``model`` whose control-flow nodes' bodies are each optimized (see the module docstring) in
     about ``seconds`` together, and what was optimized; ``model`` itself when no body was."""
@@ -106,10 +107,12 @@ def optimize_bodies(model: onnx.ModelProto, options: object, seconds: float
         node, attr = out.graph.node[k], out.graph.node[k].attribute[j]
         what = f"{node.op_type} {node.name!r}" if node.name else node.op_type
         left = (deadline - time.perf_counter()) / (len(spots) - i)
-        standalone = _standalone(attr.g, types, model)
-        if standalone is None or left < 0.5:
+        if left < 0.5:  # too little to saturate and extract anything
             continue
-        opts = dataclasses.replace(options, time_limit=left, verify_latency=False, candidates=None,  # type: ignore[type-var]
+        standalone = _standalone(attr.g, types, model)
+        if standalone is None:
+            continue
+        opts = dataclasses.replace(options, time_limit=left, verify_latency=False, candidates=None,
                                    dump_egraph=None, provenance=False, progress=None, input_shapes=None)
         try:
             res = optimize(standalone, options=opts)
