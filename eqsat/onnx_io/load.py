@@ -275,10 +275,13 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
     real = [helper.make_tensor_value_info(i.name, elem_type(i.dtype), list(i.shape)) for i in inputs]
     inits = [numpy_helper.from_array(v, k) for k, v in small.items()]
 
+    g2 = helper.make_graph(live_nodes, g.name or "g", real + big, list(g.output), inits)
+    # IR 4 lets the initializers stand without a matching graph input (IR 3 shape inference ignores them)
+    m2 = helper.make_model(g2, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
+
     def infer(value_info: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
-        g2 = helper.make_graph(live_nodes, g.name or "g", real + big, list(g.output), inits, value_info=value_info)
-        # IR 4 lets the initializers stand without a matching graph input (IR 3 shape inference ignores them)
-        m2 = helper.make_model(g2, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
+        del m2.graph.value_info[:]
+        m2.graph.value_info.extend(value_info)
         try:
             return shape_inference.infer_shapes(m2, strict_mode=False, data_prop=True)
         except Exception as e:
