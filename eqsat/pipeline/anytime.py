@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eqsat import engine
@@ -33,10 +33,12 @@ log = logging.getLogger(__name__)
 REL_EPS = 1e-9
 
 
-def opaque_cost_keys(graph: Graph) -> dict[tuple[str, int], tuple[CostKey, ...]]:
-    """The cost keys of ``graph``'s opaque nodes by (opaque key, output index), as its e-graphs name them."""
-    return {(n.p["key"], n.p["index"]): ks for n, ks in zip(graph.nodes, graph_cost_keys(graph), strict=True)
-            if n.op == "opaque"}
+def opaque_cost_keys(graph: Graph, keys: Sequence[tuple[CostKey, ...]] | None = None
+                     ) -> dict[tuple[str, int], tuple[CostKey, ...]]:
+    """The cost keys of ``graph``'s opaque nodes by (opaque key, output index), as its e-graphs name them;
+    ``keys``: :func:`eqsat.costs.graph_cost_keys` of ``graph`` when the caller has them already."""
+    keys = graph_cost_keys(graph) if keys is None else keys
+    return {(n.p["key"], n.p["index"]): ks for n, ks in zip(graph.nodes, keys, strict=True) if n.op == "opaque"}
 
 
 def node_cost_keys(egraph: EGraph, graph: Graph,

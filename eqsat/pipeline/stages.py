@@ -42,8 +42,9 @@ from eqsat.extract import (
 )
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.graph import Graph
+from eqsat.ops import CostKey
 from eqsat.pipeline import candidates
-from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, price_nodes
+from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, opaque_cost_keys, price_nodes
 from eqsat.pipeline.bodies import BodyResult, optimize_bodies
 from eqsat.pipeline.check import (
     NumericCheckUnavailable,
@@ -68,6 +69,7 @@ class State:
     bodies: list[BodyResult]  # load: the control-flow bodies optimized
     label: str  # load: how messages name the model
     graph: Graph  # load: the imported model
+    input_keys: list[tuple[CostKey, ...]]  # load: the cost keys of its nodes (eqsat.costs.graph_cost_keys)
     anytime: Anytime  # load: the best graph so far and the trace; saturate, extract and export improve it
     rules: list[Rule]  # rules
     limits: engine.Limits  # saturate: the limits it ran under
@@ -126,8 +128,9 @@ def load(s: State) -> None:
     s.say(f"imported {len(s.graph.nodes)} nodes ({sum(1 for n in s.graph.nodes if n.op == 'opaque')} opaque)")
     # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
     s.cost_model = s.cost_model.in_context(s.graph.weight_bytes)
+    s.input_keys = graph_cost_keys(s.graph)
     if s.cost_model.is_measured:  # a model optimized before: its operators are cached, saturation can take more
-        first = {k for ks in graph_cost_keys(s.graph) for k in ks}
+        first = {k for ks in s.input_keys for k in ks}
         s.shares = time_shares(True, warm=len(s.cost_model.cached(first)) == len(first))
     o = s.options
     # exact extraction of each snapshot: at most 5 % of the time limit (2 s under the 60 s default) each, within
@@ -180,8 +183,8 @@ def cost(s: State) -> None:
     the input graph's configurations first, then the others by analytic cost, until the costs' share of the
     time limit, and the rest are estimated (:func:`eqsat.costs.price_within`); every later figure of the run is
     read from that one pricing."""
-    keys = node_cost_keys(s.sat.egraph, s.graph)
-    first = {k for ks in graph_cost_keys(s.graph) for k in ks}
+    keys = node_cost_keys(s.sat.egraph, s.graph, opaque_cost_keys(s.graph, s.input_keys))
+    first = {k for ks in s.input_keys for k in ks}
     unique = {k for ks in keys.values() for k in ks} | first
     s.say(f"costing {len(unique)} operator configurations with {s.cost_model.name}")
     s.pricing = None
