@@ -10,9 +10,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from eqsat.ops.dims import dim
+from eqsat.ops.failures import OpError, require
 from eqsat.ops.shapes import ShapeRule
 
 Shape = tuple[int, ...]
+"""A tensor's shape: ints, and :class:`~eqsat.ops.dims.Sym` entries for sizes given by symbols."""
 ParamValue = int | float | str | tuple[int, ...]
 Params = dict[str, Any]
 
@@ -24,16 +27,6 @@ ACT_RELU = 1
 
 #: the highest tensor rank the e-graph's rank-indexed shape rules cover
 MAX_RANK = 6
-
-
-class OpError(ValueError):
-    """An operator was used with inputs or parameters it does not accept."""
-
-
-def require(cond: bool, msg: str) -> None:
-    """Raise :class:`OpError` with ``msg`` unless ``cond`` holds."""
-    if not cond:
-        raise OpError(msg)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -332,9 +325,9 @@ class OpSpec:
             else:
                 raise OpError(f"{self.name}: missing parameter {name!r}")
             if kind == "int":
-                v = int(v)
+                v = dim(v)  # an int, or a symbolic size (eqsat.ops.dims.Sym)
             elif kind == "ints":
-                v = tuple(int(i) for i in v)
+                v = tuple(dim(i) for i in v)
             elif kind == "float":
                 v = float(v)
             elif kind == "str":
@@ -368,7 +361,7 @@ class OpSpec:
     def shape(self, params: Params, in_shapes: Sequence[Shape]) -> Shape:
         """Output shape; raises :class:`OpError` on invalid inputs."""
         self.check_arity(len(in_shapes))
-        return tuple(int(d) for d in self.shape_fn(params, *[tuple(s) for s in in_shapes]))
+        return tuple(dim(d) for d in self.shape_fn(params, *[tuple(s) for s in in_shapes]))
 
     def evaluate(self, params: Params, inputs: Sequence[np.ndarray]) -> np.ndarray:
         """Float reference semantics (numpy)."""
