@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from eqsat.costs.base import CostModel
 from eqsat.ir.graph import Graph, computed_from_weights
+from eqsat.ir.symbols import costed_at
 from eqsat.ops import CostKey
 
 
@@ -12,14 +13,16 @@ def graph_cost_keys(graph: Graph) -> list[tuple[CostKey, ...]]:
     which export precomputes."""
     shapes = graph.shapes
     const = set(graph.weights)
+    at = costed_at(graph)  # a graph with symbols is priced at its representative sizes
     keys: list[tuple[CostKey, ...]] = []
     for n in graph.nodes:
         if computed_from_weights(n.op, n.inputs, const):  # constants and weight transforms
             const.add(n.output)
             keys.append(())
         else:
-            keys.append(n.spec.cost_keys(n.p, [shapes[i] for i in n.inputs], shapes[n.output],
-                                         weights=[k for k, i in enumerate(n.inputs) if i in const]))
+            own = n.spec.cost_keys(n.p, [shapes[i] for i in n.inputs], shapes[n.output],
+                                   weights=[k for k, i in enumerate(n.inputs) if i in const])
+            keys.append(tuple(at(k) for k in own))
     return keys
 
 

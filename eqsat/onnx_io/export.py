@@ -13,7 +13,9 @@ from onnx import helper, numpy_helper
 
 from eqsat.ir.graph import Graph, Node, computed_from_weights
 from eqsat.ir.names import NameAllocator
+from eqsat.ir.symbols import graph_symbols
 from eqsat.onnx_io.protos import elem_type, eval_node, outer_names, rename_outer
+from eqsat.onnx_io.symbolic_export import symbolize
 from eqsat.ops import Shape
 
 
@@ -137,12 +139,17 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     model = helper.make_model(helper.make_graph(_topo_order(nodes, inputs, inits), graph.name, inputs, outputs),
                               opset_imports=opsets, ir_version=ir_version, producer_name="eqsat")
     large = sum(v.nbytes for v in inits.values()) > CHECK_WEIGHTS_BYTES
-    if large:  # checked before the weights go in (see _check_typed)
+    symbolic = bool(graph_symbols(graph))
+    if large and not symbolic:  # checked before the weights go in (see _check_typed)
         _check_typed(model, inits)
     for k, v in inits.items():  # written into the model in place: a large model's weights are copied once
         model.graph.initializer.append(numpy_helper.from_array(v, k))
+    if symbolic:  # dynamic axes: symbolic sizes declared, sizes computed from the inputs' shapes at run time
+        symbolize(model, graph)
     if not large:
         onnx.checker.check_model(model, full_check=True)
+    elif symbolic:
+        onnx.checker.check_model(model)
     return model
 
 

@@ -18,6 +18,8 @@ from eqsat import ops
 from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError, UnsupportedModelError
 from eqsat.ir.graph import Graph, Node, TensorInfo, fold_batchnorms, fuse_activations, fuse_residual_adds, make_node
 from eqsat.ir.names import NameAllocator
+from eqsat.ir.symbols import META_KEY, VALUES_KEY, SymbolicShapeError, Symbols, symbolic_shapes
+from eqsat.onnx_io.dynamic import fold_allowed, may_fold, static_ints, symbol_names
 from eqsat.onnx_io.patterns import collapse_patterns
 from eqsat.onnx_io.protos import (
     attr_dict,
@@ -34,6 +36,7 @@ from eqsat.onnx_io.protos import (
     static_shape,
 )
 from eqsat.ops import OpError, Shape
+from eqsat.ops.dims import Sym
 
 #: Ops never folded even when all inputs are constant (non-deterministic).
 _NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
@@ -44,10 +47,15 @@ _FLOAT_TYPES = {"float32"}
 class _Importer:
     """Mutable state of one import; implements :class:`eqsat.ops.ImportContext`."""
 
-    def __init__(self, model: onnx.ModelProto, label: str, input_shapes: Mapping[str, Shape] | None) -> None:
+    def __init__(self, model: onnx.ModelProto, label: str, input_shapes: Mapping[str, Shape] | None,
+                 symbolic: bool = False) -> None:
         self.model = model
         self.label = label
         self.input_shapes = dict(input_shapes or {})
+        self.symbolic = symbolic  # dynamic dimensions become symbols (else: DynamicShapeError)
+        self.syms = Symbols({})
+        self.symbolic_consts: set[str] = set()  # constants computed from the symbols (eqsat.onnx_io.dynamic)
+        self.symbol_values: dict[str, int] = {}  # the sizes input_shapes gives the symbols
         g = model.graph
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
         if not self.opset:
@@ -96,16 +104,21 @@ class _Importer:
 
 
 def load_model(src: str | Path | bytes | onnx.ModelProto,
-               input_shapes: Mapping[str, Sequence[int]] | None = None, *, label: str | None = None) -> Graph:
+               input_shapes: Mapping[str, Sequence[int]] | None = None, *, label: str | None = None,
+               symbolic: bool = False) -> Graph:
     """Import an ONNX model (opsets 7-21, IR version 3 or later) into the IR.
 
-    ``input_shapes`` fixes the shape of graph inputs with dynamic dimensions (CLI: ``--input-shape``); an
-    entry must name a graph input, give positive sizes and agree with the input's static dimensions.
+    ``input_shapes`` fixes the shape of graph inputs with dynamic dimensions (CLI: ``--input-shape``; with
+    ``symbolic`` it gives the sizes of the input's symbols instead, ``graph.meta["symbol_values"]``); an entry
+    must name a graph input, give positive sizes and agree with the input's static dimensions.
     ``label`` names the model in messages (default: the path). Raises a :class:`ModelLoadError` subclass with
     a one-line, actionable message: :class:`ModelReadError` (missing, empty or malformed file, empty graph),
     :class:`InputShapeError`, :class:`DynamicShapeError` or :class:`UnsupportedModelError` (no default-domain
-    opset, an input that is no tensor). A control-flow node (If, Loop, Scan) imports as an opaque node that also
-    reads the tensors its subgraphs use from around it.
+    opset, an input that is no tensor). With ``symbolic``, a dynamic dimension input_shapes does not fix becomes
+    a symbol: the graph is built at a generic point (:mod:`eqsat.ir.symbols`, ``graph.meta["symbols"]``), and a
+    :class:`~eqsat.ir.symbols.SymbolicShapeError` says where a size cannot be followed in the symbols. A
+    control-flow node (If, Loop, Scan) imports as an opaque node that also reads the tensors its subgraphs use
+    from around it.
     """
     model, default_label = read_model(src)  # never mutated: fixed shapes go into a copy for shape inference
     label = label or default_label
@@ -114,7 +127,7 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
         raise ModelReadError(f"{label}: the graph is empty (no nodes and no outputs); export the model again")
     if not g.output:
         raise ModelReadError(f"{label}: the graph has no outputs; declare its outputs when exporting the model")
-    imp = _Importer(model, label, _normalized_shapes(label, input_shapes))
+    imp = _Importer(model, label, _normalized_shapes(label, input_shapes), symbolic)
     inputs = _fix_inputs(imp, g)
     # weights given as graph inputs with an initializer (old opsets) are weights, not inputs
     _fold_constants(imp, model)
@@ -144,14 +157,28 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
             "output_dtypes": {o.name: np_dtype(o.type.tensor_type.elem_type) for o in g.output},
             # why each opaque node type stayed opaque: {op type: {reason: nodes}}
             "opaque_reasons": {k: dict(v) for k, v in imp.opaque_reasons.items()}}
+    if imp.syms:
+        meta[META_KEY] = dict(imp.syms.generic)
+        meta[VALUES_KEY] = dict(imp.symbol_values)
     graph = Graph(tuple(inputs), imp.weights, tuple(imp.ir), outputs, g.name or "graph", meta)
     try:
         # as onnxruntime runs the model: Conv + BatchNormalization folded, Conv + Add and Conv (+ Add) + Relu as
         # one node each
-        return fuse_activations(fuse_residual_adds(fold_batchnorms(graph.live()))).validate()
+        graph = fuse_activations(fuse_residual_adds(fold_batchnorms(graph.live()))).validate()
     except ValueError as e:
         raise ModelLoadError(f"{label}: import produced an invalid graph ({e}); this is an eqsat bug, please "
                              "report it with the model") from None
+    if imp.syms:
+        try:
+            symbolic_shapes(graph)
+        except SymbolicShapeError as e:
+            raise SymbolicShapeError(f"{label}: {e}; fix the dynamic dimensions with "
+                                     f"{input_shape_hint(_dynamic_inputs(g, imp.weights))}") from None
+    return graph
+
+
+def _dynamic_inputs(g: onnx.GraphProto, weights: Mapping[str, np.ndarray]) -> list[tuple[str, tuple | None]]:
+    return [(vi.name, declared_dims(vi)) for vi in g.input if vi.name not in weights and static_shape(vi) is None]
 
 
 def _normalized_shapes(label: str, input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, Shape]:
@@ -199,12 +226,28 @@ def _fix_inputs(imp: _Importer, g: onnx.GraphProto) -> list[TensorInfo]:
                                   f"({input_shape_hint([(name, declared)])})")
     inputs: list[TensorInfo] = []
     dynamic: list[onnx.ValueInfoProto] = []
+    named = symbol_names(real, {}) if imp.symbolic else {}
+    if named:  # an input shape given for a dynamic input gives its symbols' sizes (costed at), not a fixed shape
+        for name, shape in list(imp.input_shapes.items()):
+            for axis, size in enumerate(shape):
+                sym = named.get((name, axis))
+                if sym is not None and imp.symbol_values.setdefault(sym, size) != size:
+                    raise InputShapeError(f"{imp.label}: --input-shape gives {sym} two sizes "
+                                          f"({imp.symbol_values[sym]} and {size}); give it one")
+            if any((name, axis) in named for axis in range(len(shape))):
+                del imp.input_shapes[name]
+        imp.syms = Symbols.choose(list(dict.fromkeys(named.values())), static_ints(imp.model))
     for vi in real:
         if not vi.type.HasField("tensor_type"):
             raise UnsupportedModelError(f"{imp.label}: input {vi.name!r} is a {vi.type.WhichOneof('value')}, not a "
                                         "tensor; eqsat optimizes graphs of tensors only")
         dtype = np_dtype(vi.type.tensor_type.elem_type)
         shape = imp.input_shapes[vi.name] if vi.name in imp.input_shapes else static_shape(vi)
+        if shape is None and named and all((vi.name, k) in named or d.HasField("dim_value")
+                                           for k, d in enumerate(vi.type.tensor_type.shape.dim)) \
+                and vi.type.tensor_type.HasField("shape"):
+            shape = tuple(imp.syms.generic[named[(vi.name, k)]] if (vi.name, k) in named else int(d.dim_value)
+                          for k, d in enumerate(vi.type.tensor_type.shape.dim))
         if shape is None:
             dynamic.append(vi)
             continue
@@ -234,9 +277,14 @@ def _fold_constants(imp: _Importer, model: onnx.ModelProto) -> None:
             continue  # (a subgraph reading outer values would need them in the evaluation's scope)
         if not all(i == "" or i in imp.weights for i in node.input):
             continue
+        if imp.syms and not may_fold(node, imp.symbolic_consts):
+            continue
+        args = [imp.weights[i] if i else None for i in node.input]
         try:
-            values = eval_node(node, [imp.weights[i] if i else None for i in node.input], opset, model.ir_version)
+            values = eval_node(node, args, opset, model.ir_version)
         except Exception:  # the reference evaluator lacks this op: keep the node
+            continue
+        if imp.syms and not fold_allowed(node, args, values, imp.syms, imp.symbolic_consts):
             continue
         for name, v in zip(node.output, values, strict=False):
             if name:
@@ -260,6 +308,8 @@ def _fold_static_shapes(imp: _Importer, model: onnx.ModelProto) -> bool:
             attrs = attr_dict(node)
             start, end = attrs.get("start", 0), attrs.get("end", len(shape))
             imp.weights[node.output[0]] = np.array(shape, dtype=np.int64)[start:end]  # Python slicing = ONNX's
+        if imp.syms and any(isinstance(d, Sym) for d in imp.syms.decode_shape(shape)):
+            imp.symbolic_consts.add(node.output[0])
         folded = True
     return folded
 

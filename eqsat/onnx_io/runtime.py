@@ -10,6 +10,7 @@ import onnx
 import onnxruntime as ort
 
 from eqsat.ir.graph import Graph
+from eqsat.ir.symbols import graph_symbols, representative
 from eqsat.onnx_io.protos import np_dtype, static_shape
 from eqsat.ops import Shape
 
@@ -46,8 +47,9 @@ def random_ints(rng: np.random.Generator, shape: Shape, dtype: np.dtype, bound: 
 def random_feeds(graph_or_model: Graph | onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random values for every graph input (floats ~ N(0, 1), integers as :func:`random_ints`)."""
     rng = np.random.default_rng(seed)
-    if isinstance(graph_or_model, Graph):
-        specs = [(i.name, i.shape, i.dtype) for i in graph_or_model.inputs]
+    if isinstance(graph_or_model, Graph):  # a graph with symbols: at the sizes it is costed at
+        syms, sizes = graph_symbols(graph_or_model), representative(graph_or_model)
+        specs = [(i.name, syms.at(i.shape, sizes) if syms else i.shape, i.dtype) for i in graph_or_model.inputs]
         bounds: dict[str, int] = {}
     else:
         specs = [(i.name, static_shape(i) or (), np_dtype(i.type.tensor_type.elem_type))

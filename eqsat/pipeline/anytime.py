@@ -23,6 +23,7 @@ from eqsat.costs import CostModel, graph_cost, graph_cost_keys
 from eqsat.engine import EGraph, Snapshot
 from eqsat.extract import Extraction, InvalidExtraction, NoFiniteChoice, SerializedEGraph, extract_cpsat, extract_greedy
 from eqsat.ir.graph import Graph
+from eqsat.ir.symbols import costed_at
 from eqsat.ops import CostKey
 
 __all__ = ["Anytime", "Found", "node_cost_keys", "opaque_cost_keys", "price_nodes"]
@@ -50,9 +51,12 @@ def node_cost_keys(egraph: EGraph, graph: Graph,
     ``opaque``: :func:`opaque_cost_keys` of ``graph`` when the caller has them already."""
     keys = engine.node_cost_keys(egraph)
     opaque = opaque_cost_keys(graph) if opaque is None else opaque
+    at = costed_at(graph)  # an e-graph of a graph with symbols is priced at its representative sizes
     for n in egraph.nodes:
-        if n.op == "opaque" and keys[n.id]:
-            keys[n.id] = opaque.get((n.p["key"], n.p["index"]), keys[n.id])
+        if n.op == "opaque" and keys[n.id] and (n.p["key"], n.p["index"]) in opaque:
+            keys[n.id] = opaque[(n.p["key"], n.p["index"])]  # priced already
+        elif keys[n.id]:
+            keys[n.id] = tuple(at(k) for k in keys[n.id])
     return keys
 
 

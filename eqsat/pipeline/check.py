@@ -10,7 +10,7 @@ squashing operators are compared as well, since a wrong rewrite upstream would n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +66,8 @@ class NumericReport:
     rtol: float = 1e-4
     atol: float = 1e-4
     ran: bool = True  # False when the check could not run at all (see ``problems``)
+    sizes: list[dict[str, int]] = field(default_factory=list)  # the symbols' sizes the models ran at
+    skipped_sizes: list[str] = field(default_factory=list)  # sizes the original itself cannot run at, and why
 
     @property
     def worst_rel(self) -> float:
@@ -89,6 +91,10 @@ class NumericReport:
         what = (f"against {self.reference}, {self.trials} random input set(s), {len(outs)} output(s)"
                 + (f" + {len(pre)} tensor(s) before saturating operators ({', '.join(c.name for c in pre)})"
                    if pre else ""))
+        if self.sizes:
+            what += ", at " + " and at ".join(_sizes_text(x) for x in self.sizes)
+        if self.skipped_sizes:
+            what += " (not at " + "; ".join(self.skipped_sizes) + ", where the original does not run)"
         if not self.ran:
             return "NOT RUN: " + "; ".join(self.problems)
         if not self.ok:
@@ -99,20 +105,24 @@ class NumericReport:
         return text
 
 
-def _input_specs(model: onnx.ModelProto) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+def _input_specs(model: onnx.ModelProto, sizes: Mapping[str, int] | None = None
+                 ) -> list[tuple[str, tuple[int, ...], np.dtype]]:
     inits = {i.name for i in model.graph.initializer}
     specs = []
     for vi in model.graph.input:
         if vi.name in inits:
             continue
         t = vi.type.tensor_type
-        dims = tuple(int(d.dim_value) for d in t.shape.dim)
+        dims = tuple(int(d.dim_value) if d.HasField("dim_value") else int((sizes or {}).get(d.dim_param, 1))
+                     for d in t.shape.dim)
         specs.append((vi.name, dims, np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type))))
     return specs
 
 
-def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random inputs for ``model`` (which must have static input shapes) for trial number ``trial``.
+def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0, sizes: Mapping[str, int] | None = None
+                ) -> dict[str, np.ndarray]:
+    """Random inputs for ``model`` for trial number ``trial``; a symbolic dimension (``dim_param``) has its
+    size in ``sizes`` (1 where it is not there).
 
     Floats follow the trial's distribution in turn (normal, uniform in [0, 1), normal with spread 0.01),
     integers as :func:`eqsat.onnx_io.random_ints` (0/1, below the size of a table they index), booleans are
@@ -122,7 +132,7 @@ def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0) -> dict[str, 
     kind = _DISTRIBUTIONS[trial % len(_DISTRIBUTIONS)]
     feeds: dict[str, np.ndarray] = {}
     bounds = int_input_bounds(model)
-    for name, shape, dt in _input_specs(model):
+    for name, shape, dt in _input_specs(model, sizes):
         if dt.kind == "f":
             x = {"normal": lambda s: rng.standard_normal(s), "uniform": lambda s: rng.random(s),
                  "small": lambda s: 0.01 * rng.standard_normal(s)}[kind](shape)
@@ -230,11 +240,14 @@ def _compare(name: str, refs: Sequence[np.ndarray], gots: Sequence[np.ndarray], 
 
 
 def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, reference: str = "the original model",
-                trials: int = 3, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-4) -> NumericReport:
+                trials: int = 3, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-4,
+                sizes: Sequence[Mapping[str, int]] = ({},)) -> NumericReport:
     """Run ``original`` (as given) and ``optimized`` on ``trials`` random input sets and compare every output.
 
-    Input shapes come from ``optimized`` (static after import), so an original with dynamic dimensions is
-    fed the shapes it was optimized for. An element matches when ``|got - ref| <= atol * scale + rtol * |ref|``
+    Input shapes come from ``optimized``: its symbolic dimensions take their sizes from each entry of ``sizes``
+    in turn (``trials`` input sets at the first, two at each other), so a rewrite right only at one batch size
+    shows; sizes the original itself cannot run at are skipped and named in ``skipped_sizes``. An element
+    matches when ``|got - ref| <= atol * scale + rtol * |ref|``
     with ``scale`` the largest finite magnitude of that output over all trials; NaN and infinities must
     match by position; integer and boolean outputs must match exactly. Outputs that come from squashing
     operators (softmax, sigmoid, ...) present in both models are also compared before those operators, and
@@ -253,14 +266,25 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
            if a and b and a[1] == b[1] and a[0] in _producers(original) and b[0] in _producers(optimized)}
     a_model = _with_outputs(original, [a for a, _ in pre.values()])
     b_model = _with_outputs(optimized, [b for _, b in pre.values()])
-    feeds = [trial_feeds(optimized, t, seed) for t in range(trials)]
-    try:
-        refs = [dict(zip([o.name for o in a_model.graph.output], run_onnxruntime(a_model, f), strict=True))
-                for f in feeds]
-    except Exception as e:  # onnxruntime's errors share no base class
-        report.ok = report.ran = False
-        report.problems.append(f"onnxruntime cannot run the original model: {_first_line(e)}")
-        return report
+    feeds, refs = [], []
+    for k, at in enumerate(sizes):
+        some = [trial_feeds(optimized, t, seed, at) for t in range(trials if k == 0 else min(2, trials))]
+        try:
+            ran = [dict(zip([o.name for o in a_model.graph.output], run_onnxruntime(a_model, f), strict=True))
+                   for f in some]
+        except Exception as e:  # onnxruntime's errors share no base class
+            if k:  # the model does not run at those sizes (a position table shorter than seq, say)
+                report.skipped_sizes.append(f"{_sizes_text(at)}: {_first_line(e)}")
+                continue
+            report.ok = report.ran = False
+            report.problems.append(f"onnxruntime cannot run the original model: {_first_line(e)}")
+            return report
+        feeds += some
+        refs += ran
+        if at:
+            report.sizes.append(dict(at))
+    first = refs[:trials]  # the trials at the first sizes: tensors of one shape, for the saturation test
+    report.trials = len(feeds)
     try:
         gots = [dict(zip([o.name for o in b_model.graph.output], run_onnxruntime(b_model, f), strict=True))
                 for f in feeds]
@@ -272,7 +296,7 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
         c = _compare(name, [r[name] for r in refs], [g[name] for g in gots], rtol, atol)
         if not c.problem and np.asarray(refs[0][name]).dtype.kind == "f":
             tail_a, tail_b = tails[name]
-            c.saturated = _saturation(tail_a[1] if tail_a else (), [r[name] for r in refs], atol)
+            c.saturated = _saturation(tail_a[1] if tail_a else (), [r[name] for r in first], atol)
             if c.saturated and name not in pre:
                 c.saturated += ("; no squashing operator to look behind" if not tail_a else
                                 "; the models do not end in the same squashing operators, so the tensor "
@@ -287,6 +311,17 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
             report.ok = False
             report.problems.append(f"{c.name}: {c.problem}")
     return report
+
+
+def _sizes_text(sizes: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def other_sizes(sizes: Mapping[str, int]) -> dict[str, int]:
+    """Sizes for the symbols other than ``sizes`` (each a small prime not in ``sizes``, a different one per
+    symbol), for a second check: a rewrite right only at batch 1 shows there."""
+    pool = [p for p in (3, 17, 5, 11, 7, 13, 19, 23) if p not in sizes.values()]
+    return {s: pool[k % len(pool)] for k, s in enumerate(sizes)}
 
 
 def describe_reference(src: str | Path | bytes | onnx.ModelProto) -> str:

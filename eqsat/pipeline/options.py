@@ -78,7 +78,15 @@ class OptimizeOptions:
     :func:`eqsat.costs.get_cost_model`; the analytic roofline model by default), and its outputs are checked
     against the original with onnxruntime (rtol 1e-4) unless ``check`` is False; a mismatch raises
     :class:`NumericMismatch` naming the rewrites that fired. ``solver`` is the extraction's (``cpsat`` or
-    ``greedy``); ``input_shapes`` fixes the dimensions of the model's inputs.
+    ``greedy``).
+
+    A model with dynamic axes keeps them (``dynamic``, the default): each dynamic dimension is a symbol (its
+    ``dim_param``), the optimized model declares the same symbolic dimensions and computes its reshape targets
+    from its inputs' shapes, rewrites fire only where they hold for every size of the symbols, operators are
+    costed at representative sizes (``dims``, e.g. ``{"batch": 8, "seq": 128}``, and the sizes ``input_shapes``
+    gives a dynamic input's symbols; 1 for any other symbol), and the numeric check runs at those sizes and at
+    other ones. With ``dynamic=False`` (or where a size cannot be followed in the symbols, which the report
+    says) ``input_shapes`` and ``dims`` fix the dimensions and the optimized model is static.
 
     With ``verify_latency`` (default: when the cost model's runtime times whole models,
     ``CostModel.times_end_to_end``) both models are also timed end to end and the original is kept unless the
@@ -116,6 +124,8 @@ class OptimizeOptions:
     multi_iters: int = 1
     solver: str = "cpsat"
     input_shapes: Mapping[str, tuple[int, ...]] | None = None
+    dims: Mapping[str, int] | None = None
+    dynamic: bool = True
     check: bool = True
     dump_egraph: str | Path | bool | None = None
     memory_limit_mb: int = 8192
@@ -141,6 +151,9 @@ class OptimizeOptions:
         elif self.cost_model is not None and not isinstance(self.cost_model, CostModel):
             raise TypeError(f"cost_model must be a CostModel (eqsat.costs), a cost model's name or None, got "
                             f"{type(self.cost_model).__name__}")
+        for name, size in (self.dims or {}).items():
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"dims: the size of {name!r} must be a positive integer, got {size!r}")
         if self.rules is not None:  # an iterator is read once, here
             object.__setattr__(self, "rules", tuple(self.rules))
 

@@ -32,6 +32,7 @@ from eqsat.costs import (
     graph_cost_keys,
     price_within,
 )
+from eqsat.errors import InputShapeError
 from eqsat.extract import (
     Extraction,
     InvalidExtraction,
@@ -42,6 +43,7 @@ from eqsat.extract import (
 )
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.graph import Graph
+from eqsat.ir.symbols import VALUES_KEY, SymbolicShapeError, graph_symbols, representative
 from eqsat.ops import CostKey
 from eqsat.pipeline import candidates
 from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, opaque_cost_keys, price_nodes
@@ -52,6 +54,7 @@ from eqsat.pipeline.check import (
     NumericReport,
     check_equal,
     describe_reference,
+    other_sizes,
 )
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, OptimizeOptions, default_rules, time_shares
 from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult
@@ -91,6 +94,8 @@ class State:
     latency: LatencyCheck | None = None  # latency: the end-to-end timings and their verdict
     timings: list[CandidateTiming]  # latency
     numeric: NumericReport | None = None  # check
+    fixed_shapes: bool = False  # load: the import fixed the inputs' dynamic dimensions
+    static_reason: str = ""  # load: why the dynamic axes could not be kept (empty: kept, or none)
     dump: EGraphDump | None = None  # dump
     result: OptimizeResult  # report
 
@@ -116,7 +121,6 @@ def load(s: State) -> None:
     """Read the model (kept as given: the reference of every check), import it into the IR, and start the
     anytime record with it as the best graph so far."""
     s.original, s.label = onnx_io.read_model(s.source)
-    shapes = s.options.input_shapes
     # control-flow bodies first, each a model of its own; the main graph comes from the model with them optimized.
     # They take at most half of saturation's share; not under an end-to-end check, which could not time a body's
     # rewrite apart from the main graph's (the original would be kept, or the bodies' rewrites written untimed)
@@ -124,7 +128,7 @@ def load(s: State) -> None:
     s.given, s.bodies = optimize_bodies(s.original, s.options, budget)
     for b in s.bodies:
         s.say(f"control-flow body optimized: {b}")
-    s.graph = onnx_io.load_model(s.given, input_shapes=dict(shapes) if shapes else None, label=s.label)
+    s.graph = _import(s)
     s.say(f"imported {len(s.graph.nodes)} nodes ({sum(1 for n in s.graph.nodes if n.op == 'opaque')} opaque)")
     # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
     s.cost_model = s.cost_model.in_context(s.graph.weight_bytes)
@@ -139,6 +143,36 @@ def load(s: State) -> None:
     s.anytime = Anytime(s.graph, AnalyticCostModel() if s.cost_model.is_measured else s.cost_model, s.start,
                         exact_seconds=SNAPSHOT_EXACT_SHARE * o.time_limit if o.solver == "cpsat" else 0.0,
                         deadline=s.start + s.shares.saturation * o.time_limit)
+
+
+def _import(s: State) -> Graph:
+    """The model's graph: with its dynamic axes as symbols (``dynamic``), costed at the sizes ``dims`` and
+    ``input_shapes`` give them; else, or where a size cannot be followed in the symbols, with them fixed."""
+    o = s.options
+    shapes = dict(o.input_shapes) if o.input_shapes else None
+    if o.dynamic:
+        try:
+            graph = onnx_io.load_model(s.given, input_shapes=shapes, label=s.label, symbolic=True)
+        except SymbolicShapeError as e:
+            s.static_reason = str(e)
+            log.warning("%s; optimizing with the dimensions fixed", e)
+            s.say(f"dynamic axes fixed: {e}")
+        else:
+            syms = graph_symbols(graph)
+            unknown = sorted(set(o.dims or {}) - set(syms.generic))
+            if unknown:
+                raise InputShapeError(f"{s.label}: --dim names {', '.join(unknown)}, which the model does not have; "
+                                      f"its symbolic dimensions are {', '.join(syms.generic) or 'none'}")
+            if not syms:
+                return graph
+            values = {**graph.meta.get(VALUES_KEY, {}), **dict(o.dims or {})}
+            graph = Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name,
+                          {**graph.meta, VALUES_KEY: values})
+            s.say("dynamic axes kept: " + ", ".join(f"{k} (costed at {v})" for k, v in representative(graph).items()))
+            return graph
+    s.fixed_shapes = True
+    fixed = onnx_io.fixed_input_shapes(s.given, dict(o.dims or {}), shapes)
+    return onnx_io.load_model(s.given, input_shapes=fixed or None, label=s.label)
 
 
 def choose_rules(s: State) -> None:
@@ -276,8 +310,15 @@ def export(s: State) -> None:
         s.new_graph, s.cost_after = s.graph, s.cost_before
     # a kept original is the model exactly as given (a re-export of its import can run slower than it), unless
     # input_shapes fixed its dimensions: then the import with those shapes is the model asked for
-    s.as_given = s.given if not s.options.input_shapes else None
-    s.model = s.as_given if s.kept and s.as_given is not None else onnx_io.to_onnx(s.new_graph)
+    s.as_given = s.given if not s.fixed_shapes else None
+    if not s.kept:
+        try:
+            s.model = onnx_io.to_onnx(s.new_graph)
+        except SymbolicShapeError as e:  # a size the rewritten graph would write where ONNX needs a constant
+            s.kept, s.kept_reason = True, f"the optimized graph cannot keep the dynamic axes ({e})"
+            s.new_graph, s.cost_after = s.graph, s.cost_before
+    if s.kept:
+        s.model = s.as_given if s.as_given is not None else onnx_io.to_onnx(s.new_graph)
 
 
 def _prefer_best_so_far(s: State) -> bool:
@@ -336,7 +377,11 @@ def keep_signature(s: State) -> None:
 def check(s: State) -> None:
     """Check that the written model computes what the original, as given, computes; raise if it does not, or if
     the check cannot run."""
-    s.numeric = numeric = check_equal(s.original, s.model, reference=describe_reference(s.source))
+    sizes: list[dict[str, int]] = [{}]
+    if graph_symbols(s.graph):  # at the representative sizes and at others: a rewrite right only at batch 1 shows
+        rep = representative(s.graph)
+        sizes = [rep, other_sizes(rep)]
+    s.numeric = numeric = check_equal(s.original, s.model, reference=describe_reference(s.source), sizes=sizes)
     if not numeric.ran:
         raise NumericCheckUnavailable(
             f"the numeric check cannot run: {'; '.join(numeric.problems)}. Nothing was written; pass "
