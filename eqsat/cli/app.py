@@ -22,7 +22,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from eqsat import rules
-from eqsat.cli.common import AtLeast, Count, Seconds, check_output, input_shapes, parse_shape, write_file
+from eqsat.cli.common import (
+    AtLeast,
+    Count,
+    Seconds,
+    check_output,
+    input_shapes,
+    merged_dims,
+    parse_dims,
+    parse_shape,
+    write_file,
+)
 from eqsat.cli.egraph import is_json_file, print_egraph_file
 from eqsat.costs import get_cost_model
 from eqsat.errors import DynamicShapeError, EqsatError, InputShapeError, ModelLoadError, ModelReadError, UsageError
@@ -148,7 +158,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     say = _progress(args.quiet)
     res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules), candidates=args.candidates,
                    time_limit=args.time_limit, node_limit=args.node_limit, iter_limit=args.iter_limit,
-                   solver=args.solver, input_shapes=shapes, check=not args.no_check,
+                   solver=args.solver, input_shapes=shapes, dims=merged_dims(args.dim) or None,
+                   dynamic=not args.static, check=not args.no_check,
                    dump_egraph=dump is not None, provenance=args.provenance, anytime=not args.no_anytime,
                    progress=say)  # the dump object only: written here
     write_file(out, lambda p: _save_model(res.model, p, out if external and not is_special_file(out) else None))
@@ -354,7 +365,13 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--report-json", metavar="PATH",
                    help="also write the report's figures as JSON (the fields of OptimizeResult.to_dict)")
     o.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224",
-                   help="fix a dynamic input shape (repeatable)")
+                   help="the shape to cost and time a dynamic input at; its dynamic axes stay dynamic in the output "
+                        "(with --static: the shape to fix it to) (repeatable)")
+    o.add_argument("--dim", action="append", type=parse_dims, metavar="NAME=SIZE,...",
+                   help="the size to cost and time a symbolic dimension at, e.g. --dim batch=8,seq=128 (default 1; "
+                        "repeatable)")
+    o.add_argument("--static", action="store_true",
+                   help="fix the dynamic dimensions (at --input-shape / --dim, else 1): the output has static shapes")
     o.add_argument("--costs", default="analytic", help=COSTS_HELP)
     _threads_option(o)
     o.add_argument("--candidates", action=Count, minimum=1, unit="candidates", example=4, default=None, metavar="K",

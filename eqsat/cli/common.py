@@ -31,6 +31,32 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
         raise argparse.ArgumentTypeError(f"expected NAME=d1,d2,... (e.g. input=1,3,224,224), got {text!r}") from None
 
 
+def parse_dims(text: str) -> dict[str, int]:
+    """``NAME=SIZE[,NAME=SIZE...]`` as a dict; the argparse type of ``--dim``."""
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        name, sep, size = part.strip().partition("=")
+        try:
+            value = int(size)
+            if not sep or not name or value < 1:
+                raise ValueError
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected NAME=SIZE with a positive size, several separated by commas "
+                                             f"(e.g. batch=8,seq=128), got {text!r}") from None
+        out[name] = value
+    return out
+
+
+def merged_dims(given: Sequence[dict[str, int]] | None) -> dict[str, int]:
+    """The ``--dim`` options as one dict; a symbol given two sizes is an error."""
+    out: dict[str, int] = {}
+    for d in given or []:
+        for k, v in d.items():
+            if out.setdefault(k, v) != v:
+                raise UsageError(f"--dim gives {k} two sizes ({out[k]} and {v}); give it one")
+    return out
+
+
 def input_shapes(given: Sequence[tuple[str, tuple[int, ...]]] | None) -> dict[str, tuple[int, ...]]:
     """The ``--input-shape`` options as a dict; an input given twice with different shapes is an error."""
     out: dict[str, tuple[int, ...]] = {}

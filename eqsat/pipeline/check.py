@@ -274,7 +274,7 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
                    for f in some]
         except Exception as e:  # onnxruntime's errors share no base class
             if k:  # the model does not run at those sizes (a position table shorter than seq, say)
-                report.skipped_sizes.append(f"{_sizes_text(at)}: {_first_line(e)}")
+                report.skipped_sizes.append(f"{_sizes_text(at)}: {_first_line(e)[:160]}")
                 continue
             report.ok = report.ran = False
             report.problems.append(f"onnxruntime cannot run the original model: {_first_line(e)}")

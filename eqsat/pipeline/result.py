@@ -151,6 +151,20 @@ class OptimizeResult:
     #: the control-flow bodies optimized, each as a model of its own ("If 'choose' then_branch 0.2 -> 0.1 ms");
     #: the costs above are the main graph's
     bodies: list[str] = field(default_factory=list)
+    #: the dynamic axes: what each symbol was costed and timed at (empty: a static model, or axes fixed)
+    dims: dict[str, int] = field(default_factory=dict)
+    #: why the model's dynamic axes were fixed for the run (empty: kept, or a static model)
+    static_reason: str = ""
+
+    @property
+    def dynamic_axes(self) -> str:
+        """What became of the model's dynamic axes, in words ("" for a static model)."""
+        if self.static_reason:
+            return f"fixed for the run ({self.static_reason})"
+        if not self.dims:
+            return ""
+        costed = ", ".join(f"{k}={v}" for k, v in self.dims.items())
+        return f"kept: {', '.join(self.dims)} (costed and timed at {costed})"
 
     @property
     def latency_ms(self) -> tuple[float, float] | None:
@@ -191,6 +205,7 @@ class OptimizeResult:
             "extraction_cost_ms": self.extraction_cost, "cost_notes": list(self.cost_notes),
             "estimated_speedup": self.speedup, "kept_original": self.kept_original, "kept_reason": self.kept_reason,
             "decision": self.decision, "onnx_nodes": list(self.onnx_nodes), "bodies": list(self.bodies),
+            "dynamic_axes": {"dims": dict(self.dims), "fixed_because": self.static_reason},
             "saturation": {"iterations": len(self.iterations) - 1, "stop_reason": self.stop_reason},
             "egraph": {"enodes": self.egraph_size[0], "eclasses": self.egraph_size[1]},
             "extraction": {"status": self.solver_status, "bound": self.solver_bound, "gap": self.solver_gap},
@@ -224,6 +239,7 @@ class OptimizeResult:
             ("estimated speedup", speedup),
             ("written", self.decision),
             *([("control-flow bodies", "; ".join(self.bodies))] if self.bodies else []),
+            *([("dynamic axes", self.dynamic_axes)] if self.dynamic_axes else []),
             ("ONNX nodes before/after", f"{self.onnx_nodes[0]} / {self.onnx_nodes[1]}"),
             ("saturation", f"{len(self.iterations) - 1} iterations, stopped: {self.stop_reason}"),
             ("e-graph", f"{self.egraph_size[0]} e-nodes, {self.egraph_size[1]} e-classes"),

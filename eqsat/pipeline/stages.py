@@ -32,7 +32,7 @@ from eqsat.costs import (
     graph_cost_keys,
     price_within,
 )
-from eqsat.errors import InputShapeError
+from eqsat.errors import DynamicShapeError, InputShapeError
 from eqsat.extract import (
     Extraction,
     InvalidExtraction,
@@ -153,7 +153,8 @@ def _import(s: State) -> Graph:
     if o.dynamic:
         try:
             graph = onnx_io.load_model(s.given, input_shapes=shapes, label=s.label, symbolic=True)
-        except SymbolicShapeError as e:
+        except DynamicShapeError as e:  # a size not followed in the symbols (SymbolicShapeError), or one the
+            # model fixes (a reshape to batch 1): the model as it runs at the representative sizes
             s.static_reason = str(e)
             log.warning("%s; optimizing with the dimensions fixed", e)
             s.say(f"dynamic axes fixed: {e}")
@@ -310,7 +311,8 @@ def export(s: State) -> None:
         s.new_graph, s.cost_after = s.graph, s.cost_before
     # a kept original is the model exactly as given (a re-export of its import can run slower than it), unless
     # input_shapes fixed its dimensions: then the import with those shapes is the model asked for
-    s.as_given = s.given if not s.fixed_shapes else None
+    # (unless the user fixed its dynamic dimensions: then the import with those shapes is the model asked for)
+    s.as_given = s.given if s.options.dynamic or not s.options.input_shapes and not s.options.dims else None
     if not s.kept:
         try:
             s.model = onnx_io.to_onnx(s.new_graph)
@@ -416,7 +418,8 @@ def report(s: State) -> None:
         candidates=s.timings, trace=list(s.anytime.trace), best_source=s.anytime.best.source,
         snapshots=(s.anytime.snapshots, s.anytime.snapshot_seconds),
         egraph_size=sat.egraph.tensor_size, kept_reason=s.kept_reason,
-        cost_counts=counts, bodies=[str(b) for b in s.bodies])
+        cost_counts=counts, bodies=[str(b) for b in s.bodies], dims=representative(s.graph),
+        static_reason=s.static_reason)
 
 
 @dataclass(frozen=True)
