@@ -57,7 +57,7 @@ class _TorchExport:
 def hf_bert(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int = 1, intermediate: int | None = None,
             vocab: int = 30522, attention: str = "eager", gelu: str = "op", pooler: bool = True,
             token_type_ids: bool = False, transformers: str = "5", opset: int = 20,
-            seed: int = 0) -> onnx.ModelProto:
+            seed: int = 0, dynamic: bool = False) -> onnx.ModelProto:
     """Hugging Face ``transformers.BertModel`` as ``torch.onnx.export(model, ..., dynamo=False,
     opset_version=opset)`` writes it for static shapes at batch 1 (``seq`` <= 512 tokens).
 
@@ -101,6 +101,10 @@ def hf_bert(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int = 1,
     Weights are seeded: matrices and embedding tables N(0, 0.02) as BERT's initializer, biases N(0, 0.02),
     LayerNorm scales N(1, 0.02) and shifts N(0, 0.02) (no two parameters equal, so nothing an exporter would
     merge), so activations stay O(1). IR version 9 (8 below opset 19), as torch writes.
+    With ``dynamic=True`` (transformers 4.x, eager attention, no token_type_ids input) the export is the one
+    ``dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, ...}`` gives: inputs and outputs (batch, sequence),
+    the position ids and token types sliced from their 512-entry buffers up to Shape(input_ids)[1], and each
+    Reshape target concatenated from its input's Shape at run time (x.size()[:-1] + (heads, head_dim)).
     """
     if attention not in ("eager", "sdpa"):
         raise ValueError(f"attention must be 'eager' or 'sdpa', not {attention!r}")
@@ -139,7 +143,18 @@ def hf_bert(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int = 1,
     pos_w = t.init("embeddings.position_embeddings.weight", normal((512, hidden)))
     type_w = t.init("embeddings.token_type_embeddings.weight", normal((2, hidden)))
     positions = np.arange(seq, dtype=i64)[None, :]
-    if token_type_ids:
+    if dynamic and (v5 or attention != "eager" or token_type_ids):
+        raise ValueError("hf_bert(dynamic=True) writes the transformers 4.x eager export without token_type_ids")
+    if dynamic:  # buffers sliced to the run's sequence length, the types expanded to (batch, sequence)
+        zero = t.const("", 0, i64)
+        ids_shape = t.op(E, "Shape", ["input_ids"])
+        length = t.op(E, "Unsqueeze", [t.op(E, "Gather", [ids_shape, t.const(E, 1, i64)], axis=0),
+                                       t.const(E, [0], i64)])
+        start, axis1 = t.const(E, [0], i64), t.const(E, [1], i64)
+        pos_ids = t.op(E, "Slice", [t.const(E, np.arange(512, dtype=i64)[None, :], i64), start, length, axis1])
+        types = t.op(E, "Slice", [t.const(E, np.zeros((1, 512), dtype=i64), i64), start, length, axis1])
+        types = t.op(E, "Expand", [types, ids_shape])
+    elif token_type_ids:
         types = "token_type_ids"
         zero = t.const(E, 0, i64)  # index 0, shared with the pooler's Gather
         pos_ids = t.const(E, positions, i64)
@@ -199,12 +214,16 @@ def hf_bert(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int = 1,
         S = f"{L}/attention/self"
         split = [1, seq, -1, dh] if v5 else [1, -1, heads, dh]
         q = linear(f"{S}/query", x, hidden, hidden, f"encoder.layer.{i}.attention.self.query")
+        k_in = linear(f"{S}/key", x, hidden, hidden, f"encoder.layer.{i}.attention.self.key")
+        v_in = linear(f"{S}/value", x, hidden, hidden, f"encoder.layer.{i}.attention.self.value")
         shapes = [t.const(S, split, i64) for _ in range(3)]
+        if dynamic:  # x.size()[:-1] + (heads, head_dim), at run time
+            shapes = [t.op(S, "Concat", [t.op(S, "Slice", [t.op(S, "Shape", [y]), t.const(S, [0], i64),
+                                                            t.const(S, [-1], i64)]),
+                                         t.const(S, [heads, dh], i64)], axis=0) for y in (q, k_in, v_in)]
         q = t.op(S, "Transpose", [t.op(S, "Reshape", [q, shapes[0]], allowzero=0)], perm=[0, 2, 1, 3])
-        k = linear(f"{S}/key", x, hidden, hidden, f"encoder.layer.{i}.attention.self.key")
-        k = t.op(S, "Reshape", [k, shapes[1]], allowzero=0)
-        v = linear(f"{S}/value", x, hidden, hidden, f"encoder.layer.{i}.attention.self.value")
-        v = t.op(S, "Transpose", [t.op(S, "Reshape", [v, shapes[2]], allowzero=0)], perm=[0, 2, 1, 3])
+        k = t.op(S, "Reshape", [k_in, shapes[1]], allowzero=0)
+        v = t.op(S, "Transpose", [t.op(S, "Reshape", [v_in, shapes[2]], allowzero=0)], perm=[0, 2, 1, 3])
         if attention == "eager":
             kt = t.op(S, "Transpose", [k], perm=[0, 2, 3, 1])
             scores = t.op(S, "MatMul", [q, kt])
@@ -237,7 +256,11 @@ def hf_bert(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int = 1,
             ctx = t.op(S, "Reshape", [ctx, t.const(S, [1, -1, seq, dh], i64)], allowzero=0)
         ctx = t.op(S, "Transpose", [ctx], perm=[0, 2, 1, 3])
         merged = [1, seq, -1] if v5 else [1, seq, hidden]
-        ctx = t.op(S, "Reshape", [ctx, t.const(S, merged, i64)], allowzero=0)
+        target = t.const(S, merged, i64)
+        if dynamic:  # ctx.size()[:-2] + (hidden,)
+            target = t.op(S, "Concat", [t.op(S, "Slice", [t.op(S, "Shape", [ctx]), t.const(S, [0], i64),
+                                                          t.const(S, [-2], i64)]), t.const(S, [hidden], i64)], axis=0)
+        ctx = t.op(S, "Reshape", [ctx, target], allowzero=0)
         a = linear(f"{L}/attention/output/dense", ctx, hidden, hidden, f"encoder.layer.{i}.attention.output.dense")
         a = t.op(f"{L}/attention/output", "Add", [a, x])
         a = layer_norm(f"{L}/attention/output/LayerNorm", a, f"encoder.layer.{i}.attention.output.LayerNorm")
@@ -254,16 +277,17 @@ def hf_bert(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int = 1,
         x = layer_norm(f"{L}/output/LayerNorm", o, f"encoder.layer.{i}.output.LayerNorm",
                        "last_hidden_state" if i == layers - 1 else None)
 
-    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, seq, hidden])]
+    batch_dim, seq_dim = ("batch", "sequence") if dynamic else (1, seq)
+    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [batch_dim, seq_dim, hidden])]
     if pooler:
         first = t.op("/pooler", "Gather", [x, zero], axis=1)
         w = t.init("pooler.dense.weight", normal((hidden, hidden)))
         b = t.init("pooler.dense.bias", normal((hidden,)))
         y = t.op("/pooler/dense", "Gemm", [first, w, b], alpha=1.0, beta=1.0, transB=1)
         t.op("/pooler/activation", "Tanh", [y], "pooler_output")
-        outputs.append(helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, [1, hidden]))
+        outputs.append(helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, [batch_dim, hidden]))
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_type_ids else [])
-    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, [1, seq]) for n in names]
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, [batch_dim, seq_dim]) for name in names]
     used = {n for node in t.nodes for n in node.input}
     nodes = [n for n in t.nodes if n.op_type != "Constant" or n.output[0] in used]
     g = helper.make_graph(nodes, "main_graph", inputs, outputs, t.inits)

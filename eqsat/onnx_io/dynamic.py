@@ -171,3 +171,30 @@ def fixed_input_shapes(model: onnx.ModelProto, sizes: Mapping[str, int],
         out[vi.name] = tuple(int(sizes.get(named[(vi.name, k)], 1)) if (vi.name, k) in named else int(d.dim_value)
                              for k, d in enumerate(dims))
     return out
+
+
+def unclamped_slice_shape(node: onnx.NodeProto, data_shape: Sequence[int], consts: Mapping[str, np.ndarray],
+                          symbolic: set[str], syms: Symbols) -> tuple[int, ...] | None:
+    """The output shape of a ``Slice`` whose bounds depend on a symbol, at the generic point, where the slice
+    ends within the data (a position table sliced to ``seq`` rows holds ``seq <= 512``; at the generic value,
+    far above 512, ONNX's clamping would give all 512). ``None``: not such a slice, or bounds it cannot read."""
+    if node.op_type != "Slice" or node.domain not in ("", "ai.onnx") or len(node.input) < 3:
+        return None
+    if not any(i in symbolic for i in node.input[1:3]):
+        return None
+    ins = list(node.input) + [""] * (5 - len(node.input))
+    if any(i and i not in consts for i in ins[1:5]):
+        return None
+    starts, ends = consts[ins[1]].ravel(), consts[ins[2]].ravel()
+    axes = consts[ins[3]].ravel() if ins[3] else np.arange(len(starts))
+    steps = consts[ins[4]].ravel() if ins[4] else np.ones(len(starts), dtype=np.int64)
+    out = list(data_shape)
+    for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
+        a = int(a) % len(out)
+        if st != 1 or s < 0 or e < 0:
+            return None
+        if isinstance(syms.decode(int(e)), Sym):
+            out[a] = int(e) - int(s)  # ends within the data, for every value the model accepts
+        else:
+            out[a] = max(0, min(int(e), out[a]) - int(s))
+    return tuple(out)

@@ -19,7 +19,7 @@ from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, Mod
 from eqsat.ir.graph import Graph, Node, TensorInfo, fold_batchnorms, fuse_activations, fuse_residual_adds, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import META_KEY, VALUES_KEY, SymbolicShapeError, Symbols, symbolic_shapes
-from eqsat.onnx_io.dynamic import fold_allowed, may_fold, static_ints, symbol_names
+from eqsat.onnx_io.dynamic import fold_allowed, may_fold, static_ints, symbol_names, unclamped_slice_shape
 from eqsat.onnx_io.patterns import collapse_patterns
 from eqsat.onnx_io.protos import (
     attr_dict,
@@ -325,7 +325,21 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
     real = [helper.make_tensor_value_info(i.name, elem_type(i.dtype), list(i.shape)) for i in inputs]
     inits = [numpy_helper.from_array(v, k) for k, v in small.items()]
 
-    g2 = helper.make_graph(live_nodes, g.name or "g", real + big, list(g.output), inits)
+    # a slice bounded by a symbol ends within its data: typed here, not clamped at the generic value by inference
+    sliced = []
+    if imp.syms:
+        shape_of = {**{k: tuple(v.shape) for k, v in imp.weights.items()}, **{i.name: i.shape for i in inputs}}
+        for n in live_nodes:
+            shape = shape_of.get(n.input[0]) if n.input else None
+            out = None if shape is None else unclamped_slice_shape(n, shape, imp.weights, imp.symbolic_consts,
+                                                                   imp.syms)
+            if out is not None:
+                sliced.append(n)
+                dtype = imp.weights[n.input[0]].dtype if n.input[0] in imp.weights else \
+                    next(i.dtype for i in inputs if i.name == n.input[0])
+                real.append(helper.make_tensor_value_info(n.output[0], elem_type(str(dtype)), list(out)))
+    inferred_nodes = [n for n in live_nodes if n not in sliced]
+    g2 = helper.make_graph(inferred_nodes, g.name or "g", real + big, list(g.output), inits)
     # IR 4 lets the initializers stand without a matching graph input (IR 3 shape inference ignores them)
     m2 = helper.make_model(g2, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
 
@@ -354,6 +368,8 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
             imp.types[vi.name] = (static_shape(vi), np_dtype(vi.type.tensor_type.elem_type))
     for i in inputs:
         imp.types[i.name] = (i.shape, i.dtype)
+    for vi in real[len(inputs):]:  # the slices typed above
+        imp.types[vi.name] = (static_shape(vi), np_dtype(vi.type.tensor_type.elem_type))
 
 
 #: Operators whose outputs after the first are optional statistics: importers see those nobody reads as "".
