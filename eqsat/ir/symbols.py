@@ -58,10 +58,12 @@ class Symbols:
         out: dict[str, int] = {}
         p = _FIRST_PRIME
         for name in names:
-            while not _is_prime(p) or any(_near_multiple(v, p) for v in static):
+            while not _is_prime(p) or any(_near_multiple(v, p) for v in static) or any(
+                    abs(c * p - d * q) <= 2 * _MAX_OFFSET for q in out.values()
+                    for c in range(1, _MAX_MULTIPLE + 1) for d in range(1, _MAX_MULTIPLE + 1)):
                 p += 2
             out[name] = p
-            p += 2
+            p += 1000  # apart, so that a size near one symbol's multiple is near no other's
         return Symbols(out)
 
     def __bool__(self) -> bool:
@@ -76,12 +78,12 @@ class Symbols:
             return known[v]
         if v == 0:
             return 0
-        rest, terms = abs(v), Sym({(): 1})
+        rest, terms = abs(v), 1
         for s, p in self.generic.items():
             while rest % p == 0:
                 rest //= p
                 terms = terms * Sym.var(s)
-        if isinstance(terms, Sym):
+        if terms != 1:
             return dim(terms * (rest if v > 0 else -rest))
         for s, p in self.generic.items():
             q, r = divmod(v, p)

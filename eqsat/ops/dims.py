@@ -160,7 +160,10 @@ class Sym:
         return _decide_nonneg(_sym(other) - self - 1, f"{self} < {other}")  # type: ignore[operator]
 
     def __bool__(self) -> bool:
-        return True  # never a constant (dim() turns those into ints), and a symbol is at least 1
+        # non-zero for every value of the symbols (seq - 1 is 0 at seq = 1: undecided)
+        if _nonneg_everywhere(self - 1) or _nonneg_everywhere(-self - 1):  # type: ignore[operator]
+            return True
+        raise UndecidedDim(f"whether {self} is 0 depends on the symbols' values")
 
     def __int__(self) -> int:
         raise UndecidedDim(f"{self} is a symbolic size, not an integer")
@@ -264,7 +267,10 @@ def _exact_quotient(a: Sym, b: Sym) -> Dim | None:
 
 def sym_max(a: Dim, b: Dim) -> Dim:
     """The larger of two sizes (decided for every value of the symbols, else :class:`UndecidedDim`)."""
-    return a if a >= b else b
+    try:
+        return a if a >= b else b
+    except UndecidedDim:  # max(1, batch): "1 >= batch" is undecided, "batch >= 1" is not
+        return b if b >= a else a
 
 
 def prod(xs: Iterable[Dim]) -> Dim:

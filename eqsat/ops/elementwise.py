@@ -300,8 +300,9 @@ def _broadcast_shape(op: str, a: Shape, b: Shape) -> Shape:
             "reshapes lower-rank operands")
     out = []
     for da, db in zip(a, b, strict=True):
+        # a symbolic size broadcasts against itself or a literal 1 only (== is identity: batch vs seq fails)
         require(da == db or da == 1 or db == 1, f"{op}: shapes {a} and {b} do not broadcast")
-        out.append(max(da, db))
+        out.append(S.max_dim(da, db))  # not max(): max(1, batch) asks 1 < batch, which holds for some batch only
     return tuple(out)
 
 

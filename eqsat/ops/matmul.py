@@ -27,6 +27,7 @@ from eqsat.ops.core import (
     _register,
     require,
 )
+from eqsat.ops.dims import Dim, Sym
 from eqsat.ops.elementwise import _align_rank
 
 # -- matmul ----------------------------------------------------------------------------------------------
@@ -37,7 +38,8 @@ def _matmul_shape(p: Params, a: Shape, b: Shape) -> Shape:
     require(all(x == y or x == 1 or y == 1 for x, y in zip(a[:-2], b[:-2], strict=True)),
             f"matmul: batch dimensions do not broadcast: {a} vs {b}")
     require(a[-1] == b[-2], f"matmul: inner dimensions differ: {a} @ {b}")
-    return tuple(max(x, y) for x, y in zip(a[:-2], b[:-2], strict=True)) + (a[-2], b[-1])
+    # max_dim, not max(): decided for every value of a symbolic size whichever side it is on
+    return tuple(S.max_dim(x, y) for x, y in zip(a[:-2], b[:-2], strict=True)) + (a[-2], b[-1])
 
 
 _A, _B = S.shape("a"), S.shape("b")
@@ -167,9 +169,17 @@ def _swap_last(s: Shape) -> Shape:
     return s[:-2] + (s[-1], s[-2])
 
 
+def _flag(v: Dim) -> bool:
+    """Whether a transpose flag is set (non-zero); a symbolic one only where that holds for every value (a Sym
+    is always truthy, ``seq - 1`` too, which is 0 at seq = 1)."""
+    if isinstance(v, Sym):
+        return v >= 1 or v <= -1  # decided for every value, else UndecidedDim
+    return bool(v)
+
+
 def _matmul_t_shape(p: Params, a: Shape, b: Shape) -> Shape:
     require(len(a) == 2 and len(b) == 2, f"matmul_t: operands need rank 2, got {a} and {b}")
-    return _matmul_shape({}, _swap_last(a) if p["trans_a"] else a, _swap_last(b) if p["trans_b"] else b)
+    return _matmul_shape({}, _swap_last(a) if _flag(p["trans_a"]) else a, _swap_last(b) if _flag(p["trans_b"]) else b)
 
 
 def _matmul_t_np(p: Params, a: np.ndarray, b: np.ndarray) -> np.ndarray:

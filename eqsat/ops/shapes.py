@@ -3,8 +3,13 @@
 An operator declares ``shape_rules``: a tuple of :class:`ShapeRule` (conditions on its inputs' shapes and its
 parameters, and the resulting shape). Each rule is an expression tree built from the helpers below; the
 e-graph engine (:mod:`eqsat.engine.compile`) renders the trees as egglog shape rules, and :func:`evaluate` reads them
-on concrete shapes, which is how the tests hold the trees to the operator's Python shape function. Several
-rules may apply to one operator (one per rank, for instance); they must agree wherever more than one holds.
+on shapes, which is how the tests hold the trees to the operator's Python shape function. Several rules may
+apply to one operator (one per rank, for instance); they must agree wherever more than one holds.
+
+:func:`evaluate` also reads shapes and parameters holding symbolic sizes (:class:`eqsat.ops.dims.Sym`): a
+condition holds only where it holds for every value of the symbols (``=`` is identity of polynomials, an
+ordering is decided for all values), and arithmetic is exact, so a shape it gives is the concrete one at any
+values; where that would depend on the values it raises :class:`~eqsat.ops.dims.UndecidedDim`.
 
 Expressions: :func:`shape` (an input's shape), :func:`param` (a parameter: an int, or a tuple read like a
 shape), :func:`rank`, :func:`dim`, :func:`vec`, :func:`set_dim`, :func:`drop_last`, integer literals and
@@ -15,7 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any, Union
+
+from eqsat.ops.dims import Dim, Sym, UndecidedDim, sym_max
+from eqsat.ops.dims import dim as _as_dim  # dim() below builds a rule expression
 
 Operand = Union["Expr", int]
 
@@ -138,7 +147,43 @@ def same_as(name: str) -> tuple[ShapeRule, ...]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# reading rules on concrete shapes
+# reading rules on shapes: ints, and symbolic sizes (eqsat.ops.dims.Sym)
+
+
+def max_dim(a: Dim, b: Dim) -> Dim:
+    """The larger of two sizes, decided for every value of the symbols in whichever order they come
+    (:class:`~eqsat.ops.dims.UndecidedDim` where it depends on them); ``max`` on ints."""
+    if a == b:
+        return a
+    try:
+        return sym_max(a, b)
+    except UndecidedDim:
+        # sym_max decides a >= b only: max(1, batch) is batch although 1 >= batch holds at batch = 1 alone
+        return sym_max(b, a)
+
+
+def _trunc_div(a: Dim, b: Dim) -> Dim:
+    """``a / b`` truncated, as egglog's i64 division: on a symbolic operand only an exact quotient (where
+    truncation and floor agree, whatever the signs), else :class:`~eqsat.ops.dims.UndecidedDim`."""
+    if not isinstance(a, Sym) and not isinstance(b, Sym):
+        return int(a / b)
+    if isinstance(b, int) and b < 0:  # Sym divides by positive ints only
+        return -_trunc_div(a, -b)
+    return a // b
+
+
+def _trunc_mod(a: Dim, b: Dim) -> Dim:
+    """The remainder that goes with :func:`_trunc_div` (the dividend's sign)."""
+    if not isinstance(a, Sym) and not isinstance(b, Sym):
+        return a - b * int(a / b)
+    if isinstance(b, int) and b < 0:  # the truncated remainder does not depend on the divisor's sign
+        b = -b
+    r = a % b  # Sym's floor remainder, where it is the same for every value
+    if r == 0:
+        return 0
+    # floor and truncation differ on a negative dividend: decided for every value, or UndecidedDim
+    return r if a >= 0 else r - b
+
 
 _COMPARE = {"=": lambda a, b: a == b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b,
             "<": lambda a, b: a < b, "<=": lambda a, b: a <= b}
@@ -148,7 +193,7 @@ class _Undefined(Exception):
     """A rule read outside its domain (an index past a shape's end): the rule does not apply."""
 
 
-def _value(e: Operand, shapes: Mapping[str, Sequence[int]], params: Mapping[str, Any]) -> Any:
+def _value(e: Operand, shapes: Mapping[str, Sequence[Dim]], params: Mapping[str, Any]) -> Any:
     if isinstance(e, int):
         return e
     h, a = e.head, e.args
@@ -156,7 +201,7 @@ def _value(e: Operand, shapes: Mapping[str, Sequence[int]], params: Mapping[str,
         return tuple(shapes[a[0]])
     if h == "param":
         v = params[a[0]]
-        return tuple(v) if isinstance(v, (tuple, list)) else int(v)
+        return tuple(v) if isinstance(v, (tuple, list)) else _as_dim(v)  # a size parameter may be symbolic
     vals = [_value(x, shapes, params) for x in a]
     if h in ("dim", "set"):
         s, i = vals[0], vals[1]
@@ -172,28 +217,29 @@ def _value(e: Operand, shapes: Mapping[str, Sequence[int]], params: Mapping[str,
     if h == "vec":
         return tuple(vals)
     if h == "max":
-        return max(vals)
+        return reduce(max_dim, vals)
     if h in ("+", "-", "*"):
         x, y = vals
         return x + y if h == "+" else x - y if h == "-" else x * y
     if h == "/":
         if vals[1] == 0:
             raise _Undefined
-        return int(vals[0] / vals[1])  # egglog's i64 division truncates
+        return _trunc_div(vals[0], vals[1])  # egglog's i64 division truncates
     if h == "%":
         if vals[1] == 0:
             raise _Undefined
-        return vals[0] - vals[1] * int(vals[0] / vals[1])  # the remainder that goes with truncation
+        return _trunc_mod(vals[0], vals[1])  # the remainder that goes with truncation
     if h in _COMPARE:
         return _COMPARE[h](*vals)
     raise ValueError(f"unknown shape-expression head {h!r}")
 
 
-def evaluate(rules: Sequence[ShapeRule], shapes: Mapping[str, Sequence[int]],
-             params: Mapping[str, Any]) -> tuple[int, ...] | None:
-    """The output shape the rules give for concrete input ``shapes`` and ``params`` (``None``: no rule
-    applies). Raises ``ValueError`` if two applicable rules disagree."""
-    found: tuple[int, ...] | None = None
+def evaluate(rules: Sequence[ShapeRule], shapes: Mapping[str, Sequence[Dim]],
+             params: Mapping[str, Any]) -> tuple[Dim, ...] | None:
+    """The output shape the rules give for input ``shapes`` and ``params`` (``None``: no rule applies). Raises
+    ``ValueError`` if two applicable rules disagree, and :class:`~eqsat.ops.dims.UndecidedDim` where a symbolic
+    size leaves a condition or a size depending on the symbols' values."""
+    found: tuple[Dim, ...] | None = None
     for r in rules:
         try:
             if not all(_value(c, shapes, params) for c in r.when):
