@@ -166,12 +166,16 @@ def test_input_shape_conflicting_with_static_input_is_an_error(tmp_path: Path,
     assert out.exists()
 
 
-def test_dynamic_input_names_the_dims_to_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dynamic_input_keeps_its_axes_or_names_the_dims_to_fix(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     src, out = _save(_dynamic_model(), tmp_path / "m.onnx"), tmp_path / "out.onnx"
-    assert _optimize(str(src), "-o", str(out)) == 2
-    assert "--input-shape x=batch,3,h,8" in _error_line(capsys)
-    with pytest.raises(DynamicShapeError):
+    assert _optimize(str(src), "-o", str(out)) == 0  # optimized with its dynamic axes, which the output keeps
+    assert "dynamic axes             kept: batch, h" in capsys.readouterr().out
+    assert [d.dim_param or d.dim_value for d in onnx.load(out).graph.input[0].type.tensor_type.shape.dim] == \
+        ["batch", 3, "h", 8]
+    with pytest.raises(DynamicShapeError) as e:  # the loader without symbols names what to fix
         onnx_io.load_model(src)
+    assert "--input-shape x=batch,3,h,8" in str(e.value)
     assert _optimize(str(src), "-o", str(out), "--input-shape", "x=2,3,5,8") == 0
     assert out.exists()
 

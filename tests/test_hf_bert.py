@@ -223,7 +223,7 @@ def test_builtin_registration_and_bad_arguments() -> None:
     defaults = {k: p.default for k, p in inspect.signature(models.hf_bert).parameters.items()}
     assert defaults == {"seq": 128, "hidden": 768, "heads": 12, "layers": 1, "intermediate": None, "vocab": 30522,
                         "attention": "eager", "gelu": "op", "pooler": True, "token_type_ids": False,
-                        "transformers": "5", "opset": 20, "seed": 0}
+                        "transformers": "5", "opset": 20, "seed": 0, "dynamic": False}
     for kw in ({"attention": "flash"}, {"gelu": "tanh"}, {"transformers": "3"}, {"opset": 19},
                {"opset": 16, "gelu": "erf"}, {"heads": 5}, {"seq": 513}, {"layers": 0}):
         with pytest.raises(ValueError):
