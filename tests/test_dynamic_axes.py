@@ -131,3 +131,28 @@ def test_export_writes_symbolic_signature_and_run_time_sizes() -> None:
     m = to_onnx(g)
     assert _dims(m.graph.output[0]) == ["batch", "sequence", 64]
     assert "Shape" in {n.op_type for n in m.graph.node}  # the sizes come from the inputs at run time
+
+
+def test_an_unnamed_dynamic_axis_comes_back_unnamed() -> None:
+    m = _mlp()
+    for vi in (m.graph.input[0], m.graph.output[0]):
+        vi.type.tensor_type.shape.dim[0].Clear()  # an unknown size, no name
+    res = eqsat.optimize(m, time_limit=10)
+    assert not res.kept_original
+    for vi in (res.model.graph.input[0], res.model.graph.output[0]):
+        d = vi.type.tensor_type.shape.dim[0]
+        assert not d.HasField("dim_value") and not d.dim_param
+    assert res.numeric is not None and res.numeric.ok and res.numeric.sizes == [{"x_0": 1}, {"x_0": 3}]
+
+
+def test_the_check_catches_a_model_right_only_at_batch_1() -> None:
+    from eqsat.pipeline.check import check_equal
+
+    original = _mlp()
+    wrong = _mlp()  # sums over the batch axis: the same as the original at batch 1 only
+    wrong.graph.node[-1].output[0] = "y_rows"
+    wrong.graph.initializer.append(numpy_helper.from_array(np.array([0], dtype=np.int64), "axis0"))
+    wrong.graph.node.append(helper.make_node("ReduceSum", ["y_rows", "axis0"], ["y"], keepdims=1))
+    assert check_equal(original, wrong, sizes=[{"batch": 1}]).ok
+    both = check_equal(original, wrong, sizes=[{"batch": 1}, {"batch": 3}])
+    assert not both.ok and "shape" in both.summary()

@@ -33,14 +33,34 @@ def carry_signature(original: onnx.ModelProto, optimized: onnx.ModelProto, writt
     g.name, g.doc_string = og.name, og.doc_string
     for mine, theirs in ((g.input, og.input), (g.output, og.output)):
         docs = {vi.name: vi.doc_string for vi in theirs}
+        declared = {vi.name: vi for vi in theirs}
         for vi in mine:
             vi.doc_string = docs.get(vi.name, vi.doc_string)
+            if vi.name in declared:
+                _carry_dims(vi, declared[vi.name])
     computed = {o for n in g.node for o in n.output} - {o.name for o in g.output}
     have = {vi.name for vi in g.value_info}
     for vi in og.value_info:
         if vi.name in computed and vi.name not in have and _agrees(vi, types.get(vi.name)):
             g.value_info.append(vi)
     return optimized
+
+
+def _carry_dims(mine: onnx.ValueInfoProto, theirs: onnx.ValueInfoProto) -> None:
+    """Give ``mine`` the dimensions ``theirs`` declares (the original's names for its dynamic axes, an unnamed
+    one left unnamed) where they describe the same shape: equal static sizes, and a dynamic size where ``mine``
+    has a symbolic one."""
+    if not (mine.type.HasField("tensor_type") and theirs.type.HasField("tensor_type")
+            and theirs.type.tensor_type.HasField("shape")):
+        return
+    a, b = mine.type.tensor_type.shape.dim, theirs.type.tensor_type.shape.dim
+    if len(a) != len(b):
+        return
+    for x, y in zip(a, b, strict=True):
+        if x.HasField("dim_value") != y.HasField("dim_value") or x.HasField("dim_value") and x.dim_value != y.dim_value:
+            return
+    for x, y in zip(a, b, strict=True):
+        x.CopyFrom(y)
 
 
 def _agrees(vi: onnx.ValueInfoProto, known: tuple[str, tuple[int, ...]] | None) -> bool:

@@ -105,8 +105,8 @@ class NumericReport:
         return text
 
 
-def _input_specs(model: onnx.ModelProto, sizes: Mapping[str, int] | None = None
-                 ) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+def _input_specs(model: onnx.ModelProto, sizes: Mapping[str, int] | None = None,
+                 shapes: Mapping[str, tuple[int, ...]] | None = None) -> list[tuple[str, tuple[int, ...], np.dtype]]:
     inits = {i.name for i in model.graph.initializer}
     specs = []
     for vi in model.graph.input:
@@ -115,14 +115,15 @@ def _input_specs(model: onnx.ModelProto, sizes: Mapping[str, int] | None = None
         t = vi.type.tensor_type
         dims = tuple(int(d.dim_value) if d.HasField("dim_value") else int((sizes or {}).get(d.dim_param, 1))
                      for d in t.shape.dim)
+        dims = tuple((shapes or {}).get(vi.name, dims))
         specs.append((vi.name, dims, np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type))))
     return specs
 
 
-def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0, sizes: Mapping[str, int] | None = None
-                ) -> dict[str, np.ndarray]:
-    """Random inputs for ``model`` for trial number ``trial``; a symbolic dimension (``dim_param``) has its
-    size in ``sizes`` (1 where it is not there).
+def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0, sizes: Mapping[str, int] | None = None,
+                shapes: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """Random inputs for ``model`` for trial number ``trial``; an input in ``shapes`` has that shape, and a
+    symbolic dimension (``dim_param``) of another its size in ``sizes`` (1 where it is not there).
 
     Floats follow the trial's distribution in turn (normal, uniform in [0, 1), normal with spread 0.01),
     integers as :func:`eqsat.onnx_io.random_ints` (0/1, below the size of a table they index), booleans are
@@ -132,7 +133,7 @@ def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0, sizes: Mappin
     kind = _DISTRIBUTIONS[trial % len(_DISTRIBUTIONS)]
     feeds: dict[str, np.ndarray] = {}
     bounds = int_input_bounds(model)
-    for name, shape, dt in _input_specs(model, sizes):
+    for name, shape, dt in _input_specs(model, sizes, shapes):
         if dt.kind == "f":
             x = {"normal": lambda s: rng.standard_normal(s), "uniform": lambda s: rng.random(s),
                  "small": lambda s: 0.01 * rng.standard_normal(s)}[kind](shape)
@@ -241,12 +242,14 @@ def _compare(name: str, refs: Sequence[np.ndarray], gots: Sequence[np.ndarray], 
 
 def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, reference: str = "the original model",
                 trials: int = 3, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-4,
-                sizes: Sequence[Mapping[str, int]] = ({},)) -> NumericReport:
+                sizes: Sequence[Mapping[str, int]] = ({},),
+                input_shapes: Sequence[Mapping[str, tuple[int, ...]]] | None = None) -> NumericReport:
     """Run ``original`` (as given) and ``optimized`` on ``trials`` random input sets and compare every output.
 
     Input shapes come from ``optimized``: its symbolic dimensions take their sizes from each entry of ``sizes``
-    in turn (``trials`` input sets at the first, two at each other), so a rewrite right only at one batch size
-    shows; sizes the original itself cannot run at are skipped and named in ``skipped_sizes``. An element
+    in turn (``trials`` input sets at the first, two at each other; ``input_shapes``, beside them, gives the
+    inputs' shapes at each where the caller knows them), so a rewrite right only at one batch size shows;
+    sizes the original itself cannot run at are skipped and named in ``skipped_sizes``. An element
     matches when ``|got - ref| <= atol * scale + rtol * |ref|``
     with ``scale`` the largest finite magnitude of that output over all trials; NaN and infinities must
     match by position; integer and boolean outputs must match exactly. Outputs that come from squashing
@@ -268,7 +271,8 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
     b_model = _with_outputs(optimized, [b for _, b in pre.values()])
     feeds, refs = [], []
     for k, at in enumerate(sizes):
-        some = [trial_feeds(optimized, t, seed, at) for t in range(trials if k == 0 else min(2, trials))]
+        fixed = input_shapes[k] if input_shapes else None
+        some = [trial_feeds(optimized, t, seed, at, fixed) for t in range(trials if k == 0 else min(2, trials))]
         try:
             ran = [dict(zip([o.name for o in a_model.graph.output], run_onnxruntime(a_model, f), strict=True))
                    for f in some]

@@ -380,10 +380,14 @@ def check(s: State) -> None:
     """Check that the written model computes what the original, as given, computes; raise if it does not, or if
     the check cannot run."""
     sizes: list[dict[str, int]] = [{}]
-    if graph_symbols(s.graph):  # at the representative sizes and at others: a rewrite right only at batch 1 shows
+    shapes = None
+    syms = graph_symbols(s.graph)
+    if syms:  # at the representative sizes and at others: a rewrite right only at batch 1 shows
         rep = representative(s.graph)
         sizes = [rep, other_sizes(rep)]
-    s.numeric = numeric = check_equal(s.original, s.model, reference=describe_reference(s.source), sizes=sizes)
+        shapes = [{i.name: syms.at(i.shape, at) for i in s.graph.inputs} for at in sizes]
+    s.numeric = numeric = check_equal(s.original, s.model, reference=describe_reference(s.source), sizes=sizes,
+                                      input_shapes=shapes)
     if not numeric.ran:
         raise NumericCheckUnavailable(
             f"the numeric check cannot run: {'; '.join(numeric.problems)}. Nothing was written; pass "
