@@ -202,12 +202,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     A JSON file is an e-graph: an eqsat dump gets the ``eqsat egraph stats`` report, plain extraction-gym JSON
     its sizes and operators."""
     from eqsat import onnx_io  # lazy: CLI start-up (see the imports)
+    from eqsat.ir.symbols import format_shape, graph_symbols, symbolic_shapes
 
     if is_json_file(args.model):
         return print_egraph_file(args.model)
     model, label = onnx_io.read_model(args.model)
-    try:
-        g = onnx_io.load_model(model, input_shapes=input_shapes(args.input_shape), label=label)
+    fixed = input_shapes(args.input_shape)
+    try:  # dynamic axes as symbols, as eqsat optimize sees them (fixed where --input-shape gives a shape)
+        g = onnx_io.load_model(model, input_shapes=fixed, label=label, symbolic=not fixed)
     except (ModelReadError, InputShapeError):
         raise
     except ModelLoadError as e:
@@ -216,12 +218,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         _describe(summary, "" if isinstance(e, DynamicShapeError) and summary.dynamic_inputs()
                   else str(e).removeprefix(f"{label}: "))
         return 0
-    shapes = g.shapes
+    shapes = symbolic_shapes(g) if graph_symbols(g) else g.shapes
     print(f"model {args.model}: {len(g.nodes)} IR nodes, {len(g.weights)} weights, opset {g.meta.get('opset')}")
     for i in g.inputs:
-        print(f"  input  {i.name}: {list(i.shape)} {i.dtype}")
+        print(f"  input  {i.name}: {format_shape(shapes[i.name])} {i.dtype}")
     for o in g.outputs:
-        print(f"  output {o}: {list(shapes[o])}")
+        print(f"  output {o}: {format_shape(shapes[o])}")
+    if graph_symbols(g):
+        print(f"dynamic axes: {', '.join(graph_symbols(g).generic)} (eqsat optimize keeps them; --dim sets the "
+              "sizes they are costed at)")
     print("operators:")
     for op, n in sorted(g.op_histogram().items(), key=lambda kv: -kv[1]):
         print(f"  {op:<24} {n}")
@@ -257,7 +262,8 @@ def _describe(s: ModelSummary, reason: str) -> None:
         print("control flow (kept as it is, the graph around it optimized): " + ", ".join(s.control_flow))
     if s.dynamic_inputs():
         dims = sorted({d for i in s.dynamic_inputs() for d in i.dynamic})
-        print(f"dynamic dimensions: {', '.join(dims)}; fix them with {s.input_shape_hint()}")
+        print(f"dynamic dimensions: {', '.join(dims)}; eqsat optimize fixes them for the run (at --dim sizes, "
+              f"else 1), or see the model at given sizes with {s.input_shape_hint()}")
     if reason:
         print(f"why it cannot be imported: {reason}")
 

@@ -389,8 +389,10 @@ def check(s: State) -> None:
     s.numeric = numeric = check_equal(s.original, s.model, reference=describe_reference(s.source), sizes=sizes,
                                       input_shapes=shapes)
     if not numeric.ran:
+        at = "" if not syms else (" at " + ", ".join(f"{k}={v}" for k, v in sizes[0].items()) + " (give sizes it "
+                                  "runs at with --dim, Python: dims=)")
         raise NumericCheckUnavailable(
-            f"the numeric check cannot run: {'; '.join(numeric.problems)}. Nothing was written; pass "
+            f"the numeric check cannot run{at}: {'; '.join(numeric.problems)}. Nothing was written; pass "
             "--no-check (Python: check=False) to accept the optimized model without the check")
     if numeric.saturated:
         s.say("numeric check: saturated output(s): " + "; ".join(f"{c.name} ({c.saturated})"
