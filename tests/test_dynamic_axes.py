@@ -156,3 +156,19 @@ def test_the_check_catches_a_model_right_only_at_batch_1() -> None:
     assert check_equal(original, wrong, sizes=[{"batch": 1}]).ok
     both = check_equal(original, wrong, sizes=[{"batch": 1}, {"batch": 3}])
     assert not both.ok and "shape" in both.summary()
+
+
+def test_the_egraph_dump_shows_symbolic_shapes_and_exports_with_them(tmp_path) -> None:
+    from eqsat.inspect.dump import EGraphDump
+
+    path = tmp_path / "eg.json"
+    res = eqsat.optimize(_mlp(), time_limit=10, dump_egraph=str(path))
+    dump = EGraphDump.loads(path.read_text())
+    assert set(dump.symbols) == {"batch"} and dump == res.egraph_dump
+    y = dump.find_class("y")
+    assert dump.shape_text(dump.egraph.eclass(y).shape) == "[batch, 64]"
+    src = tmp_path / "m.onnx"
+    onnx.save(_mlp(), src)
+    from eqsat.cli.app import main
+    assert main(["egraph", "export", str(path), "--model", str(src), "-o", str(tmp_path / "out.onnx")]) == 0
+    assert _dims(onnx.load(tmp_path / "out.onnx").graph.input[0]) == ["batch", 64]

@@ -156,7 +156,7 @@ def stats_report(dump: EGraphDump, path: str = "") -> str:
     for c in biggest:
         members = eg.members(c.id)
         chosen = next((dump.label(n) for n in members if n.id in dump.chosen), "-")
-        crows.append((c.id, len(members), "[" + ", ".join(map(str, c.shape or ())) + "]", chosen,
+        crows.append((c.id, len(members), dump.shape_text(c.shape), chosen,
                       _tensor_note(dump, c.id) or "-"))
     lines += _table(("e-class", "e-nodes", "shape", "chosen", "tensors"), crows, right={1})
 
@@ -209,7 +209,7 @@ def class_report(dump: EGraphDump, key: str) -> str:
     inputs = dump.input_nodes
     chosen = next((n for n in members if n.id in dump.chosen), None)
     shape = "a list of an opaque node's inputs" if c.type == "TList" else \
-        "tensor [" + ", ".join(map(str, c.shape or ())) + "]"
+        "tensor " + dump.shape_text(c.shape)
     tensors = dump.tensors_of(cls)
     holds = f"; holds {', '.join(tensors)}" if tensors else ""
     root = "; a root (graph output)" if cls in eg.roots else ""
@@ -399,7 +399,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.dump} records no extraction; give one with --selection SEL.json (e.g. from "
                              f"'eqsat extract {args.dump} --out SEL.json')")
     proto, label = onnx_io.read_model(args.model)
-    graph = onnx_io.load_model(proto, input_shapes=input_shapes(args.input_shape), label=label)
+    fixed = input_shapes(args.input_shape)  # a dump of a model with dynamic axes was made with them as symbols
+    graph = onnx_io.load_model(proto, input_shapes=fixed, label=label, symbolic=bool(dump.symbols) and not fixed)
     dump.check_input_graph(graph, model=args.model)
     try:
         cost = validate_selection(dump.egraph.serialized, selection)

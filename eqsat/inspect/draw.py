@@ -158,7 +158,7 @@ def class_caption(dump: EGraphDump, cls: str) -> str:
     """``T-5 [4, 8]`` with the input graph's tensor names (``m1, m2 (+3)``) and ``output`` for roots."""
     c = dump.egraph.eclass(cls)
     tensors = dump.tensors_of(cls)
-    shape = "[" + ", ".join(map(str, c.shape or ())) + "]"
+    shape = dump.shape_text(c.shape)
     names = ", ".join(tensors[:2]) + (f" (+{len(tensors) - 2})" if len(tensors) > 2 else "")
     return " ".join(x for x in (cls, shape, _short(names, 30), "output" if cls in dump.egraph.roots else "") if x)
 
@@ -347,7 +347,7 @@ def visualizer_json(d: Drawing) -> str:
     for c in (*d.classes, *d.outside):
         info = dump.egraph.eclass(c)
         data = {"type": "outside" if c in stub else ("output" if c in dump.egraph.roots else "tensor"), "e-class": c,
-                "shape": "[" + ", ".join(map(str, info.shape or ())) + "]"}
+                "shape": dump.shape_text(info.shape)}
         if dump.tensors_of(c):
             data["tensors"] = ", ".join(dump.tensors_of(c))
         class_data[c] = data

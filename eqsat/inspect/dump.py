@@ -58,6 +58,7 @@ from eqsat.errors import EqsatError
 from eqsat.extract import Extraction
 from eqsat.files import write_file
 from eqsat.ir.graph import Graph
+from eqsat.ir.symbols import Symbols, graph_symbols
 
 __all__ = ["FORMAT", "VERSION", "DumpError", "IterationInfo", "SaturationInfo", "ExtractionInfo",
            "ExtractionChanges", "EGraphDump", "build_dump", "load_json", "is_dump"]
@@ -194,6 +195,16 @@ class EGraphDump:
     first_iterations: Mapping[str, int | None] = field(default_factory=dict)
     saturation: SaturationInfo | None = None
     extraction: ExtractionInfo | None = None
+    #: a model with dynamic axes: each symbol's generic value, the size its shapes hold it at
+    #: (:mod:`eqsat.ir.symbols`; a rewrite fired only where its shape guard holds there, so for every size)
+    symbols: Mapping[str, int] = field(default_factory=dict)
+
+    def shape_text(self, shape: tuple[int, ...] | None) -> str:
+        """An e-class shape as text, symbolic sizes by their polynomials: ``[batch, seq, 768]``."""
+        if shape is None:
+            return "[]"
+        syms = Symbols(dict(self.symbols))
+        return "[" + ", ".join(str(syms.decode(d)) if syms else str(d) for d in shape) + "]"
 
     @property
     def provenance(self) -> bool:
@@ -344,6 +355,8 @@ class EGraphDump:
                                  "cost_model": self.cost_model, "provenance": self.provenance,
                                  "saturation": None if self.saturation is None else _saturation_json(self.saturation),
                                  "extraction": None if self.extraction is None else _extraction_json(self.extraction)}
+        if self.symbols:
+            block["symbols"] = dict(self.symbols)
         return {"eqsat": block, "root_eclasses": list(self.egraph.roots), "nodes": nodes, "class_data": class_data}
 
 
@@ -433,7 +446,8 @@ class EGraphDump:
         return cls(str(block.get("source", "")), str(block.get("cost_model", "")),
                    EGraph(tuple(nodes), tuple(classes), roots, provenance), frozenset(input_nodes), frozenset(chosen),
                    tensors, onnx_ops, first_iterations,
-                   None if sat is None else _saturation_from(sat), None if ext is None else _extraction_from(ext))
+                   None if sat is None else _saturation_from(sat), None if ext is None else _extraction_from(ext),
+                   {str(k): int(v) for k, v in (block.get("symbols") or {}).items()})
 
     def dumps(self) -> str:
         """The file's text: the ``eqsat`` block on the first line, then one e-node or e-class per line."""
@@ -590,4 +604,4 @@ def build_dump(sat: SaturationResult, graph: Graph, costs: Mapping[str, float], 
                               kept_original)
     return EGraphDump(source, cost_model, EGraph(tuple(nodes), classes, eg.roots, eg.provenance),
                       frozenset(terms.nodes), chosen, {c: tuple(ts) for c, ts in tensors.items()}, onnx_ops,
-                      first_iterations, saturation, info)
+                      first_iterations, saturation, info, dict(graph_symbols(graph).generic))
