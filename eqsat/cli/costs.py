@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from eqsat import engine
-from eqsat.cli.common import Count, Seconds, parse_shape
+from eqsat.cli.common import Count, Seconds, merged_dims, parse_dims, parse_shape
 from eqsat.costs import CachedCostModel, CostCache, get_cost_model, graph_cost_keys
 from eqsat.errors import UsageError
 
@@ -30,7 +30,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
         raise UsageError(f"--threads {args.threads}: applies to --device cpu only; leave it out with --device gpu")
     model = get_cost_model("gpu") if args.device == "gpu" else get_cost_model(
         "measured", **({} if args.threads is None else {"threads": args.threads}))
-    graph = onnx_io.load_model(args.model, input_shapes=dict(args.input_shape or []))
+    proto, label = onnx_io.read_model(args.model)
+    graph, _ = onnx_io.load_with_axes(proto, label=label, input_shapes=dict(args.input_shape or []) or None,
+                                      dims=merged_dims(args.dim) or None, dynamic=not args.static)
     model = model.in_context(graph.weight_bytes)  # as optimize will price it
     sat = engine.saturate(graph, default_rules(), engine.Limits(iter_limit=args.iter_limit,
                                                                 time_limit=args.time_limit))
@@ -64,7 +66,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
                    help="measure with onnxruntime on the CPU (default) or with CuPy on the GPU")
     m.add_argument("--input-shape", action="append", type=parse_shape, metavar="NAME=1,3,224,224",
-                   help="fix a dynamic input shape (repeatable)")
+                   help="as optimize's: the shape a dynamic input is costed at (repeatable)")
+    m.add_argument("--dim", action="append", type=parse_dims, metavar="NAME=SIZE,...",
+                   help="as optimize's: the size a symbolic dimension is costed at (repeatable)")
+    m.add_argument("--static", action="store_true", help="as optimize's: fix the dynamic dimensions")
     m.add_argument("--iter-limit", action=Count, minimum=0, unit="iterations", default=10, metavar="N",
                    help="saturation iterations, as optimize's --iter-limit (default 10)")
     m.add_argument("--threads", action=Count, minimum=0, unit="threads", note="0: onnxruntime's default",

@@ -58,7 +58,7 @@ from eqsat.errors import EqsatError
 from eqsat.extract import Extraction
 from eqsat.files import write_file
 from eqsat.ir.graph import Graph
-from eqsat.ir.symbols import Symbols, graph_symbols
+from eqsat.ir.symbols import Symbols, format_shape, graph_symbols
 
 __all__ = ["FORMAT", "VERSION", "DumpError", "IterationInfo", "SaturationInfo", "ExtractionInfo",
            "ExtractionChanges", "EGraphDump", "build_dump", "load_json", "is_dump"]
@@ -195,16 +195,11 @@ class EGraphDump:
     first_iterations: Mapping[str, int | None] = field(default_factory=dict)
     saturation: SaturationInfo | None = None
     extraction: ExtractionInfo | None = None
-    #: a model with dynamic axes: each symbol's generic value, the size its shapes hold it at
-    #: (:mod:`eqsat.ir.symbols`; a rewrite fired only where its shape guard holds there, so for every size)
-    symbols: Mapping[str, int] = field(default_factory=dict)
+    symbols: Mapping[str, int] = field(default_factory=dict)  # dynamic axes: symbol -> generic value (ir.symbols)
 
     def shape_text(self, shape: tuple[int, ...] | None) -> str:
         """An e-class shape as text, symbolic sizes by their polynomials: ``[batch, seq, 768]``."""
-        if shape is None:
-            return "[]"
-        syms = Symbols(dict(self.symbols))
-        return "[" + ", ".join(str(syms.decode(d)) if syms else str(d) for d in shape) + "]"
+        return format_shape(Symbols(dict(self.symbols)).decode_shape(shape or ()))
 
     @property
     def provenance(self) -> bool:
@@ -355,8 +350,7 @@ class EGraphDump:
                                  "cost_model": self.cost_model, "provenance": self.provenance,
                                  "saturation": None if self.saturation is None else _saturation_json(self.saturation),
                                  "extraction": None if self.extraction is None else _extraction_json(self.extraction)}
-        if self.symbols:
-            block["symbols"] = dict(self.symbols)
+        block |= {"symbols": dict(self.symbols)} if self.symbols else {}
         return {"eqsat": block, "root_eclasses": list(self.egraph.roots), "nodes": nodes, "class_data": class_data}
 
 
@@ -441,8 +435,7 @@ class EGraphDump:
         unknown = [r for r in roots if r not in raw_classes]
         if unknown:
             raise DumpError(f"malformed e-graph dump: root e-class {unknown[0]!r} is not described")
-        sat = block.get("saturation")
-        ext = block.get("extraction")
+        sat, ext = block.get("saturation"), block.get("extraction")
         return cls(str(block.get("source", "")), str(block.get("cost_model", "")),
                    EGraph(tuple(nodes), tuple(classes), roots, provenance), frozenset(input_nodes), frozenset(chosen),
                    tensors, onnx_ops, first_iterations,

@@ -1,6 +1,7 @@
 """The ONNX boundary: import (ONNX -> IR), export (IR -> ONNX), multi-node patterns, onnxruntime helpers.
 The only package that turns protos into IR and back; imports ``eqsat.ir``, ``eqsat.ops`` and ``eqsat.errors``."""
 
+from eqsat.onnx_io.axes import load_with_axes
 from eqsat.onnx_io.dynamic import fixed_input_shapes
 from eqsat.onnx_io.export import onnx_opaque_evaluator, opaque_node, to_onnx
 from eqsat.onnx_io.load import load_model, opaque_reasons
@@ -10,7 +11,7 @@ from eqsat.onnx_io.signature import carry_signature, uses_external_data
 from eqsat.onnx_io.summary import ModelSummary, TensorSummary, summarize_model
 
 __all__ = ["INT_INPUT_BOUND", "ModelNotFoundError", "ModelSummary", "TensorSummary", "carry_signature",
-           "fixed_input_shapes",
+           "fixed_input_shapes", "load_with_axes",
            "input_shape_hint", "int_input_bounds", "load_model", "onnx_opaque_evaluator", "opaque_node",
            "opaque_reasons", "random_feeds", "random_ints", "read_model", "run_onnxruntime", "summarize_model",
            "to_onnx", "uses_external_data"]

@@ -32,7 +32,6 @@ from eqsat.costs import (
     graph_cost_keys,
     price_within,
 )
-from eqsat.errors import DynamicShapeError, InputShapeError
 from eqsat.extract import (
     Extraction,
     InvalidExtraction,
@@ -43,7 +42,7 @@ from eqsat.extract import (
 )
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.graph import Graph
-from eqsat.ir.symbols import VALUES_KEY, SymbolicShapeError, graph_symbols, representative
+from eqsat.ir.symbols import SymbolicShapeError, graph_symbols, representative
 from eqsat.ops import CostKey
 from eqsat.pipeline import candidates
 from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, opaque_cost_keys, price_nodes
@@ -149,31 +148,15 @@ def _import(s: State) -> Graph:
     """The model's graph: with its dynamic axes as symbols (``dynamic``), costed at the sizes ``dims`` and
     ``input_shapes`` give them; else, or where a size cannot be followed in the symbols, with them fixed."""
     o = s.options
-    shapes = dict(o.input_shapes) if o.input_shapes else None
-    if o.dynamic:
-        try:
-            graph = onnx_io.load_model(s.given, input_shapes=shapes, label=s.label, symbolic=True)
-        except DynamicShapeError as e:  # a size not followed in the symbols (SymbolicShapeError), or one the
-            # model fixes (a reshape to batch 1): the model as it runs at the representative sizes
-            s.static_reason = str(e)
-            log.warning("%s; optimizing with the dimensions fixed", e)
-            s.say(f"dynamic axes fixed: {e}")
-        else:
-            syms = graph_symbols(graph)
-            unknown = sorted(set(o.dims or {}) - set(syms.generic))
-            if unknown:
-                raise InputShapeError(f"{s.label}: --dim names {', '.join(unknown)}, which the model does not have; "
-                                      f"its symbolic dimensions are {', '.join(syms.generic) or 'none'}")
-            if not syms:
-                return graph
-            values = {**graph.meta.get(VALUES_KEY, {}), **dict(o.dims or {})}
-            graph = Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name,
-                          {**graph.meta, VALUES_KEY: values})
-            s.say("dynamic axes kept: " + ", ".join(f"{k} (costed at {v})" for k, v in representative(graph).items()))
-            return graph
-    s.fixed_shapes = True
-    fixed = onnx_io.fixed_input_shapes(s.given, dict(o.dims or {}), shapes)
-    return onnx_io.load_model(s.given, input_shapes=fixed or None, label=s.label)
+    graph, s.static_reason = onnx_io.load_with_axes(s.given, label=s.label, input_shapes=o.input_shapes,
+                                                    dims=o.dims, dynamic=o.dynamic)
+    s.fixed_shapes = not graph_symbols(graph)
+    if s.static_reason:  # a size not followed in the symbols, or one the model fixes (a reshape to batch 1)
+        log.warning("%s; optimizing with the dimensions fixed", s.static_reason)
+        s.say(f"dynamic axes fixed: {s.static_reason}")
+    elif graph_symbols(graph):
+        s.say("dynamic axes kept: " + ", ".join(f"{k} (costed at {v})" for k, v in representative(graph).items()))
+    return graph
 
 
 def choose_rules(s: State) -> None:

@@ -1,0 +1,46 @@
+"""The import an optimization run makes: the model's dynamic axes kept as symbols where they can be, costed at
+the sizes the user gives them, else fixed at those sizes, with the reason (what ``eqsat optimize`` and
+``eqsat costs measure`` share, so that both price the same configurations)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import onnx
+
+from eqsat.errors import DynamicShapeError, InputShapeError
+from eqsat.ir.graph import Graph
+from eqsat.ir.symbols import VALUES_KEY, graph_symbols
+from eqsat.onnx_io.dynamic import fixed_input_shapes
+from eqsat.onnx_io.load import load_model
+
+
+def load_with_axes(model: onnx.ModelProto, *, label: str, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                   dims: Mapping[str, int] | None = None, dynamic: bool = True) -> tuple[Graph, str]:
+    """The graph of ``model`` and why its dynamic axes were fixed ("" where they were kept, or there are none).
+
+    With ``dynamic``, each dynamic dimension is a symbol (:func:`eqsat.onnx_io.load_model` with ``symbolic``),
+    costed at its size in ``dims``, or in the shape ``input_shapes`` gives its input (1 otherwise); a model
+    whose sizes the symbols cannot follow (:class:`~eqsat.errors.DynamicShapeError`: a reshape to batch 1, a
+    floor division) is imported with them fixed at those sizes instead. Without ``dynamic`` they are fixed.
+    Raises :class:`InputShapeError` for a ``dims`` entry that names no symbol of the model."""
+    shapes = dict(input_shapes) if input_shapes else None
+    reason = ""
+    if dynamic:
+        try:
+            graph = load_model(model, input_shapes=shapes, label=label, symbolic=True)
+        except DynamicShapeError as e:
+            reason = str(e)
+        else:
+            syms = graph_symbols(graph)
+            unknown = sorted(set(dims or {}) - set(syms.generic))
+            if unknown:
+                raise InputShapeError(f"{label}: --dim names {', '.join(unknown)}, which the model does not have; "
+                                      f"its symbolic dimensions are {', '.join(syms.generic) or 'none'}")
+            if not syms:
+                return graph, ""
+            values = {**graph.meta.get(VALUES_KEY, {}), **dict(dims or {})}
+            return Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name,
+                         {**graph.meta, VALUES_KEY: values}), ""
+    fixed = fixed_input_shapes(model, dict(dims or {}), shapes)
+    return load_model(model, input_shapes=fixed or None, label=label), reason
