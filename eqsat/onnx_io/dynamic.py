@@ -24,7 +24,7 @@ from eqsat.ops.dims import Sym, UndecidedDim, concrete
 #: operators folded on symbolic sizes because they only move values: their result at the generic point reads
 #: back element by element
 _MOVES = {"Shape", "Size", "Gather", "GatherElements", "Concat", "Slice", "Unsqueeze", "Squeeze", "Reshape",
-          "Identity", "Flatten", "Transpose", "Where", "Expand", "Tile", "Split", "ConcatFromSequence"}
+          "Identity", "Flatten", "Transpose", "Where", "Expand", "Tile", "Split", "ConcatFromSequence", "Cast"}
 #: element-wise arithmetic folded where its symbolic result is a polynomial (checked against the generic point)
 _ARITH = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
           "Div": lambda a, b: a // b, "Mod": lambda a, b: a % b, "Neg": lambda a: -a,
@@ -126,6 +126,8 @@ def fold_allowed(node: onnx.NodeProto, values: Sequence[np.ndarray | None], resu
         return False
     if any(r.dtype.kind not in "iub" for r in results):
         return False  # a size turned into a float (a scale computed from seq) is computed at run time
+    if node.op_type in ("Shape", "Size") and all(symbolic_array(syms, np.asarray(r)) is None for r in results):
+        return True  # the shape of a vector of sizes, say: no size in it depends on a symbol
     symbolic.update(o for o in node.output if o)
     return True
 
@@ -171,6 +173,22 @@ def fixed_input_shapes(model: onnx.ModelProto, sizes: Mapping[str, int],
         out[vi.name] = tuple(int(sizes.get(named[(vi.name, k)], 1)) if (vi.name, k) in named else int(d.dim_value)
                              for k, d in enumerate(dims))
     return out
+
+
+def symbolic_output_shape(node: onnx.NodeProto, data_shape: Sequence[int] | None, consts: Mapping[str, np.ndarray],
+                          symbolic: set[str], syms: Symbols) -> tuple[int, ...] | None:
+    """The output shape, at the generic point, of a node whose output size a symbol sets and that ONNX shape
+    inference cannot type (a ``Range`` up to ``seq``) or types wrongly there (a ``Slice`` of a table up to
+    ``seq``, clamped at the generic value); ``None`` for any other node."""
+    if node.op_type == "Range" and node.domain in ("", "ai.onnx") and len(node.input) == 3 \
+            and any(i in symbolic for i in node.input) and all(i in consts for i in node.input):
+        start, limit, delta = (consts[i].reshape(()).item() for i in node.input)
+        if delta == 1 and isinstance(syms.decode(int(limit) - int(start)), Sym):
+            return (int(limit) - int(start),)
+        return None
+    if data_shape is None:
+        return None
+    return unclamped_slice_shape(node, data_shape, consts, symbolic, syms)
 
 
 def unclamped_slice_shape(node: onnx.NodeProto, data_shape: Sequence[int], consts: Mapping[str, np.ndarray],

@@ -19,7 +19,7 @@ from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, Mod
 from eqsat.ir.graph import Graph, Node, TensorInfo, fold_batchnorms, fuse_activations, fuse_residual_adds, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import META_KEY, VALUES_KEY, SymbolicShapeError, Symbols, symbolic_shapes
-from eqsat.onnx_io.dynamic import fold_allowed, may_fold, static_ints, symbol_names, unclamped_slice_shape
+from eqsat.onnx_io.dynamic import fold_allowed, may_fold, static_ints, symbol_names, symbolic_output_shape
 from eqsat.onnx_io.patterns import collapse_patterns
 from eqsat.onnx_io.protos import (
     attr_dict,
@@ -132,7 +132,9 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     # weights given as graph inputs with an initializer (old opsets) are weights, not inputs
     _fold_constants(imp, model)
     _infer_types(imp, model, inputs)
-    if _fold_static_shapes(imp, model):  # Shape of a static tensor is a constant: fold what depends on it
+    for _ in range(16):  # Shape of a static tensor is a constant: fold what depends on it, which may type more
+        if not _fold_static_shapes(imp, model):
+            break
         _fold_constants(imp, model)
         _infer_types(imp, model, inputs)
     live = [n for n in g.node if not all(o in imp.weights or o == "" for o in n.output)]  # others: folded
@@ -325,14 +327,14 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
     real = [helper.make_tensor_value_info(i.name, elem_type(i.dtype), list(i.shape)) for i in inputs]
     inits = [numpy_helper.from_array(v, k) for k, v in small.items()]
 
-    # a slice bounded by a symbol ends within its data: typed here, not clamped at the generic value by inference
+    # a slice bounded by a symbol ends within its data, a range up to one has its length: typed here (inference
+    # would clamp the one at the generic value and cannot type the other)
     sliced = []
     if imp.syms:
         shape_of = {**{k: tuple(v.shape) for k, v in imp.weights.items()}, **{i.name: i.shape for i in inputs}}
         for n in live_nodes:
-            shape = shape_of.get(n.input[0]) if n.input else None
-            out = None if shape is None else unclamped_slice_shape(n, shape, imp.weights, imp.symbolic_consts,
-                                                                   imp.syms)
+            out = symbolic_output_shape(n, shape_of.get(n.input[0]) if n.input else None, imp.weights,
+                                        imp.symbolic_consts, imp.syms)
             if out is not None:
                 sliced.append(n)
                 dtype = imp.weights[n.input[0]].dtype if n.input[0] in imp.weights else \
