@@ -407,7 +407,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     except InvalidExtraction as e:
         raise UsageError(f"--selection {source} does not fit the dump {args.dump}: {e}") from None
     _, written = dump.to_graph(selection, graph)
-    model = onnx_io.carry_signature(proto, onnx_io.to_onnx(written), written)  # as optimize writes it
+    model = onnx_io.carry_signature(proto, onnx_io.to_onnx(written), written,  # as optimize writes it
+                                    dims="symbols" in graph.meta)
     numeric = None
     if not args.no_check:
         numeric = check_equal(proto, model, reference=f"the original model ({args.model})")

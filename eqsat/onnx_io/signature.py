@@ -15,14 +15,15 @@ from eqsat.onnx_io.protos import elem_type
 __all__ = ["carry_signature", "uses_external_data"]
 
 
-def carry_signature(original: onnx.ModelProto, optimized: onnx.ModelProto, written: Graph | None = None
-                    ) -> onnx.ModelProto:
+def carry_signature(original: onnx.ModelProto, optimized: onnx.ModelProto, written: Graph | None = None,
+                    dims: bool = True) -> onnx.ModelProto:
     """``optimized`` (changed in place, and returned) with the original's producer name and version, domain,
     model version, doc strings (model, graph, inputs, outputs), metadata properties and graph name, and the
     original's ``value_info`` entries for the tensors the optimized graph still computes where they agree with
     ``written`` (the IR graph ``optimized`` was exported from; an entry is kept where its dtype is the tensor's
-    and each dimension is the tensor's size or a symbol; none without it). The optimized export's opset, IR
-    version, names and types are its own already."""
+    and each dimension is the tensor's size or a symbol; none without it). With ``dims`` (a model that kept its
+    dynamic axes), the inputs and outputs also get the dimensions the original declares where they fit: its
+    names for the dynamic axes. The optimized export's opset, IR version, names and types are its own already."""
     types = {} if written is None else {t: (written.dtypes[t], shape) for t, shape in written.shapes.items()
                                         if t in written.dtypes}
     for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
@@ -36,7 +37,7 @@ def carry_signature(original: onnx.ModelProto, optimized: onnx.ModelProto, writt
         declared = {vi.name: vi for vi in theirs}
         for vi in mine:
             vi.doc_string = docs.get(vi.name, vi.doc_string)
-            if vi.name in declared:
+            if dims and vi.name in declared:
                 _carry_dims(vi, declared[vi.name])
     computed = {o for n in g.node for o in n.output} - {o.name for o in g.output}
     have = {vi.name for vi in g.value_info}
@@ -48,17 +49,17 @@ def carry_signature(original: onnx.ModelProto, optimized: onnx.ModelProto, writt
 
 def _carry_dims(mine: onnx.ValueInfoProto, theirs: onnx.ValueInfoProto) -> None:
     """Give ``mine`` the dimensions ``theirs`` declares (the original's names for its dynamic axes, an unnamed
-    one left unnamed) where they describe the same shape: equal static sizes, and a dynamic size where ``mine``
-    has a symbolic one."""
+    one left unnamed) where they fit the tensor: each static size of ``theirs`` is ``mine``'s, and a dynamic one
+    may stand for any size (an exporter may declare a size it could not work out, 768 as ``dim_2``)."""
     if not (mine.type.HasField("tensor_type") and theirs.type.HasField("tensor_type")
             and theirs.type.tensor_type.HasField("shape")):
         return
     a, b = mine.type.tensor_type.shape.dim, theirs.type.tensor_type.shape.dim
     if len(a) != len(b):
         return
-    for x, y in zip(a, b, strict=True):
-        if x.HasField("dim_value") != y.HasField("dim_value") or x.HasField("dim_value") and x.dim_value != y.dim_value:
-            return
+    if any(y.HasField("dim_value") and (not x.HasField("dim_value") or x.dim_value != y.dim_value)
+           for x, y in zip(a, b, strict=True)):
+        return
     for x, y in zip(a, b, strict=True):
         x.CopyFrom(y)
 

@@ -356,7 +356,7 @@ def time_latency(s: State) -> None:
 def keep_signature(s: State) -> None:
     """Give the written model what the original says about itself (producer, doc strings, metadata, the
     declared types of intermediate tensors that still exist): it replaces the original in a deployment."""
-    s.model = onnx_io.carry_signature(s.original, s.model, s.new_graph)
+    s.model = onnx_io.carry_signature(s.original, s.model, s.new_graph, dims=not s.fixed_shapes)
 
 
 def check(s: State) -> None:

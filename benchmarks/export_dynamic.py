@@ -1,0 +1,127 @@
+"""Export the models users export today with dynamic axes, as they export them, for benchmarks/dynamic_axes.py.
+
+torchvision ResNet-18 and MobileNetV2 (dynamic batch), and Hugging Face BERT (2 layers) and GPT-2 (2 layers) with
+dynamic batch and sequence, each with both of torch's exporters: TorchScript (``dynamo=False``, opset 17,
+``dynamic_axes``) and dynamo (``dynamo=True``, opset 18, ``dynamic_shapes``). Random weights (seed 0; no model
+hub is reached), eval mode, eager attention, traced at batch 2 and sequence 16 so that no size specialises to 1.
+
+Needs torch, torchvision, transformers and onnxscript, which eqsat does not depend on: install them in a separate
+environment (``python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch torchvision transformers
+onnxscript onnx``) and run this script with it. Writes ``<model>_<ts|dynamo>.onnx`` into OUT.
+
+Usage: /tmp/torchenv/bin/python benchmarks/export_dynamic.py OUT [MODEL ...]   (models: resnet18 mobilenet_v2
+bert gpt2; default all)
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+import torchvision
+import transformers
+
+MODELS = ("resnet18", "mobilenet_v2", "bert", "gpt2")
+BATCH, SEQ = 2, 16
+
+
+class _Bert(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.m = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.m(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        return out.last_hidden_state, out.pooler_output
+
+
+class _Gpt2(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.m = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.m(input_ids=input_ids, use_cache=False, return_dict=True).last_hidden_state
+
+
+def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict[str, Any]]:
+    """The model, its example inputs, and the names and dynamic axes of its export."""
+    torch.manual_seed(0)
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    if name in ("resnet18", "mobilenet_v2"):
+        model = getattr(torchvision.models, name)(weights=None).eval()
+        return model, (torch.randn(BATCH, 3, 224, 224),), {
+            "input_names": ["input"], "output_names": ["output"],
+            "dynamic_axes": {"input": {0: "batch"}, "output": {0: "batch"}},
+            "dynamic_shapes": {"x": {0: batch}}}
+    if name == "bert":
+        cfg = transformers.BertConfig(num_hidden_layers=2, attn_implementation="eager")
+        ids = torch.randint(0, cfg.vocab_size, (BATCH, SEQ))
+        mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
+        mask[1, 12:] = 0  # padding in the example, as in a real batch
+        seq = torch.export.Dim("sequence", min=2, max=cfg.max_position_embeddings)
+        return _Bert(transformers.BertModel(cfg)).eval(), (ids, mask), {
+            "input_names": ["input_ids", "attention_mask"], "output_names": ["last_hidden_state", "pooler_output"],
+            "dynamic_axes": {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
+                             "last_hidden_state": {0: "batch", 1: "sequence"}, "pooler_output": {0: "batch"}},
+            "dynamic_shapes": {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}}
+    if name == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=2, attn_implementation="eager")
+        seq = torch.export.Dim("sequence", min=2, max=cfg.n_positions)
+        return _Gpt2(transformers.GPT2Model(cfg)).eval(), (torch.randint(0, cfg.vocab_size, (BATCH, SEQ)),), {
+            "input_names": ["input_ids"], "output_names": ["last_hidden_state"],
+            "dynamic_axes": {"input_ids": {0: "batch", 1: "sequence"},
+                             "last_hidden_state": {0: "batch", 1: "sequence"}},
+            "dynamic_shapes": {"input_ids": {0: batch, 1: seq}}}
+    raise KeyError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+
+
+def export(name: str, kind: str, out: Path) -> Path:
+    """Export one model with one exporter (``ts`` or ``dynamo``)."""
+    model, args, spec = build(name)
+    path = out / f"{name}_{kind}.onnx"
+    with torch.no_grad():
+        if kind == "dynamo":
+            program = torch.onnx.export(model, args, dynamo=True, opset_version=18, optimize=True,
+                                        input_names=spec["input_names"], output_names=spec["output_names"],
+                                        dynamic_shapes=spec["dynamic_shapes"])
+            program.save(str(path), external_data=False)
+            return path
+        import transformers.masking_utils as masking
+
+        packed = masking.find_packed_sequence_indices
+        # without an attention mask, transformers 5 looks for packed sequences with torch.diff, which the
+        # TorchScript exporter cannot write; for ordinary positions it finds none, so say so for the trace
+        masking.find_packed_sequence_indices = lambda position_ids: None
+        try:
+            torch.onnx.export(model, args, str(path), dynamo=False, opset_version=17, do_constant_folding=True,
+                              input_names=spec["input_names"], output_names=spec["output_names"],
+                              dynamic_axes=spec["dynamic_axes"])
+        finally:
+            masking.find_packed_sequence_indices = packed
+    return path
+
+
+def main() -> int:
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for name in sys.argv[2:] or MODELS:
+        for kind in ("ts", "dynamo"):
+            try:
+                print(f"wrote {export(name, kind, out)}", flush=True)
+            except Exception as e:  # an exporter's failure is reported, the other exports go on
+                failed += 1
+                print(f"FAILED {name}_{kind}: {type(e).__name__}: {str(e)[:300]}\n"
+                      + "".join(traceback.format_exc().splitlines(True)[-4:]), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
