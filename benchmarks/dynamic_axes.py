@@ -5,9 +5,11 @@ For each model, two runs of ``eqsat.optimize`` at the same representative sizes 
 dynamic axes (the default) and one with them fixed (``dynamic=False``, what eqsat did before). The table gives,
 for the dynamic run, whether the output's signature is the original's (input and output names, dtypes and
 dimensions, symbolic ones by name), the sizes the numeric check ran at, and what was written; for both runs the
-predicted costs; and the end-to-end speedup over the original of each written model, timed together in
-interleaved rounds at the representative sizes (onnxruntime CPU, 1 thread; median of the per-round ratios and
-its 95 % interval). Target: the dynamic run's speedup within 2 % of the static run's.
+predicted costs and what was written (under measured costs only a model measurably faster end to end than the
+original is, as ``eqsat optimize`` does by default); and the end-to-end speedup over the original of each
+written model, timed together in interleaved rounds at the representative sizes (onnxruntime CPU, 1 thread;
+median of the per-round ratios and its 95 % interval). Target: the dynamic run's speedup at least the static
+run's less 2 %.
 
 Models: ONNX files (e.g. the exports ``benchmarks/export_dynamic.py`` writes with torch), or the built-in
 ``hf_bert_dynamic`` (the transformers 4.x export with dynamic batch and sequence, written without torch).
@@ -58,7 +60,7 @@ def signature(model: onnx.ModelProto) -> list[tuple[str, int, list[int | str]]]:
 def run(name: str, dims: dict[str, int], costs: str, time_limit: float) -> dict[str, Any]:
     """Both runs of one model, and the end-to-end timing of what they wrote."""
     label, original = _model(name)
-    common = {"cost_model": costs, "time_limit": time_limit, "verify_latency": False}
+    common = {"cost_model": costs, "time_limit": time_limit}  # measured costs: with the end-to-end check, as users run
     symbols = set(dims) & {d for _, _, ds in signature(original) for d in ds if isinstance(d, str)}
     at = {k: v for k, v in dims.items() if k in symbols}
     dyn = eqsat.optimize(original, dims=at or None, **common)
@@ -74,24 +76,32 @@ def run(name: str, dims: dict[str, int], costs: str, time_limit: float) -> dict[
             ("ok" if dyn.numeric.ok else "MISMATCH") + " at " + "; ".join(
                 ", ".join(f"{k}={v}" for k, v in s.items()) for s in dyn.numeric.sizes)),
         "dynamic": {"cost_before": dyn.cost_before, "cost_after": dyn.cost_after, "written": dyn.decision,
+                    "kept_original": dyn.kept_original,
                     "speedup": [s_dyn.median, s_dyn.low, s_dyn.high]},
         "static": {"cost_before": static.cost_before, "cost_after": static.cost_after, "written": static.decision,
+                   "kept_original": static.kept_original,
                    "speedup": [s_static.median, s_static.low, s_static.high]},
         "original_ms": float(np.median(times[0])), "rounds": s_dyn.rounds,
-        "within_2pct": abs(s_dyn.median / s_static.median - 1) <= 0.02,
+        "within_2pct": s_dyn.median >= 0.98 * s_static.median,
     }
+
+
+def _written(run: dict[str, Any]) -> str:
+    return "original" if run["kept_original"] else "optimized"
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The results as a markdown table."""
     out = ["| model | sizes | dynamic axes | signature kept | check | predicted dyn (ms) | predicted static (ms) "
-           "| e2e speedup dynamic | e2e speedup static | within 2 % |", "|---" * 10 + "|"]
+           "| written dyn / static | e2e speedup dynamic | e2e speedup static | dynamic >= static - 2 % |",
+           "|---" * 11 + "|"]
     for r in rows:
         d, s = r["dynamic"], r["static"]
         out.append(
             f"| {r['model']} | {', '.join(f'{k}={v}' for k, v in r['dims'].items()) or '-'} | {r['axes']} "
             f"| {'yes' if r['signature_kept'] else 'NO'} | {r['check']} "
             f"| {d['cost_before']:.4g} -> {d['cost_after']:.4g} | {s['cost_before']:.4g} -> {s['cost_after']:.4g} "
+            f"| {_written(d)} / {_written(s)} "
             f"| {d['speedup'][0]:.3f}x [{d['speedup'][1]:.3f}, {d['speedup'][2]:.3f}] "
             f"| {s['speedup'][0]:.3f}x [{s['speedup'][1]:.3f}, {s['speedup'][2]:.3f}] "
             f"| {'yes' if r['within_2pct'] else 'NO'} |")

@@ -94,7 +94,10 @@ class _Rewriter:
                 if i in inits:
                     consumers.setdefault(i, []).append((n, k))
         replaced: set[str] = set()
+        small_ints = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
         for name, t in inits.items():
+            if t.data_type not in small_ints or np.prod(t.dims, dtype=np.int64) > 4096:
+                continue  # weights: never sizes (read without copying them)
             array = numpy_helper.to_array(t)
             sym = self.decoded(array)
             if sym is None:
