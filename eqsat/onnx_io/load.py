@@ -35,6 +35,7 @@ from eqsat.onnx_io.protos import (
     shape_text,
     static_shape,
 )
+from eqsat.onnx_io.run_types import types_by_running
 from eqsat.ops import OpError, Shape
 from eqsat.ops.dims import Sym
 
@@ -363,6 +364,7 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
              if vi.type.HasField("tensor_type") and static_shape(vi) is not None}
     declared = [vi for vi in g.value_info if vi.name not in imp.weights and vi.name not in typed]
     declared += _loop_carried_types(live_nodes, typed, imp.weights, inputs)
+    declared += _run_types(imp, live_nodes, used, typed, declared, inputs)
     if declared:
         inferred = infer(declared)
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
@@ -372,6 +374,19 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
         imp.types[i.name] = (i.shape, i.dtype)
     for vi in real[len(inputs):]:  # the slices typed above
         imp.types[vi.name] = (static_shape(vi), np_dtype(vi.type.tensor_type.elem_type))
+
+
+def _run_types(imp: _Importer, nodes: Sequence[onnx.NodeProto], used: set[str],
+               typed: Mapping[str, onnx.ValueInfoProto], declared: Sequence[onnx.ValueInfoProto],
+               inputs: Sequence[TensorInfo]) -> list[onnx.ValueInfoProto]:
+    """Types for what the outputs of operators of other domains (onnxruntime's fused kernels) leave untyped,
+    from running the model (:mod:`eqsat.onnx_io.run_types`): those outputs and what is computed from them."""
+    known = set(typed) | {vi.name for vi in declared} | set(imp.weights)
+    untyped = [o for n in nodes for o in n.output if o and o in used and o not in known]
+    if not any(n.domain not in ("", "ai.onnx") for n in nodes if any(o in untyped for o in n.output)):
+        return []  # a shape that depends on the data (NonZero): running once would fix it wrongly
+    found = types_by_running(imp.model, untyped, [(i.name, i.shape, i.dtype) for i in inputs], imp.syms)
+    return [helper.make_tensor_value_info(k, elem_type(dtype), list(shape)) for k, (shape, dtype) in found.items()]
 
 
 #: Operators whose outputs after the first are optional statistics: importers see those nobody reads as "".
