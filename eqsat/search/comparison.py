@@ -21,8 +21,9 @@ import onnx
 from eqsat import onnx_io
 from eqsat.costs import CostModel, get_cost_model, graph_cost
 from eqsat.errors import UsageError
+from eqsat.ir.symbols import graph_symbols, representative
 from eqsat.pipeline import default_rules, optimize
-from eqsat.pipeline.check import NumericReport, check_equal
+from eqsat.pipeline.check import NumericReport, check_equal, other_sizes
 from eqsat.search import searches as search
 from eqsat.search.searches import check_limits
 from eqsat.search.traces import reach_fields
@@ -118,7 +119,7 @@ def _strict(x: Any) -> Any:
 
 def model_cost(model: onnx.ModelProto, cost_model: CostModel) -> float:
     """The cost of an ONNX model under ``cost_model``: the one function every method's result is judged by."""
-    return graph_cost(onnx_io.load_model(model), cost_model)
+    return graph_cost(onnx_io.load_with_axes(model, label="model")[0], cost_model)  # dynamic axes: at size 1
 
 
 def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] = METHODS, budget: float = 60.0,
@@ -141,7 +142,10 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     say = progress or (lambda msg: None)
     cost_model = cost_model or get_cost_model("analytic")
     proto, label = onnx_io.read_model(model)
-    graph = onnx_io.load_model(proto, label=label)
+    graph, _ = onnx_io.load_with_axes(proto, label=label)  # dynamic axes as symbols, each costed at 1
+    syms = graph_symbols(graph)
+    sizes = [representative(graph), other_sizes(representative(graph))] if syms else [{}]
+    shapes = [{i.name: syms.at(i.shape, at) for i in graph.inputs} for at in sizes] if syms else None
     label = name or (label if isinstance(model, str | Path) else proto.graph.name or label)
     rules = list(rules) if rules is not None else default_rules()
     original_cost = model_cost(proto, cost_model)
@@ -162,7 +166,8 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
         cost = model_cost(out, cost_model)
         status, numeric = "ok", None
         if check:
-            numeric = check_equal(proto, out, reference=f"the original model ({label})")
+            numeric = check_equal(proto, out, reference=f"the original model ({label})", sizes=sizes,
+                                  input_shapes=shapes)
             if not numeric.ran:
                 status = "unchecked: " + "; ".join(numeric.problems)
             elif not numeric.ok:

@@ -26,6 +26,7 @@ from eqsat.costs import CostModel
 from eqsat.engine.errors import LimitError
 from eqsat.engine.limits import check_seconds
 from eqsat.ir.graph import Graph, computed_from_weights, flatten_concats, make_node
+from eqsat.ir.symbols import costed_at
 from eqsat.ops import CostKey
 from eqsat.rules.rule import Rule
 from eqsat.search import matching as rw
@@ -35,8 +36,9 @@ class GraphCoster:
     """Sum of per-node costs, the same as :func:`eqsat.costs.graph_cost`, with each operator configuration
     priced once (work on weights only is free: export precomputes it)."""
 
-    def __init__(self, cost_model: CostModel) -> None:
+    def __init__(self, cost_model: CostModel, at: Callable[[CostKey], CostKey] | None = None) -> None:
         self.cost_model = cost_model
+        self.at = at or (lambda key: key)  # a graph with symbols: keys at its representative sizes (costed_at)
         self._keys: dict[tuple[Any, ...], float] = {}
         self._prices: dict[CostKey, float] = {}
 
@@ -46,7 +48,7 @@ class GraphCoster:
         key = (node.op, node.params, tuple(in_shapes), const_inputs)
         c = self._keys.get(key)
         if c is None:
-            keys = node.spec.cost_keys(node.p, in_shapes, out_shape, weights=const_inputs)
+            keys = tuple(self.at(k) for k in node.spec.cost_keys(node.p, in_shapes, out_shape, weights=const_inputs))
             missing = [k for k in keys if k not in self._prices]
             if missing:
                 self._prices.update(self.cost_model.costs(missing))
@@ -246,7 +248,7 @@ def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: CostModel, *, 
     clock = _Clock(seconds)
     say = progress or (lambda msg: None)
     start = rw.prepare(graph)
-    coster = GraphCoster(cost_model)
+    coster = GraphCoster(cost_model, costed_at(graph))
     expander = _Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
     cost0 = coster(start)
     eps = 1e-9 * max(abs(cost0), 1e-9)  # costs are sums updated incrementally: ignore rounding-level changes
@@ -337,7 +339,7 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: CostModel, *, samp
     rng = random.Random(seed)
     k = sample_size // 2
     start = rw.prepare(graph)
-    coster = GraphCoster(cost_model)
+    coster = GraphCoster(cost_model, costed_at(graph))
     expander = _Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
     cost0 = coster(start)
     eps = 1e-9 * max(abs(cost0), 1e-9)
