@@ -158,7 +158,7 @@ def test_the_check_catches_a_model_right_only_at_batch_1() -> None:
     assert not both.ok and "shape" in both.summary()
 
 
-def test_the_egraph_dump_shows_symbolic_shapes_and_exports_with_them(tmp_path) -> None:
+def test_the_egraph_dump_shows_symbolic_shapes_and_exports_with_them(tmp_path, capsys) -> None:
     from eqsat.inspect.dump import EGraphDump
 
     path = tmp_path / "eg.json"
@@ -170,5 +170,7 @@ def test_the_egraph_dump_shows_symbolic_shapes_and_exports_with_them(tmp_path) -
     src = tmp_path / "m.onnx"
     onnx.save(_mlp(), src)
     from eqsat.cli.app import main
+    assert main(["egraph", "stats", str(path)]) == 0
+    assert "dynamic axes  batch: built at generic sizes" in capsys.readouterr().out
     assert main(["egraph", "export", str(path), "--model", str(src), "-o", str(tmp_path / "out.onnx")]) == 0
     assert _dims(onnx.load(tmp_path / "out.onnx").graph.input[0]) == ["batch", 64]

@@ -106,6 +106,11 @@ def stats_report(dump: EGraphDump, path: str = "") -> str:
     rows = [("e-graph", f"{n_nodes} e-nodes ({n_in} from the input graph, {n_nodes - n_in} added), "
                         f"{n_classes} e-classes, {len(eg.roots)} root(s)"
                         + (f"; {lists} list node(s) for opaque nodes' inputs" if lists else ""))]
+    if dump.symbols:  # why a rewrite right only at some sizes is not in the e-graph
+        generic = ", ".join(f"{k}={v}" for k, v in dump.symbols.items())
+        rows.append(("dynamic axes", f"{', '.join(dump.symbols)}: built at generic sizes ({generic}), so a rewrite "
+                                     "merged only where its shape guard holds for every size; one right at some "
+                                     "sizes only (batch 1) never fired"))
     sat = dump.saturation
     if sat is not None:
         limits = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in sat.limits)
