@@ -57,6 +57,7 @@ class _Importer:
         self.syms = Symbols({})
         self.symbolic_consts: set[str] = set()  # constants computed from the symbols (eqsat.onnx_io.dynamic)
         self.symbol_values: dict[str, int] = {}  # the sizes input_shapes gives the symbols
+        self.ran: dict[str, tuple[Shape, str]] | None = None  # types found by running the model (run_types)
         g = model.graph
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
         if not self.opset:
@@ -385,7 +386,9 @@ def _run_types(imp: _Importer, nodes: Sequence[onnx.NodeProto], used: set[str],
     untyped = [o for n in nodes for o in n.output if o and o in used and o not in known]
     if not any(n.domain not in ("", "ai.onnx") for n in nodes if any(o in untyped for o in n.output)):
         return []  # a shape that depends on the data (NonZero): running once would fix it wrongly
-    found = types_by_running(imp.model, untyped, [(i.name, i.shape, i.dtype) for i in inputs], imp.syms)
+    if imp.ran is None:  # once an import: the inference passes after each round of folding ask again
+        imp.ran = types_by_running(imp.model, untyped, [(i.name, i.shape, i.dtype) for i in inputs], imp.syms)
+    found = {k: v for k, v in imp.ran.items() if k in untyped}
     return [helper.make_tensor_value_info(k, elem_type(dtype), list(shape)) for k, (shape, dtype) in found.items()]
 
 
