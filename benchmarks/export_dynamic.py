@@ -1,16 +1,18 @@
 """Export the models users export today with dynamic axes, as they export them, for benchmarks/dynamic_axes.py.
 
-torchvision ResNet-18 and MobileNetV2 (dynamic batch), and Hugging Face BERT (2 layers) and GPT-2 (2 layers) with
-dynamic batch and sequence, each with both of torch's exporters: TorchScript (``dynamo=False``, opset 17,
-``dynamic_axes``) and dynamo (``dynamo=True``, opset 18, ``dynamic_shapes``). Random weights (seed 0; no model
-hub is reached), eval mode, eager attention, traced at batch 2 and sequence 16 so that no size specialises to 1.
+torchvision ResNet-18 and MobileNetV2 and a Hugging Face ViT (2 layers) with a dynamic batch, and Hugging Face
+BERT, GPT-2 and a LLaMA-style decoder (2 layers each; the decoder with grouped-query attention, RMSNorm, rotary
+embeddings and SwiGLU) with dynamic batch and sequence, each with both of torch's exporters: TorchScript
+(``dynamo=False``, opset 17, ``dynamic_axes``) and dynamo (``dynamo=True``, opset 18, ``dynamic_shapes``). Random
+weights (seed 0; no model hub is reached), eval mode, eager attention, traced at batch 2 and sequence 16 so that
+no size specialises to 1.
 
 Needs torch, torchvision, transformers and onnxscript, which eqsat does not depend on: install them in a separate
 environment (``python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch torchvision transformers
 onnxscript onnx``) and run this script with it. Writes ``<model>_<ts|dynamo>.onnx`` into OUT.
 
 Usage: /tmp/torchenv/bin/python benchmarks/export_dynamic.py OUT [MODEL ...]   (models: resnet18 mobilenet_v2
-bert gpt2; default all)
+bert gpt2 llama vit; default all)
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import torch
 import torchvision
 import transformers
 
-MODELS = ("resnet18", "mobilenet_v2", "bert", "gpt2")
+MODELS = ("resnet18", "mobilenet_v2", "bert", "gpt2", "llama", "vit")
 BATCH, SEQ = 2, 16
 
 
@@ -38,13 +40,23 @@ class _Bert(torch.nn.Module):
         return out.last_hidden_state, out.pooler_output
 
 
-class _Gpt2(torch.nn.Module):
+class _Decoder(torch.nn.Module):
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.m = model
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.m(input_ids=input_ids, use_cache=False, return_dict=True).last_hidden_state
+
+
+class _Vit(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.m = model
+
+    def forward(self, pixel_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.m(pixel_values=pixel_values, return_dict=True)
+        return out.last_hidden_state, out.pooler_output
 
 
 def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict[str, Any]]:
@@ -68,14 +80,28 @@ def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict[st
             "dynamic_axes": {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
                              "last_hidden_state": {0: "batch", 1: "sequence"}, "pooler_output": {0: "batch"}},
             "dynamic_shapes": {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}}
-    if name == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=2, attn_implementation="eager")
-        seq = torch.export.Dim("sequence", min=2, max=cfg.n_positions)
-        return _Gpt2(transformers.GPT2Model(cfg)).eval(), (torch.randint(0, cfg.vocab_size, (BATCH, SEQ)),), {
+    if name in ("gpt2", "llama"):
+        if name == "gpt2":
+            cfg = transformers.GPT2Config(n_layer=2, attn_implementation="eager")
+            model, longest = transformers.GPT2Model(cfg), cfg.n_positions
+        else:
+            cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=512, intermediate_size=1376,
+                                           num_attention_heads=8, num_key_value_heads=2, vocab_size=32000,
+                                           max_position_embeddings=2048, attn_implementation="eager")
+            model, longest = transformers.LlamaModel(cfg), cfg.max_position_embeddings
+        seq = torch.export.Dim("sequence", min=2, max=longest)
+        return _Decoder(model).eval(), (torch.randint(0, cfg.vocab_size, (BATCH, SEQ)),), {
             "input_names": ["input_ids"], "output_names": ["last_hidden_state"],
             "dynamic_axes": {"input_ids": {0: "batch", 1: "sequence"},
                              "last_hidden_state": {0: "batch", 1: "sequence"}},
             "dynamic_shapes": {"input_ids": {0: batch, 1: seq}}}
+    if name == "vit":
+        cfg = transformers.ViTConfig(num_hidden_layers=2, image_size=224, patch_size=16, attn_implementation="eager")
+        return _Vit(transformers.ViTModel(cfg)).eval(), (torch.randn(BATCH, 3, 224, 224),), {
+            "input_names": ["pixel_values"], "output_names": ["last_hidden_state", "pooler_output"],
+            "dynamic_axes": {"pixel_values": {0: "batch"}, "last_hidden_state": {0: "batch"},
+                             "pooler_output": {0: "batch"}},
+            "dynamic_shapes": {"pixel_values": {0: batch}}}
     raise KeyError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
 
 
