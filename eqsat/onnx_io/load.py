@@ -369,7 +369,10 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
     if declared:
         inferred = infer(declared)
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-        if vi.type.HasField("tensor_type"):
+        if vi.type.HasField("tensor_type") and (static_shape(vi) is not None or imp.types.get(vi.name) is None):
+            imp.types[vi.name] = (static_shape(vi), np_dtype(vi.type.tensor_type.elem_type))
+    for vi in declared:  # a graph output declared with dynamic axes keeps them in inference: typed here
+        if imp.types.get(vi.name, (None, ""))[0] is None and static_shape(vi) is not None:
             imp.types[vi.name] = (static_shape(vi), np_dtype(vi.type.tensor_type.elem_type))
     for i in inputs:
         imp.types[i.name] = (i.shape, i.dtype)
