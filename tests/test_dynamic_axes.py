@@ -174,3 +174,33 @@ def test_the_egraph_dump_shows_symbolic_shapes_and_exports_with_them(tmp_path, c
     assert "dynamic axes  batch: built at generic sizes" in capsys.readouterr().out
     assert main(["egraph", "export", str(path), "--model", str(src), "-o", str(tmp_path / "out.onnx")]) == 0
     assert _dims(onnx.load(tmp_path / "out.onnx").graph.input[0]) == ["batch", 64]
+
+
+def _positions_model() -> onnx.ModelProto:
+    """x [batch, seq, 16] + table[Range(0, Cast(Shape(x)[1]), 1)]: positions computed from the sequence length,
+    as exporters write them."""
+    table = numpy_helper.from_array(np.random.default_rng(3).standard_normal((64, 16)).astype(np.float32), "table")
+    consts = [numpy_helper.from_array(np.array(v, dtype=np.int64), n) for n, v in (("one", 1), ("zero", 0))]
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["length_raw"], axis=0),
+             helper.make_node("Cast", ["length_raw"], ["length"], to=TensorProto.INT64),
+             helper.make_node("Range", ["zero", "length", "one"], ["positions"]),
+             helper.make_node("Gather", ["table", "positions"], ["embedded"], axis=0),
+             helper.make_node("Add", ["x", "embedded"], ["h"]),
+             helper.make_node("Relu", ["h"], ["y"])]
+    g = helper.make_graph(nodes, "positions",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 16])],
+                          [table, *consts])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_sizes_computed_from_shapes_stay_computed() -> None:
+    g = load_model(_positions_model(), symbolic=True)
+    shapes = symbolic_shapes(g)
+    assert shapes["y"] == (BATCH, SEQ, 16) and shapes["positions"] == (SEQ,)  # Range typed by its length
+    res = eqsat.optimize(_positions_model(), time_limit=10, dims={"seq": 8})
+    assert res.numeric is not None and res.numeric.ok and res.numeric.sizes[1] == {"batch": 3, "seq": 17}
+    x = np.random.default_rng(4).standard_normal((2, 5, 16)).astype(np.float32)  # neither size checked
+    np.testing.assert_allclose(run_onnxruntime(res.model, {"x": x})[0],
+                               run_onnxruntime(_positions_model(), {"x": x})[0], rtol=1e-5, atol=1e-5)
