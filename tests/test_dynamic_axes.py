@@ -3,6 +3,8 @@ several sizes; a rewrite right only at one size does not fire."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import pytest
@@ -204,3 +206,19 @@ def test_sizes_computed_from_shapes_stay_computed() -> None:
     x = np.random.default_rng(4).standard_normal((2, 5, 16)).astype(np.float32)  # neither size checked
     np.testing.assert_allclose(run_onnxruntime(res.model, {"x": x})[0],
                                run_onnxruntime(_positions_model(), {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_an_egraph_that_lost_input_terms_keeps_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eqsat.engine import readback
+    from eqsat.pipeline import stages
+
+    real = readback.input_terms
+
+    def losing(egraph, graph):  # as egglog's serialization did once (see the issue 28 note): a term missing
+        terms = real(egraph, graph)
+        return dataclasses.replace(terms, missing=("y",))
+
+    monkeypatch.setattr(stages.engine, "input_terms", losing)
+    res = eqsat.optimize(_mlp(), time_limit=10)
+    assert res.kept_original and "lost 1 of the input graph's terms" in res.kept_reason
+    assert res.numeric is not None and res.numeric.ok

@@ -277,6 +277,17 @@ def _input_start(s: State, eg: SerializedEGraph) -> dict[str, str] | None:
 def export(s: State) -> None:
     """Read the first choice back into the IR, price it as written and export it to ONNX; a graph costlier than
     the original is not written: the original is kept."""
+    # a kept original is the model exactly as given (a re-export of its import can run slower than it), unless
+    # the user fixed its dynamic dimensions: then the import with those shapes is the model asked for
+    s.as_given = s.given if s.options.dynamic or not s.options.input_shapes and not s.options.dims else None
+    lost = engine.input_terms(s.sat.egraph, s.graph).missing
+    if lost:  # never expected: the e-graph holds every term of its input graph; without them, no read-back is sound
+        log.warning("the e-graph lost %d input term(s) (%s); the original is kept", len(lost), ", ".join(lost[:3]))
+        s.cost_before = s.cost_after = s.anytime.cost_before
+        s.new_graph, s.notes, s.kept = s.graph, [], True
+        s.kept_reason = f"the e-graph lost {len(lost)} of the input graph's terms (an engine fault; e.g. {lost[0]})"
+        s.model = s.as_given if s.as_given is not None else onnx_io.to_onnx(s.graph)
+        return
     extracted, s.new_graph = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.graph, s.names)
     s.cost_before = s.anytime.cost_before
     s.cost_after = graph_cost(s.new_graph, s.cost_model)
@@ -292,10 +303,6 @@ def export(s: State) -> None:
         s.kept_reason = (f"the extracted graph costs {s.cost_after:.6g} ms as written, more than the original"
                          if s.cost_after > s.cost_before * (1 + REL_EPS) else "no cheaper graph found")
         s.new_graph, s.cost_after = s.graph, s.cost_before
-    # a kept original is the model exactly as given (a re-export of its import can run slower than it), unless
-    # input_shapes fixed its dimensions: then the import with those shapes is the model asked for
-    # (unless the user fixed its dynamic dimensions: then the import with those shapes is the model asked for)
-    s.as_given = s.given if s.options.dynamic or not s.options.input_shapes and not s.options.dims else None
     if not s.kept:
         try:
             s.model = onnx_io.to_onnx(s.new_graph)
