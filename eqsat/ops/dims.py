@@ -12,7 +12,6 @@ batch sizes does not pass. :func:`dim` turns a constant polynomial back into an 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Union
 
@@ -204,18 +203,6 @@ def dim(x: Dim) -> Dim:
     return int(x)
 
 
-def is_symbolic(x: object) -> bool:
-    """Whether ``x`` is a size that depends on a symbol."""
-    return isinstance(x, Sym)
-
-
-def symbols_of(shape: Iterable[Dim]) -> frozenset[str]:
-    """Every symbol a shape's sizes mention."""
-    out: frozenset[str] = frozenset()
-    for d in shape:
-        if isinstance(d, Sym):
-            out |= d.symbols
-    return out
 
 
 def concrete(shape: Iterable[Dim], values: Mapping[str, int]) -> tuple[int, ...]:
@@ -271,8 +258,3 @@ def sym_max(a: Dim, b: Dim) -> Dim:
         return a if a >= b else b
     except UndecidedDim:  # max(1, batch): "1 >= batch" is undecided, "batch >= 1" is not
         return b if b >= a else a
-
-
-def prod(xs: Iterable[Dim]) -> Dim:
-    """The product of sizes."""
-    return math.prod(xs, start=1)
