@@ -208,3 +208,22 @@ def test_leaving_out_rules_that_cannot_match_changes_no_egraph(name: str, builti
     assert (left_out.egraph.num_nodes, len(left_out.egraph.classes)) == \
         (everything.egraph.num_nodes, len(everything.egraph.classes))
     assert left_out.rules_fired == everything.rules_fired
+
+
+def test_no_egglog_global_name_extends_another() -> None:
+    # egglog 13.2 resolved $g61 to $g6 inside one term of a real model (onnxruntime's optimized BERT with dynamic
+    # axes), putting a weight where a tensor belonged and losing six input terms; names that end in "_" cannot
+    # extend one another
+    import re
+
+    from eqsat.engine.compile import compile_graph
+
+    nodes, prev = [], "x"
+    for k in range(25):
+        nodes.append(make_node("relu" if k % 2 else "tanh", {}, [prev], f"t{k}"))
+        prev = f"t{k}"
+    g = Graph((TensorInfo("x", (2, 3)),), {}, tuple(nodes), (prev,)).validate()
+    text = compile_graph(g).text
+    names = sorted(set(re.findall(r"\(let (\$\S+) ", text)))
+    assert len(names) == 26
+    assert not [(a, b) for a in names for b in names if a != b and b.startswith(a)]

@@ -328,7 +328,9 @@ def compile_graph(graph: Graph, provenance: bool = False) -> CompiledGraph:
     lines: list[str] = []
 
     def new_global(tensor: str) -> str:
-        name = f"$g{len(g)}"
+        # "_" ends every name: egglog 13.2 can resolve a global whose name another one's extends ($g61 after $g6)
+        # to the shorter one inside a term, putting the wrong e-class in it
+        name = f"$g{len(g)}_"
         g[tensor] = name
         return name
 
@@ -355,7 +357,7 @@ def compile_graph(graph: Graph, provenance: bool = False) -> CompiledGraph:
                 acc = ins[0]
                 for k, x in enumerate(ins[1:]):
                     if k < len(ins) - 2:
-                        tmp = f"$c{len(lines)}"
+                        tmp = f"$c{len(lines)}_"
                         lines.append(f"(let {tmp} ({spec.name} {' '.join(args)} {acc} {x}))")
                         acc = tmp
                     else:

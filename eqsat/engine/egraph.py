@@ -59,7 +59,7 @@ class EClass(NamedTuple):
         id: the e-class id.
         type: ``"T"`` (a tensor) or ``"TList"`` (an opaque node's input list).
         shape: the tensor's shape; None for lists.
-        lets: the egglog globals (``$g0`` ...) naming this e-class, as egglog's serializer lists them.
+        lets: the egglog globals (``$g0_`` ...) naming this e-class, as egglog's serializer lists them.
     """
 
     id: str
