@@ -121,3 +121,15 @@ def test_shape_of_a_static_tensor_is_folded() -> None:
     assert opaque_reasons(ir) == []
     assert [n.op for n in ir.nodes] == ["smul"]
     assert check_equal(m, to_onnx(ir)).ok
+
+
+def test_identity_and_a_float_cast_to_float_are_views() -> None:
+    import eqsat
+
+    nodes = [helper.make_node("Cast", ["x"], ["c"], to=TensorProto.FLOAT), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Identity", ["r"], ["i"]), helper.make_node("Cast", ["i"], ["y"], to=TensorProto.DOUBLE)]
+    model = make_model(nodes, [("x", ["batch", 8])], [("y", ["batch", 8], TensorProto.DOUBLE)])
+    g = onnx_io.load_model(model, symbolic=True)
+    assert [n.op for n in g.nodes] == ["reshape", "relu", "reshape", "opaque"]  # the cast to double stays
+    res = eqsat.optimize(model, time_limit=10)
+    assert res.numeric is not None and res.numeric.ok

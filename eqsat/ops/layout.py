@@ -149,6 +149,18 @@ def _import_reshape(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     return [("reshape", {"shape": tuple(out_shape)}, [ins[0]], list(outs))]
 
 
+@_importer("Identity", "Cast")
+def _import_identity(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    # an Identity, or a Cast of a float tensor to its own type (exporters cast hidden states to float32 before an
+    # RMSNorm), is a reshape to the same shape: a view
+    op_type, ins, outs, attrs = node
+    if not ctx.is_float(ins[0]):
+        return ctx.unsupported('a non-float input')
+    if op_type == "Cast" and int(attrs.get("to", 0)) != 1:  # TensorProto.FLOAT
+        return ctx.unsupported('a cast to another type than float32')
+    return [("reshape", {"shape": tuple(ctx.shape(ins[0]))}, [ins[0]], list(outs))]
+
+
 # -- concat / split --------------------------------------------------------------------------------------
 
 def _concat_shape(p: Params, *xs: Shape) -> Shape:
