@@ -133,3 +133,13 @@ def test_identity_and_a_float_cast_to_float_are_views() -> None:
     assert [n.op for n in g.nodes] == ["reshape", "relu", "reshape", "opaque"]  # the cast to double stays
     res = eqsat.optimize(model, time_limit=10)
     assert res.numeric is not None and res.numeric.ok
+
+
+def test_neg_imports_as_a_scaling_by_minus_one() -> None:
+    nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Relu", ["n"], ["y"])]
+    model = make_model(nodes, [("x", [3, 5])], [("y", [3, 5])])
+    g = onnx_io.load_model(model)
+    assert [n.op for n in g.nodes] == ["smul", "relu"]
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    np.testing.assert_allclose(g.evaluate({"x": x})[0], np.maximum(-x, 0))
+    assert check_equal(model, onnx_io.to_onnx(g)).ok

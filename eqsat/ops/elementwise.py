@@ -413,6 +413,15 @@ def _import_div(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     return _scale_by_const(ctx, a, recip, b + "_reciprocal", outs[0])
 
 
+@_importer("Neg")
+def _import_neg(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    # -x = x * (-1) (rotary embeddings negate half of each head)
+    _, (x,), outs, _ = node
+    if not ctx.is_float(x):
+        return ctx.unsupported("a non-float input")
+    return [("smul", {}, [x, ctx.add_weight(np.array(-1.0, np.float32), "minus_one")], [outs[0]])]
+
+
 @_importer("Sub")
 def _import_sub(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, (a, b), outs, _ = node
