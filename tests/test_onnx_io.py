@@ -143,3 +143,18 @@ def test_neg_imports_as_a_scaling_by_minus_one() -> None:
     x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
     np.testing.assert_allclose(g.evaluate({"x": x})[0], np.maximum(-x, 0))
     assert check_equal(model, onnx_io.to_onnx(g)).ok
+
+
+def test_rmsnorm_pieces_import_as_operators() -> None:
+    # x * 1 / sqrt(mean(x^2) + eps), as the TorchScript exporter writes a LLaMA RMSNorm (Pow, Sqrt, Div(1, .))
+    eps, one, two = (numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+                     (("eps", 1e-6), ("one", 1.0), ("two", 2.0)))
+    nodes = [helper.make_node("Pow", ["x", "two"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq"], ["ms"], axes=[-1], keepdims=1),
+             helper.make_node("Add", ["ms", "eps"], ["mse"]), helper.make_node("Sqrt", ["mse"], ["rt"]),
+             helper.make_node("Div", ["one", "rt"], ["inv"]), helper.make_node("Mul", ["x", "inv"], ["y"])]
+    model = make_model(nodes, [("x", [2, 5, 8])], [("y", [2, 5, 8])], [eps, one, two])
+    g = onnx_io.load_model(model)
+    assert not [n for n in g.nodes if n.op == "opaque"]
+    assert {"ewsqrt", "ewrecip"} <= {n.op for n in g.nodes}
+    assert check_equal(model, onnx_io.to_onnx(g)).ok

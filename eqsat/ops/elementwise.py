@@ -138,6 +138,25 @@ SIGMOID = _unary("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x)), lambda x, m: _po
                  "Sigmoid", 4, "1 / (1 + exp(-x))", axioms=elementwise_axioms("sigmoid"))
 TANH = _unary("tanh", np.tanh, lambda x, m: _poly(x, m, 19, 23, 29), "Tanh", 4, "tanh(x)",
               axioms=elementwise_axioms("tanh"))
+# what normalisations and rotary embeddings are made of (RMSNorm: x * reciprocal(sqrt(mean(x^2) + eps)));
+# fingerprinted, like sigmoid and tanh, by fixed polynomials of their own ("ew" names: egglog has sqrt, sin
+# and cos primitives)
+def _quiet(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """``fn`` without numpy's warnings for NaN and infinite results (they are the operator's, as in onnxruntime)."""
+    def run(x: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return fn(x)
+    return run
+
+
+SQRT = _unary("ewsqrt", _quiet(np.sqrt), lambda x, m: _poly(x, m, 71, 73, 79), "Sqrt", 4, "sqrt(x)",
+              axioms=elementwise_axioms("ewsqrt"))
+RECIPROCAL = _unary("ewrecip", _quiet(lambda x: 1.0 / x), lambda x, m: _poly(x, m, 83, 89, 97), "Reciprocal", 4,
+                    "1 / x", axioms=elementwise_axioms("ewrecip"))
+COS = _unary("ewcos", np.cos, lambda x, m: _poly(x, m, 101, 103, 107), "Cos", 4, "cos(x)",
+             axioms=elementwise_axioms("ewcos"))
+SIN = _unary("ewsin", np.sin, lambda x, m: _poly(x, m, 109, 113, 127), "Sin", 4, "sin(x)",
+             axioms=elementwise_axioms("ewsin"))
 
 
 # -- GELU ------------------------------------------------------------------------------------------------
@@ -404,13 +423,31 @@ def _import_div(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     if not (ctx.is_float(a) and ctx.is_float(b)):
         return ctx.unsupported("a non-float input")
     c = ctx.const(b)
+    one = ctx.const(a)
+    if c is None and one is not None and one.size == 1 and float(one.reshape(())) == 1.0 \
+            and len(ctx.shape(a)) <= len(ctx.shape(b)):
+        return [("ewrecip", {}, [b], [outs[0]])]  # 1 / b (an RMSNorm's inverse root), exactly
     if c is None:
-        return ctx.unsupported("a division by an activation (eqsat has no reciprocal operator; only a division "
-                               "by a constant imports, as a multiplication by its reciprocal)")
+        return ctx.unsupported("a division by an activation (only 1 / x, as a reciprocal, and a division by a "
+                               "constant, as a multiplication by its reciprocal, import)")
     if not np.all(np.isfinite(c)) or np.any(c == 0):
         return ctx.unsupported("a division by a constant with zero or non-finite entries")
     recip = (1.0 / c.astype(np.float64)).astype(c.dtype)
     return _scale_by_const(ctx, a, recip, b + "_reciprocal", outs[0])
+
+
+@_importer("Pow")
+def _import_pow(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    # x^2 = x * x (RMSNorm's mean square) and x^0.5 = sqrt(x); other exponents stay opaque
+    _, (x, e), outs, _ = node
+    c = ctx.const(e)
+    if not ctx.is_float(x) or c is None or c.size != 1:
+        return ctx.unsupported("an exponent that is no constant, or a non-float base")
+    if float(c.reshape(())) == 2.0:
+        return [("ewmul", {}, [x, x], [outs[0]])]
+    if float(c.reshape(())) == 0.5:
+        return [("ewsqrt", {}, [x], [outs[0]])]
+    return ctx.unsupported(f"an exponent of {float(c.reshape(()))} (2 and 0.5 import, as x * x and sqrt)")
 
 
 @_importer("Neg")
