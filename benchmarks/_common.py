@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,3 +50,16 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     if ra.std() == 0 or rb.std() == 0:
         return float("nan")
     return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def parse_sizes(text: str) -> dict[str, int]:
+    """``NAME=SIZE,...`` (a ``--dims`` option) as a dict."""
+    return {k: int(v) for k, v in (p.split("=") for p in text.split(",") if p)}
+
+
+def save_results(out: str | Path, stem: str, head: str, table: str, rows: Any) -> None:
+    """Write ``<stem>.md`` (``head`` then ``table``) and ``<stem>.json`` (``rows``) into the folder ``out``."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.md").write_text(head + table + "\n", encoding="utf-8")
+    (folder / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import platform
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from _common import git_commit
+from _common import git_commit, parse_sizes, save_results
 
 import eqsat
 from eqsat.costs.measured_cpu import end_to_end_rounds
@@ -116,7 +115,7 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
-    dims = {k: int(v) for k, v in (p.split("=") for p in args.dims.split(",") if p)}
+    dims = parse_sizes(args.dims)
     rows = []
     for m in args.models:
         print(f"{m} ...", file=sys.stderr, flush=True)
@@ -128,10 +127,7 @@ def main() -> int:
             f"costs {args.costs}, time limit {args.time_limit:g} s per run. End-to-end speedups: the original and "
             "both written models timed together in interleaved rounds at the sizes shown (onnxruntime CPU, 1 "
             "thread), median of the per-round ratios [95 % interval].\n\n")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "dynamic_axes.md").write_text(head + text + "\n", encoding="utf-8")
-    (out / "dynamic_axes.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    save_results(args.out, "dynamic_axes", head, text, rows)
     return 0
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import sys
 import time
@@ -28,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import git_commit
+from _common import git_commit, parse_sizes, save_results
 
 import eqsat
 from eqsat.costs.measured_cpu import end_to_end_rounds
@@ -103,7 +102,7 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
-    dims = {k: int(v) for k, v in (p.split("=") for p in args.dims.split(",") if p)}
+    dims = parse_sizes(args.dims)
     rows = []
     for m in args.models:
         print(f"{m} ...", file=sys.stderr, flush=True)
@@ -115,10 +114,7 @@ def main() -> int:
             f"{args.time_limit:g} s per run. End-to-end: the original and the written model (measured costs) in "
             "interleaved rounds at the sizes given, onnxruntime at its default level, median of the per-round "
             "ratios [95 % interval].\n\n")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "transformers.md").write_text(head + text + "\n", encoding="utf-8")
-    (out / "transformers.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    save_results(args.out, "transformers", head, text, rows)
     return 0
 
 

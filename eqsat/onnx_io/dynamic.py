@@ -19,7 +19,7 @@ import onnx
 from onnx import numpy_helper
 
 from eqsat.ir.symbols import Symbols
-from eqsat.ops.dims import Sym, UndecidedDim, concrete
+from eqsat.ops.dims import Dim, Sym, UndecidedDim, concrete
 
 #: operators folded on symbolic sizes because they only move values: their result at the generic point reads
 #: back element by element
@@ -77,12 +77,12 @@ def static_ints(model: onnx.ModelProto) -> set[int]:
     return {abs(v) for v in out if v and abs(v) < 2 ** 62}
 
 
-def symbolic_array(syms: Symbols, a: np.ndarray) -> np.ndarray | None:
-    """``a`` (an integer constant) with each entry read back as a size (an object array), or ``None`` when no
-    entry depends on a symbol."""
+def symbolic_array(syms: Symbols, a: np.ndarray, known: Mapping[int, Dim] | None = None) -> np.ndarray | None:
+    """``a`` (an integer constant) with each entry read back as a size (an object array; ``known`` as for
+    :meth:`Symbols.decode`), or ``None`` when no entry depends on a symbol."""
     if a.dtype.kind not in "iu" or a.size > 4096:
         return None
-    decoded = np.array([syms.decode(int(v)) for v in a.ravel()], dtype=object).reshape(a.shape)
+    decoded = np.array([syms.decode(int(v), known) for v in a.ravel()], dtype=object).reshape(a.shape)
     return decoded if any(isinstance(v, Sym) for v in decoded.ravel()) else None
 
 

@@ -32,7 +32,7 @@ def types_by_running(model: onnx.ModelProto, names: Sequence[str], inputs: Seque
     tensor whose sizes cannot be read, or a model onnxruntime cannot run, gives nothing."""
     if not names or len(syms.generic) > len(_FIRST):
         return {}
-    from eqsat.onnx_io.runtime import int_input_bounds, random_ints  # onnxruntime loads only when needed
+    from eqsat.onnx_io.runtime import int_input_bounds, random_inputs, run_onnxruntime  # onnxruntime when needed
 
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
@@ -45,16 +45,12 @@ def types_by_running(model: onnx.ModelProto, names: Sequence[str], inputs: Seque
     results: list[dict[str, np.ndarray]] = []
     rng = np.random.default_rng(0)
     bounds = int_input_bounds(model)
+    outputs = [o.name for o in probe.graph.output]
     for sizes in runs:
-        feeds = {}
-        for name, shape, dtype in inputs:
-            at = concrete(syms.decode_shape(shape), sizes) if syms else tuple(shape)
-            dt = np.dtype(dtype)
-            feeds[name] = (rng.standard_normal(at).astype(dt) if dt.kind == "f" else
-                           rng.integers(0, 2, at).astype(bool) if dt.kind == "b" else
-                           random_ints(rng, at, dt, bounds.get(name)))
+        feeds = random_inputs([(name, concrete(syms.decode_shape(shape), sizes) if syms else tuple(shape), dtype)
+                               for name, shape, dtype in inputs], rng, bounds)
         try:
-            results.append(_run(probe, feeds))
+            results.append(dict(zip(outputs, run_onnxruntime(probe, feeds), strict=True)))
         except Exception:  # onnxruntime cannot run it (a custom operator): the types stay unknown
             return {}
     out: dict[str, tuple[tuple[int, ...], str]] = {}
@@ -66,18 +62,6 @@ def types_by_running(model: onnx.ModelProto, names: Sequence[str], inputs: Seque
         if dims is not None:
             out[n] = (dims, str(np.asarray(got[0]).dtype))
     return out
-
-
-def _run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 4
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    wanted = {i.name for i in sess.get_inputs()}
-    return dict(zip(names, sess.run(None, {k: v for k, v in feeds.items() if k in wanted}), strict=True))
 
 
 def _read_sizes(shapes: Sequence[tuple[int, ...]], runs: Sequence[Mapping[str, int]],

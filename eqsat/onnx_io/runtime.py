@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -55,6 +55,13 @@ def random_feeds(graph_or_model: Graph | onnx.ModelProto, seed: int = 0) -> dict
         specs = [(i.name, static_shape(i) or (), np_dtype(i.type.tensor_type.elem_type))
                  for i in _graph_inputs(graph_or_model)]
         bounds = int_input_bounds(graph_or_model)
+    return random_inputs(specs, rng, bounds)
+
+
+def random_inputs(specs: Iterable[tuple[str, Shape, str]], rng: np.random.Generator,
+                  bounds: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Random values for inputs given as (name, shape, dtype): floats ~ N(0, 1), booleans fair coins, integers
+    as :func:`random_ints` below the input's bound in ``bounds``."""
     feeds = {}
     for name, shape, dtype in specs:
         dt = np.dtype(dtype)

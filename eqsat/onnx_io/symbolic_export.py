@@ -17,6 +17,7 @@ from onnx import helper, numpy_helper
 
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import SymbolicShapeError, Symbols, graph_symbols, symbolic_shapes
+from eqsat.onnx_io.dynamic import symbolic_array
 from eqsat.ops.dims import Dim, Sym, concrete
 
 
@@ -73,12 +74,6 @@ class _Rewriter:
         self.new_inits: list[onnx.TensorProto] = []
         self._cache: dict[object, str] = {}
 
-    def decoded(self, a: np.ndarray) -> np.ndarray | None:
-        if a.dtype.kind not in "iu" or a.size > 4096:
-            return None
-        d = np.array([self.syms.decode(int(v), self.known) for v in a.ravel()], dtype=object).reshape(a.shape)
-        return d if any(isinstance(v, Sym) for v in d.ravel()) else None
-
     def run(self) -> None:
         for n in self.g.node:
             for a in n.attribute:
@@ -99,7 +94,7 @@ class _Rewriter:
             if t.data_type not in small_ints or np.prod(t.dims, dtype=np.int64) > 4096:
                 continue  # weights: never sizes (read without copying them)
             array = numpy_helper.to_array(t)
-            sym = self.decoded(array)
+            sym = symbolic_array(self.syms, array, self.known)
             if sym is None:
                 continue
             replaced.add(name)

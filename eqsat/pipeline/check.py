@@ -19,6 +19,8 @@ import onnx
 from onnx import helper
 
 from eqsat.errors import EqsatError
+from eqsat.ir.graph import Graph
+from eqsat.ir.symbols import graph_symbols, representative
 from eqsat.onnx_io import int_input_bounds, random_ints, run_onnxruntime
 
 #: Operators whose output can saturate (stop reflecting their input), and whose input is checked instead.
@@ -326,6 +328,18 @@ def other_sizes(sizes: Mapping[str, int]) -> dict[str, int]:
     symbol), for a second check: a rewrite right only at batch 1 shows there."""
     pool = [p for p in (3, 17, 5, 11, 7, 13, 19, 23) if p not in sizes.values()]
     return {s: pool[k % len(pool)] for k, s in enumerate(sizes)}
+
+
+def sizes_to_check(graph: Graph) -> tuple[list[dict[str, int]], list[dict[str, tuple[int, ...]]] | None]:
+    """The ``sizes`` and ``input_shapes`` :func:`check_equal` runs a model imported as ``graph`` at: for a
+    graph with symbols its representative sizes and :func:`other_sizes`, each with its inputs' shapes; for a
+    static one its own shapes."""
+    syms = graph_symbols(graph)
+    if not syms:
+        return [{}], None
+    rep = representative(graph)
+    sizes = [rep, other_sizes(rep)]
+    return sizes, [{i.name: syms.at(i.shape, at) for i in graph.inputs} for at in sizes]
 
 
 def describe_reference(src: str | Path | bytes | onnx.ModelProto) -> str:

@@ -53,7 +53,7 @@ from eqsat.pipeline.check import (
     NumericReport,
     check_equal,
     describe_reference,
-    other_sizes,
+    sizes_to_check,
 )
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, OptimizeOptions, default_rules, time_shares
 from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult
@@ -369,13 +369,9 @@ def keep_signature(s: State) -> None:
 def check(s: State) -> None:
     """Check that the written model computes what the original, as given, computes; raise if it does not, or if
     the check cannot run."""
-    sizes: list[dict[str, int]] = [{}]
-    shapes = None
+    # with dynamic axes, at the representative sizes and at others: a rewrite right only at batch 1 shows
+    sizes, shapes = sizes_to_check(s.graph)
     syms = graph_symbols(s.graph)
-    if syms:  # at the representative sizes and at others: a rewrite right only at batch 1 shows
-        rep = representative(s.graph)
-        sizes = [rep, other_sizes(rep)]
-        shapes = [{i.name: syms.at(i.shape, at) for i in s.graph.inputs} for at in sizes]
     s.numeric = numeric = check_equal(s.original, s.model, reference=describe_reference(s.source), sizes=sizes,
                                       input_shapes=shapes)
     if not numeric.ran:

@@ -21,9 +21,8 @@ import onnx
 from eqsat import onnx_io
 from eqsat.costs import CostModel, get_cost_model, graph_cost
 from eqsat.errors import UsageError
-from eqsat.ir.symbols import graph_symbols, representative
 from eqsat.pipeline import default_rules, optimize
-from eqsat.pipeline.check import NumericReport, check_equal, other_sizes
+from eqsat.pipeline.check import NumericReport, check_equal, sizes_to_check
 from eqsat.search import searches as search
 from eqsat.search.searches import check_limits
 from eqsat.search.traces import reach_fields
@@ -143,9 +142,7 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     cost_model = cost_model or get_cost_model("analytic")
     proto, label = onnx_io.read_model(model)
     graph, _ = onnx_io.load_with_axes(proto, label=label)  # dynamic axes as symbols, each costed at 1
-    syms = graph_symbols(graph)
-    sizes = [representative(graph), other_sizes(representative(graph))] if syms else [{}]
-    shapes = [{i.name: syms.at(i.shape, at) for i in graph.inputs} for at in sizes] if syms else None
+    sizes, shapes = sizes_to_check(graph)
     label = name or (label if isinstance(model, str | Path) else proto.graph.name or label)
     rules = list(rules) if rules is not None else default_rules()
     original_cost = model_cost(proto, cost_model)
