@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import eqsat
 from eqsat import onnx_io
 from eqsat.errors import ModelLoadError
+from eqsat.onnx_io.runtime import run_onnxruntime
 from eqsat.pipeline.check import check_equal
 from eqsat.testing.onnx_builders import make_model, value_info
 
@@ -158,3 +161,50 @@ def test_rmsnorm_pieces_import_as_operators() -> None:
     assert not [n for n in g.nodes if n.op == "opaque"]
     assert {"ewsqrt", "ewrecip"} <= {n.op for n in g.nodes}
     assert check_equal(model, onnx_io.to_onnx(g)).ok
+
+
+def _gqa_repeat_model() -> onnx.ModelProto:
+    # grouped-query attention's key/value head repeat, as the dynamo exporter writes it: [b, kv, s, d] ->
+    # Unsqueeze -> Expand to [b, kv, rep, s, d] (the target computed from the input's shape) -> Reshape
+    shape_of = [helper.make_node("Shape", ["x"], ["xs"]),
+                helper.make_node("Gather", ["xs", "i0"], ["b"], axis=0),
+                helper.make_node("Gather", ["xs", "i2"], ["s"], axis=0),
+                helper.make_node("Concat", ["b", "kv", "rep", "s", "d"], ["target"], axis=0),
+                helper.make_node("Concat", ["b", "heads", "s", "d"], ["merged"], axis=0)]
+    nodes = [*shape_of, helper.make_node("Unsqueeze", ["x", "ax2"], ["u"]),
+             helper.make_node("Expand", ["u", "target"], ["e"]),
+             helper.make_node("Reshape", ["e", "merged"], ["r"]), helper.make_node("Relu", ["r"], ["y"])]
+    consts = {"i0": [0], "i2": [2], "kv": [2], "rep": [3], "d": [4], "heads": [6], "ax2": [2]}
+    inits = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in consts.items()]
+    return make_model(nodes, [("x", ["batch", 2, "seq", 4])], [("y", ["batch", 6, "seq", 4])], inits, opset=18)
+
+
+def test_expand_of_an_activation_imports_as_an_operator_with_symbolic_sizes() -> None:
+    model = _gqa_repeat_model()
+    g = onnx_io.load_model(model, symbolic=True)
+    assert "expand" in {n.op for n in g.nodes}
+    assert not [n for n in g.nodes if n.op == "opaque" and g.dtypes[n.output] == "float32"]
+    res = eqsat.optimize(model, time_limit=10)
+    assert res.numeric is not None and res.numeric.ok  # checked at two sets of sizes
+    dims = [[d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim] for o in res.model.graph.output]
+    assert dims == [["batch", 6, "seq", 4]]
+
+
+def test_a_weight_expanded_to_the_batch_is_computed_at_run_time() -> None:
+    # ViT's class token: a [1, 1, d] weight expanded to [batch, 1, d] and put before the patches; as a weight
+    # transform it would be written as a constant at the generic batch size
+    nodes = [helper.make_node("Shape", ["x"], ["xs"]), helper.make_node("Gather", ["xs", "i0"], ["b"], axis=0),
+             helper.make_node("Concat", ["b", "one", "d"], ["target"], axis=0),
+             helper.make_node("Expand", ["cls", "target"], ["c"]),
+             helper.make_node("Concat", ["c", "x"], ["y"], axis=1)]
+    cls = numpy_helper.from_array(np.random.default_rng(0).standard_normal((1, 1, 8)).astype(np.float32), "cls")
+    inits = [cls, *(numpy_helper.from_array(np.array(v, np.int64), k) for k, v in
+                    {"i0": [0], "one": [1], "d": [8]}.items())]
+    model = make_model(nodes, [("x", ["batch", 5, 8])], [("y", ["batch", 6, 8])], inits, opset=18)
+    g = onnx_io.load_model(model, symbolic=True)
+    assert "expand" in {n.op for n in g.nodes}
+    out = onnx_io.to_onnx(g)
+    assert "Expand" in {n.op_type for n in out.graph.node}
+    assert check_equal(model, out).ok
+    x = np.ones((3, 5, 8), np.float32)
+    np.testing.assert_allclose(run_onnxruntime(out, {"x": x})[0], run_onnxruntime(model, {"x": x})[0])

@@ -47,6 +47,9 @@ CASES = [
     ("transpose", {"perm": (1, 0)}, [(3, 4)]),
     ("transpose", {"perm": (0, 2, 3, 1)}, [(1, 2, 3, 4)]),
     ("reshape", {"shape": (6, 4)}, [(2, 3, 4)]),
+    ("expand", {"shape": (2, 3, 4, 5)}, [(2, 3, 1, 5)]),  # grouped-query attention's key/value repeat
+    ("expand", {"shape": (3, 4, 6)}, [(3, 1, 6)]),
+    ("expand", {"shape": (5, 1, 6)}, [(1, 1, 6)]),  # a class token, one per batch row
     ("concat", {"axis": 1}, [(2, 3), (2, 5), (2, 1)]),
     ("concat", {"axis": 0}, [(1, 3, 2, 2), (2, 3, 2, 2)]),
     ("split", {"axis": 1, "start": 2, "size": 3}, [(4, 6)]),

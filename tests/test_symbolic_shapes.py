@@ -49,7 +49,8 @@ BATCH, SEQ = Sym.var("batch"), Sym.var("seq")
 #: values the symbols take (1, where broadcasting and most guards change, among them)
 SYMBOL_VALUES = (1, 2, 3, 4, 7, 13)
 #: parameters that carry a size, rewritten with the input dimension they match
-SIZE_PARAMS = {"reshape": ("shape",), "opaque": ("shape",), "const_iewmul": ("shape",), "const_zero": ("shape",)}
+SIZE_PARAMS = {"reshape": ("shape",), "expand": ("shape",), "opaque": ("shape",), "const_iewmul": ("shape",),
+               "const_zero": ("shape",)}
 
 
 def test_the_cases_cover_every_operator() -> None:
@@ -242,8 +243,8 @@ def test_symbolic_shapes_are_the_concrete_shapes_at_every_value() -> None:
 
 
 #: batch-led cases that must refuse: a reshape to a target not led by the batch, a transposed product whose
-#: inner dimension becomes batch against a number
-BATCH_REFUSED = {("reshape", (2, 3, 4), (6, 4)), ("matmul_t", (4, 3), (5, 4))}
+#: inner dimension becomes batch against a number, an expansion of a size-1 dimension (now batch) to a number
+BATCH_REFUSED = {("reshape", (2, 3, 4), (6, 4)), ("matmul_t", (4, 3), (5, 4)), ("expand", (1, 1, 6), (5, 1, 6))}
 
 
 def _key(case: Case) -> tuple[Any, ...]:

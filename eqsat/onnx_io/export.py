@@ -17,6 +17,7 @@ from eqsat.ir.symbols import graph_symbols
 from eqsat.onnx_io.protos import elem_type, eval_node, outer_names, rename_outer
 from eqsat.onnx_io.symbolic_export import symbolize
 from eqsat.ops import Shape
+from eqsat.ops.dims import Sym
 
 
 class _Exporter:
@@ -71,8 +72,12 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     # precompute weight-only work (weight transforms cost nothing at run time)
     consts: dict[str, np.ndarray] = dict(graph.weights)
     live: list[Node] = []
+    syms = graph_symbols(graph)
     for n in graph.nodes:
-        if computed_from_weights(n.op, n.inputs, consts):  # constants and weight transforms
+        # constants and weight transforms; not one as large as a symbol (a weight expanded to the batch): its
+        # size is known at run time only
+        if computed_from_weights(n.op, n.inputs, consts) and not (
+                syms and any(isinstance(d, Sym) for d in syms.decode_shape(shapes[n.output]))):
             consts[n.output] = n.spec.evaluate(n.p, [consts[i] for i in n.inputs])
         else:
             live.append(n)

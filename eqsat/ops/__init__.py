@@ -14,7 +14,7 @@ attributes)`` tuples that :mod:`eqsat.onnx_io` turns into protobuf.
 
 # Importing a family module registers its operators (and ONNX importers), in this order.
 # isort: off
-from eqsat.ops import elementwise, matmul, conv, layout, pool, norm, lrn, softmax, reduce, opaque, consts  # noqa: E402
+from eqsat.ops import elementwise, matmul, conv, layout, broadcast, pool, norm, lrn, softmax, reduce, opaque, consts  # noqa: E402
 # isort: on
 from eqsat.ops.conv import _patches  # noqa: E402  (the verifier reads pooling windows the same way)
 from eqsat.ops.core import (
@@ -55,8 +55,8 @@ __all__ = [
     "GenContext", "GenTensor", "GeneratorForm", "ImportContext", "IRNode",
     "LAYOUT_PERMS", "LAYOUT_TARGETS", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Ranks", "Shape",
     "SymDim", "SymShape", "Uninterpreted", "Z3Context",
-    "get", "require", "runs_as_keys", "ops_for_generator", "conv", "consts", "elementwise", "layout", "matmul",
-    "lrn", "norm", "opaque", "pool", "reduce", "softmax", "_patches",
+    "get", "require", "runs_as_keys", "ops_for_generator", "broadcast", "conv", "consts", "elementwise", "layout",
+    "matmul", "lrn", "norm", "opaque", "pool", "reduce", "softmax", "_patches",
 ]
 
 
