@@ -12,7 +12,7 @@ environment (``python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install tor
 onnxscript onnx``) and run this script with it. Writes ``<model>_<ts|dynamo>.onnx`` into OUT.
 
 Usage: /tmp/torchenv/bin/python benchmarks/export_dynamic.py OUT [MODEL ...]   (models: resnet18 mobilenet_v2
-bert gpt2 llama vit; default all)
+bert gpt2 llama vit; default all; a transformer as NAME:LAYERS, e.g. bert:12, gets that many layers instead of 2)
 """
 
 from __future__ import annotations
@@ -59,8 +59,9 @@ class _Vit(torch.nn.Module):
         return out.last_hidden_state, out.pooler_output
 
 
-def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict[str, Any]]:
-    """The model, its example inputs, and the names and dynamic axes of its export."""
+def build(name: str, layers: int = 2) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict[str, Any]]:
+    """The model (``layers`` transformer layers), its example inputs, and the names and dynamic axes of its
+    export."""
     torch.manual_seed(0)
     batch = torch.export.Dim("batch", min=1, max=1024)
     if name in ("resnet18", "mobilenet_v2"):
@@ -70,7 +71,7 @@ def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict[st
             "dynamic_axes": {"input": {0: "batch"}, "output": {0: "batch"}},
             "dynamic_shapes": {"x": {0: batch}}}
     if name == "bert":
-        cfg = transformers.BertConfig(num_hidden_layers=2, attn_implementation="eager")
+        cfg = transformers.BertConfig(num_hidden_layers=layers, attn_implementation="eager")
         ids = torch.randint(0, cfg.vocab_size, (BATCH, SEQ))
         mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
         mask[1, 12:] = 0  # padding in the example, as in a real batch
@@ -82,10 +83,10 @@ def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict[st
             "dynamic_shapes": {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}}
     if name in ("gpt2", "llama"):
         if name == "gpt2":
-            cfg = transformers.GPT2Config(n_layer=2, attn_implementation="eager")
+            cfg = transformers.GPT2Config(n_layer=layers, attn_implementation="eager")
             model, longest = transformers.GPT2Model(cfg), cfg.n_positions
         else:
-            cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=512, intermediate_size=1376,
+            cfg = transformers.LlamaConfig(num_hidden_layers=layers, hidden_size=512, intermediate_size=1376,
                                            num_attention_heads=8, num_key_value_heads=2, vocab_size=32000,
                                            max_position_embeddings=2048, attn_implementation="eager")
             model, longest = transformers.LlamaModel(cfg), cfg.max_position_embeddings
@@ -96,7 +97,8 @@ def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict[st
                              "last_hidden_state": {0: "batch", 1: "sequence"}},
             "dynamic_shapes": {"input_ids": {0: batch, 1: seq}}}
     if name == "vit":
-        cfg = transformers.ViTConfig(num_hidden_layers=2, image_size=224, patch_size=16, attn_implementation="eager")
+        cfg = transformers.ViTConfig(num_hidden_layers=layers, image_size=224, patch_size=16,
+                                     attn_implementation="eager")
         return _Vit(transformers.ViTModel(cfg)).eval(), (torch.randn(BATCH, 3, 224, 224),), {
             "input_names": ["pixel_values"], "output_names": ["last_hidden_state", "pooler_output"],
             "dynamic_axes": {"pixel_values": {0: "batch"}, "last_hidden_state": {0: "batch"},
@@ -106,9 +108,11 @@ def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict[st
 
 
 def export(name: str, kind: str, out: Path) -> Path:
-    """Export one model with one exporter (``ts`` or ``dynamo``)."""
-    model, args, spec = build(name)
-    path = out / f"{name}_{kind}.onnx"
+    """Export one model with one exporter (``ts`` or ``dynamo``); ``NAME:LAYERS`` (``bert:12``) gives a transformer
+    that many layers (2 by default), written as ``NAME_LAYERSl_KIND.onnx``."""
+    base, _, layers = name.partition(":")
+    model, args, spec = build(base, int(layers or 2))
+    path = out / (f"{base}_{layers}l_{kind}.onnx" if layers else f"{base}_{kind}.onnx")
     with torch.no_grad():
         if kind == "dynamo":
             program = torch.onnx.export(model, args, dynamo=True, opset_version=18, optimize=True,

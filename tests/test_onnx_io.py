@@ -148,19 +148,53 @@ def test_neg_imports_as_a_scaling_by_minus_one() -> None:
     assert check_equal(model, onnx_io.to_onnx(g)).ok
 
 
-def test_rmsnorm_pieces_import_as_operators() -> None:
-    # x * 1 / sqrt(mean(x^2) + eps), as the TorchScript exporter writes a LLaMA RMSNorm (Pow, Sqrt, Div(1, .))
-    eps, one, two = (numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
-                     (("eps", 1e-6), ("one", 1.0), ("two", 2.0)))
+def _rmsnorm_model(spelling: str, axes: list[int] = [-1]) -> onnx.ModelProto:  # noqa: B006 (read only)
+    """x / sqrt(mean(x^2) + eps) (* scale), as the exporters write a LLaMA RMSNorm: ``ts`` with Pow and Div(1, .)
+    and no scale, ``dynamo`` with Reciprocal, a float32 Cast and the scale on the left."""
+    consts = {"eps": np.array(1e-6, np.float32), "one": np.array(1.0, np.float32), "two": np.array(2.0, np.float32),
+              "scale": np.linspace(0.5, 1.5, 8).astype(np.float32)}
     nodes = [helper.make_node("Pow", ["x", "two"], ["sq"]),
-             helper.make_node("ReduceMean", ["sq"], ["ms"], axes=[-1], keepdims=1),
-             helper.make_node("Add", ["ms", "eps"], ["mse"]), helper.make_node("Sqrt", ["mse"], ["rt"]),
-             helper.make_node("Div", ["one", "rt"], ["inv"]), helper.make_node("Mul", ["x", "inv"], ["y"])]
-    model = make_model(nodes, [("x", [2, 5, 8])], [("y", [2, 5, 8])], [eps, one, two])
+             helper.make_node("ReduceMean", ["sq"], ["ms"], axes=axes, keepdims=1),
+             helper.make_node("Add", ["ms", "eps"], ["mse"]), helper.make_node("Sqrt", ["mse"], ["rt"])]
+    if spelling == "ts":
+        nodes += [helper.make_node("Div", ["one", "rt"], ["inv"]), helper.make_node("Mul", ["x", "inv"], ["y"])]
+    else:
+        nodes += [helper.make_node("Reciprocal", ["rt"], ["inv"]), helper.make_node("Mul", ["x", "inv"], ["n"]),
+                  helper.make_node("Cast", ["n"], ["c"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", ["scale", "c"], ["y"])]
+    inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
+    return make_model(nodes, [("x", [2, 5, 8])], [("y", [2, 5, 8])], inits)
+
+
+@pytest.mark.parametrize("spelling", ["ts", "dynamo"])
+def test_an_rmsnorm_imports_as_one_operator(spelling: str) -> None:
+    model = _rmsnorm_model(spelling)
+    g = onnx_io.load_model(model)
+    assert [n.op for n in g.nodes] == ["rmsnorm"]
+    assert check_equal(model, onnx_io.to_onnx(g)).ok
+    assert check_equal(model, onnx_io.to_onnx(g, opset=23)).ok  # ONNX's own RMSNormalization
+    assert "RMSNormalization" in {n.op_type for n in onnx_io.to_onnx(g, opset=23).graph.node}
+
+
+def test_rmsnorm_pieces_over_other_axes_import_as_operators() -> None:
+    # a mean over the first axis is no RMSNorm: the pieces (Pow, Sqrt, Div(1, .)) import one by one
+    model = _rmsnorm_model("ts", axes=[0])
     g = onnx_io.load_model(model)
     assert not [n for n in g.nodes if n.op == "opaque"]
+    assert "rmsnorm" not in {n.op for n in g.nodes}
     assert {"ewsqrt", "ewrecip"} <= {n.op for n in g.nodes}
     assert check_equal(model, onnx_io.to_onnx(g)).ok
+
+
+def test_the_rmsnorm_export_is_the_spelling_onnxruntime_fuses(tmp_path) -> None:
+    # the exporters' Reciprocal spelling runs as six kernels; the export's runs as SimplifiedLayerNormalization
+    import onnxruntime as ort
+
+    g = onnx_io.load_model(_rmsnorm_model("dynamo"))
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "fused.onnx")
+    ort.InferenceSession(onnx_io.to_onnx(g).SerializeToString(), so, providers=["CPUExecutionProvider"])
+    assert [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node] == ["SimplifiedLayerNormalization"]
 
 
 def _gqa_repeat_model() -> onnx.ModelProto:

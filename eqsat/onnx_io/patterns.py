@@ -13,13 +13,18 @@ Exporters below opset 17 (which has ``LayerNormalization``) write layer normalis
 ``ReduceMean`` over the same axes -> ``Add eps`` -> ``Sqrt`` -> ``Div(d, std)`` -> ``Mul scale`` -> ``Add bias``
 (the ``Mul`` and ``Add`` may be absent, their operands in either order).
 
+LLaMA-style decoders' RMS normalisation (ONNX has ``RMSNormalization`` from opset 23): ``Pow(x, 2)`` (or
+``Mul(x, x)``) -> ``ReduceMean`` over the last axes, keeping them -> ``Add eps`` -> ``Sqrt`` -> ``Div(x, rms)``,
+``Mul(x, Reciprocal(rms))`` or ``Mul(x, Div(1, rms))`` -> an optional float32-to-float32 ``Cast`` -> an
+optional ``Mul scale``.
+
 A match needs its constants numerically right (single-element constants, relative tolerance 1e-4; a layer
 norm's scale and bias constants that vary only along the normalized axes), every intermediate tensor read
 only inside the pattern and not a graph output, and the output of the shape of ``x``. :func:`collapse_patterns`
-replaces each with one ``Gelu`` node (``approximate`` ``none`` or ``tanh``) or one ``LayerNormalization`` node
-that exists only on the way into the importer: :mod:`eqsat.onnx_io` imports it as one ``gelu`` or
-``layernorm`` (whatever the model's opset), and falls back to the original nodes if that import fails. This
-module reads protos; it does not import the registry.
+replaces each with one ``Gelu`` node (``approximate`` ``none`` or ``tanh``), one ``LayerNormalization`` or one
+``RMSNormalization`` node that exists only on the way into the importer: :mod:`eqsat.onnx_io` imports it as one
+``gelu``, ``layernorm`` or ``rmsnorm`` (whatever the model's opset), and falls back to the original nodes if
+that import fails. This module reads protos; it does not import the registry.
 """
 
 from __future__ import annotations
@@ -383,11 +388,116 @@ def collapse_layernorm(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarr
     return _replace(nodes, found, taken)
 
 
+# -- RMS normalisation -----------------------------------------------------------------------------------
+
+def _rms_inverse(g: _Graph, rms: str, x: str) -> tuple[NodeProto, list[NodeProto]] | None:
+    """``x / rms`` spelled ``Div(x, rms)``, ``Mul(x, Reciprocal(rms))`` or ``Mul(x, Div(1, rms))``: the node
+    giving it and the nodes of the spelling."""
+    if not g.private(rms):
+        return None
+    reader = g.consumers[rms][0]
+    if reader.domain not in ("", "ai.onnx"):
+        return None
+    if reader.op_type == "Div" and list(reader.input) == [x, rms]:
+        return reader, [reader]
+    inverse = reader.op_type == "Reciprocal" or (
+        reader.op_type == "Div" and list(reader.input)[1:] == [rms] and g.is_const(reader.input[0], 1.0))
+    mul = g.only_reader(reader.output[0], "Mul") if inverse else None
+    if mul is None or sorted(mul.input) != sorted([x, reader.output[0]]):
+        return None
+    return mul, [reader, mul]
+
+
+def _rmsnorm_at(g: _Graph, sqrt: NodeProto, shape_of: Callable[[str], tuple[int, ...] | None],
+                is_float: Callable[[str], bool]) -> _LayerNorm | None:
+    """The decomposed RMS norm whose ``Sqrt(mean(x^2) + eps)`` is ``sqrt``, with its scale (no bias)."""
+    plus = g.made_by(sqrt.input[0], "Add") if g.private(sqrt.input[0]) else None
+    if plus is None or len(plus.input) != 2:
+        return None
+    ms, eps_name = plus.input if g.scalar(plus.input[1]) is not None else plus.input[::-1]
+    eps = g.scalar(eps_name)
+    rm = g.made_by(ms, "ReduceMean") if g.private(ms) else None
+    if eps is None or not (math.isfinite(eps) and eps >= 0) or rm is None or not g.private(rm.input[0]):
+        return None
+    sq = rm.input[0]
+    square = g.made_by(sq, "Pow") or g.made_by(sq, "Mul")
+    if square is None or len(square.input) != 2:
+        return None
+    x = square.input[0]
+    if _square_of(g, sq, x) is None:
+        return None
+    shape = shape_of(x)
+    if not shape or not is_float(x):
+        return None
+    rank = len(shape)
+    axes = _mean_axes(g, rm, rank)
+    if axes is None or axes != tuple(range(rank - len(axes), rank)):  # the last axes
+        return None
+    axis = rank - len(axes)
+    found = _rms_inverse(g, sqrt.output[0], x)
+    if found is None:
+        return None
+    normed, spelling = found
+    members = [square, rm, plus, sqrt, *spelling]
+    y = normed.output[0]
+    cast = g.only_reader(y, "Cast")
+    if cast is not None and int(_attrs(cast).get("to", 0)) == 1 and is_float(y):  # float32 to float32: a copy
+        members.append(cast)
+        y = cast.output[0]
+    scale = None
+    mul = g.only_reader(y, "Mul")
+    if mul is not None and len(mul.input) == 2:
+        other = mul.input[1] if mul.input[0] == y else mul.input[0]
+        values = _affine_const(g, other, shape, axis) if other != y else None
+        if values is not None:
+            scale = (other, values)
+            members.append(mul)
+            y = mul.output[0]
+    return _LayerNorm(x, y, axis, eps, members, scale, None)
+
+
+def collapse_rmsnorm(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray], outputs: set[str],
+                     shape_of: Callable[[str], tuple[int, ...] | None], is_float: Callable[[str], bool],
+                     add_const: AddConst | None = None) -> tuple[list[NodeProto], dict[int, Collapsed]]:
+    """Replace each decomposed RMS norm in ``nodes`` (in graph order) by one ``RMSNormalization`` node; arguments
+    and result as for :func:`collapse_layernorm` (a scale of another shape, or none, needs ``add_const``)."""
+    g = _Graph(nodes, consts, outputs)
+    order = {id(n): k for k, n in enumerate(nodes)}
+    taken: set[int] = set()
+    found: dict[int, Collapsed] = {}
+    for sqrt in nodes:
+        if sqrt.domain not in ("", "ai.onnx") or sqrt.op_type != "Sqrt":
+            continue
+        rms = _rmsnorm_at(g, sqrt, shape_of, is_float)
+        if rms is None or any(id(n) in taken for n in rms.members) or shape_of(rms.x) != shape_of(rms.y):
+            continue
+        members = sorted(rms.members, key=lambda n: order[id(n)])
+        if members[-1].output[0] != rms.y:
+            continue
+        shape = shape_of(rms.x)
+        assert shape is not None
+        norm = tuple(shape[rms.axis:])
+        if rms.scale is not None and tuple(consts[rms.scale[0]].shape) == norm:
+            scale = rms.scale[0]
+        elif add_const is None:
+            continue
+        else:
+            values = rms.scale[1] if rms.scale is not None else np.ones(norm, dtype=np.float32)
+            scale = add_const(values, f"{rms.y}_scale")
+        taken.update(id(n) for n in members)
+        node = helper.make_node("RMSNormalization", [rms.x, scale], [rms.y],
+                                name=(members[-1].name or "rmsnorm") + "_collapsed",
+                                axis=rms.axis - len(shape), epsilon=rms.epsilon)
+        found[id(members[-1])] = Collapsed(node, members)
+    return _replace(nodes, found, taken)
+
+
 def collapse_patterns(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray], outputs: set[str],
                       shape_of: Callable[[str], tuple[int, ...] | None], is_float: Callable[[str], bool],
                       add_const: AddConst | None = None) -> tuple[list[NodeProto], dict[int, Collapsed]]:
-    """Every collapse of this module in turn (layer norms, then GELUs); arguments and result as for
+    """Every collapse of this module in turn (layer norms, RMS norms, then GELUs); arguments and result as for
     :func:`collapse_layernorm`."""
     nodes, collapsed = collapse_layernorm(nodes, consts, outputs, shape_of, is_float, add_const)
+    nodes, rms = collapse_rmsnorm(nodes, consts, outputs, shape_of, is_float, add_const)
     nodes, more = collapse_gelu(nodes, consts, outputs, shape_of, is_float)
-    return nodes, {**collapsed, **more}
+    return nodes, {**collapsed, **rms, **more}

@@ -1,5 +1,5 @@
-"""Inference batch normalisation, the weight transforms that fold it into a convolution, and layer
-normalisation."""
+"""Inference batch normalisation, the weight transforms that fold it into a convolution, layer normalisation,
+and RMS normalisation (LLaMA-style decoders' norm)."""
 
 from __future__ import annotations
 
@@ -213,18 +213,105 @@ def _import_ln(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     norm = tuple(shape[ax:])
     if bias is None:
         bias = ctx.add_weight(np.zeros(norm, dtype=np.float32), outs[0] + "_zero_bias")
+    names = _over_normalized(ctx, (scale, bias), norm)
+    if names is None:
+        return None
+    return [("layernorm", {"axis": ax, "epsilon": float(attrs.get("epsilon", 1e-5))}, [x, *names], [outs[0]])]
+
+
+def _over_normalized(ctx: ImportContext, inputs: tuple[str, ...], norm: Shape) -> list[str] | None:
+    """A norm's scale (and bias) as tensors of the normalized dimensions' shape ``norm``: as given, or a
+    constant that broadcasts to it expanded; None (recorded as unsupported) for anything else."""
     names = []
-    for name in (scale, bias):
+    for name in inputs:
         if tuple(ctx.shape(name)) == norm:
             names.append(name)
             continue
-        c = ctx.const(name)  # a constant that broadcasts to the normalized dimensions is expanded
+        c = ctx.const(name)
         try:
             full = None if c is None else np.broadcast_to(c, norm)
         except ValueError:
             full = None
         if full is None:
-            return ctx.unsupported(f"a Scale or B input of shape {ctx.shape(name)} that is not "
+            return ctx.unsupported(f"a scale or bias input of shape {ctx.shape(name)} that is not "
                                    f"x.shape[axis:] = {norm} (nor a constant that broadcasts to it)")
         names.append(ctx.add_weight(np.array(full), name + "_full"))
-    return [("layernorm", {"axis": ax, "epsilon": float(attrs.get("epsilon", 1e-5))}, [x, *names], [outs[0]])]
+    return names
+
+
+# -- RMS normalisation -------------------------------------------------------------------------------------
+
+def _rms_shape(p: Params, x: Shape, scale: Shape) -> Shape:
+    ax = p["axis"]
+    require(0 <= ax < len(x), f"rmsnorm: axis {ax} out of range for {x}")
+    require(scale == x[ax:], f"rmsnorm: scale shape {scale} != {x[ax:]} (the normalized dimensions)")
+    return x
+
+
+def _rms_np(p: Params, x: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    axes = tuple(range(p["axis"], x.ndim))
+    v = np.asarray(x, dtype=np.float64)
+    y = v / np.sqrt((v * v).mean(axis=axes, keepdims=True) + p["epsilon"]) * scale
+    return y.astype(x.dtype, copy=False)
+
+
+def _rms_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    x, scale = ins
+    if ctx.opset >= 23:
+        return [("RMSNormalization", [x, scale], list(outs), {"axis": p["axis"], "epsilon": p["epsilon"]})]
+    # Before opset 23: the decomposition in the one spelling onnxruntime fuses back into its
+    # SimplifiedLayerNormalization kernel (x / sqrt(mean(x^2) + eps) * scale, with Pow and Div; the exporters'
+    # Reciprocal or Div(1, .) forms it leaves as six kernels, about 3x slower). The normalized dimensions are the
+    # last len(scale.shape).
+    scale_shape = ctx.shape(scale)
+    k = len(scale_shape) if scale_shape is not None else 1
+    y = outs[0]
+    t = {s: ctx.fresh(f"{y}_{s}") for s in ("square", "mean", "mean_eps", "rms", "normed")}
+    two = ctx.add_initializer(np.array(2.0, dtype=np.float32), f"{y}_two")
+    eps = ctx.add_initializer(np.array(p["epsilon"], dtype=np.float32), f"{y}_epsilon")
+    return [
+        ("Pow", [x, two], [t["square"]], {}),
+        _reduce_mean(ctx, t["square"], t["mean"], list(range(-k, 0))),
+        ("Add", [t["mean"], eps], [t["mean_eps"]], {}),
+        ("Sqrt", [t["mean_eps"]], [t["rms"]], {}),
+        ("Div", [x, t["rms"]], [t["normed"]], {}),
+        ("Mul", [t["normed"], scale], [y], {}),
+    ]
+
+
+def _rms_rules() -> tuple[S.ShapeRule, ...]:
+    x, scale, ax = S.shape("x"), S.shape("scale"), S.param("axis")
+    return tuple(S.rule(x, S.ge(ax, 0), S.eq(S.rank(x) - ax, k), S.eq(S.rank(scale), k),
+                        *(S.eq(S.dim(scale, i), S.dim(x, ax + i)) for i in range(k)))
+                 for k in range(1, MAX_RANK + 1))
+
+
+RMSNORM = _register(OpSpec(
+    name="rmsnorm", inputs=("x", "scale"), params=(("axis", "int"), ("epsilon", "float")),
+    defaults={"epsilon": 1e-5},
+    doc="RMS normalisation over the dimensions from axis on: x / sqrt(mean(x^2) + epsilon) * scale, with scale "
+        "of shape x.shape[axis:] (ONNX RMSNormalization-23; LLaMA-style decoders' norm)",
+    shape_fn=_rms_shape, numpy_fn=_rms_np, modular_fn=None,
+    flops_fn=lambda p, ins, out: 4 * math.prod(out),
+    export_fn=_rms_export,
+    shape_rules=_rms_rules(),
+))
+
+
+@_importer("RMSNormalization")
+def _import_rms(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    _, ins, outs, attrs = node
+    if len(ins) < 2 or not all(ctx.is_float(i) for i in ins[:2]):
+        return ctx.unsupported("no scale input, or a non-float input")
+    if int(attrs.get("stash_type", 1)) != 1:
+        return ctx.unsupported("stash_type other than float (1)")
+    x = ins[0]
+    shape = ctx.shape(x)
+    ax = int(attrs.get("axis", -1))
+    ax = ax + len(shape) if ax < 0 else ax
+    if not 0 <= ax < len(shape):
+        return ctx.unsupported(f"axis {attrs.get('axis')} out of range for rank {len(shape)}")
+    names = _over_normalized(ctx, (ins[1],), tuple(shape[ax:]))
+    if names is None:
+        return None
+    return [("rmsnorm", {"axis": ax, "epsilon": float(attrs.get("epsilon", 1e-5))}, [x, *names], [outs[0]])]

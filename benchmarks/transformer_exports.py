@@ -1,0 +1,195 @@
+"""The models users export today, as exported (dynamic axes kept): what stays opaque, how long optimizing takes,
+and is the optimized model faster end to end than the original under onnxruntime?
+
+For each ONNX file (the exports ``benchmarks/export_dynamic.py`` writes: BERT, GPT-2, a LLaMA-style decoder and
+ViT, 2 layers each, with torch's dynamo and TorchScript exporters):
+
+* the opaque operator types that compute float tensors, split into those in the data flow (they read an
+  activation, so they stop rewrites through them) and leaves (they compute a float tensor from ids, masks,
+  sizes and weights only: an embedding lookup, an additive attention mask, rotary positions); integer and
+  boolean size and mask arithmetic is counted apart (it stays computed at run time with dynamic axes);
+* ``eqsat.optimize`` with analytic costs (its time and stop reason), then with measured CPU costs (its time,
+  what it wrote);
+* the written model, and onnxruntime's own transformer optimizer's output where it loads, timed against the
+  original end to end at the representative sizes in onnxruntime at its default level (``ORT_ENABLE_ALL``),
+  with 1 and 2 intra-op threads (median of the per-round ratios in interleaved rounds, 95 % interval);
+* the ceiling at 1 thread (``_ort_profile``): the speedup if every kernel but the products with a weight took no
+  time, from onnxruntime's profile of the original.
+
+Targets of issue 29: no opaque float operator but ``Gather``; a geometric-mean speedup of at least 1.3x, none
+below 0.99x; optimize time at most 30 s.
+
+Saves ``transformer_exports.{md,json}``. (Not ``transformers.py``: the exports script, run from this folder, imports
+Hugging Face ``transformers``, which a file of that name here would shadow.)
+
+Usage: python benchmarks/transformer_exports.py EXPORTS/*.onnx [--dims batch=1,sequence=128] [--time-limit 60]
+       [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from _common import git_commit, parse_sizes, save_results
+from _ort_profile import ceiling, kernel_times, summary
+
+import eqsat
+from eqsat.costs.measured_cpu import end_to_end_rounds
+from eqsat.ir.symbols import graph_symbols
+from eqsat.onnx_io import load_with_axes, read_model
+from eqsat.pipeline.candidates import speedup
+from eqsat.pipeline.check import trial_feeds
+
+
+def opaque_ops(graph: Any) -> tuple[Counter[str], Counter[str], Counter[str]]:
+    """Opaque operator types: float ones in the data flow, float leaves (no activation read), the others (sizes,
+    masks)."""
+    dtypes = graph.dtypes
+    # activations: float graph inputs and everything computed from one or from a leaf; weights are not
+    active = {i.name for i in graph.inputs if i.dtype.startswith("float")}
+    flow, leaves, others = Counter(), Counter(), Counter()
+    seen: set[str] = set()
+    for n in graph.nodes:
+        reads_activation = any(i in active for i in n.inputs)
+        is_float = str(dtypes[n.output]).startswith("float")
+        if n.op == "opaque" and n.p["key"] not in seen:
+            seen.add(n.p["key"])
+            kind = n.p["op_type"] if n.p["domain"] in ("", "ai.onnx") else f"{n.p['domain']}:{n.p['op_type']}"
+            (others if not is_float else flow if reads_activation else leaves)[kind] += 1
+        if is_float and (reads_activation or n.op == "opaque"):  # sizes and masks are never activations
+            active.add(n.output)
+    return flow, leaves, others
+
+
+def transformer_optimizer(path: str) -> Any | None:
+    """onnxruntime's transformer optimizer's output for the model (its type guessed from the file name), or
+    None where it does not load or fails."""
+    try:
+        from onnxruntime.transformers import optimizer
+    except ImportError:
+        return None
+    stem = Path(path).stem
+    kind = "bert" if "bert" in stem else "vit" if "vit" in stem else "gpt2"
+    try:
+        return optimizer.optimize_model(path, model_type=kind, num_heads=0, hidden_size=0, opt_level=None,
+                                        use_gpu=False).model
+    except Exception as e:  # a third-party tool: any failure is reported as "does not load"
+        print(f"  onnxruntime's transformer optimizer failed on {stem}: {e}", file=sys.stderr)
+        return None
+
+
+def run(path: str, dims: dict[str, int], time_limit: float) -> dict[str, Any]:
+    """One model: opaque operators, both optimizations, and the end-to-end timings."""
+    model, label = read_model(path)
+    graph, fixed = load_with_axes(model, label=label)
+    symbols = set(graph_symbols(graph).generic)
+    at = {k: v for k, v in dims.items() if k in symbols}
+    flow, leaves, others = opaque_ops(graph)
+    t = time.perf_counter()
+    analytic = eqsat.optimize(model, dims=at or None, time_limit=time_limit)
+    analytic_s = time.perf_counter() - t
+    t = time.perf_counter()
+    measured = eqsat.optimize(model, dims=at or None, cost_model="measured", time_limit=time_limit)
+    measured_s = time.perf_counter() - t
+    feeds = trial_feeds(model, 0, sizes=measured.dims or at)
+    times_1, share = kernel_times(model, feeds, threads=1)
+    ort_opt = transformer_optimizer(path)
+    models = [model, measured.model] + ([ort_opt] if ort_opt is not None else [])
+    speedups, ort_speedups = {}, {}
+    for threads in (1, 2):
+        times = end_to_end_rounds(models, [feeds] * len(models), threads=threads, rounds=31, budget_s=20.0)
+        s = speedup(times[0], times[1])
+        speedups[threads] = [s.median, s.low, s.high]
+        if ort_opt is not None:
+            o = speedup(times[0], times[2])
+            ort_speedups[threads] = [o.median, o.low, o.high]
+    return {"model": Path(path).stem, "dims": measured.dims, "axes": measured.dynamic_axes or "static model",
+            "fixed_because": fixed, "opaque_float": dict(flow), "opaque_float_leaves": dict(leaves),
+            "opaque_sizes_masks": sum(others.values()),
+            "ceiling_1_thread": ceiling(share), "weight_product_share": share,
+            "largest_other_kernels": summary(times_1),
+            "analytic": {"seconds": analytic_s, "stop": str(analytic.stop_reason), "cost_before": analytic.cost_before,
+                         "cost_after": analytic.cost_after},
+            "measured": {"seconds": measured_s, "cost_before": measured.cost_before,
+                         "cost_after": measured.cost_after, "written": measured.decision},
+            "speedup": speedups, "ort_transformer_optimizer": ort_speedups}
+
+
+def _ops(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or "none"
+
+
+def _ratio(v: list[float] | None) -> str:
+    return f"{v[0]:.3f}x [{v[1]:.3f}, {v[2]:.3f}]" if v else "does not load"
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The results as markdown tables, with the geometric means."""
+    out = ["| model | opaque float ops in the data flow | float leaves | size/mask ops | analytic: s, stop, "
+           "predicted | measured: s, written |", "|---" * 6 + "|"]
+    for r in rows:
+        a, m = r["analytic"], r["measured"]
+        out.append(f"| {r['model']} | {_ops(r['opaque_float'])} | {_ops(r['opaque_float_leaves'])} "
+                   f"| {r['opaque_sizes_masks']} "
+                   f"| {a['seconds']:.1f} s, {a['stop']}, {a['cost_before']:.4g} -> {a['cost_after']:.4g} ms "
+                   f"| {m['seconds']:.1f} s, {m['written']} |")
+    out += ["", "| model | eqsat, 1 thread | eqsat, 2 threads | onnxruntime's transformer optimizer, 1 thread "
+            "| its 2 threads | ceiling, 1 thread (weight products' share) | largest other kernels, ms |",
+            "|---" * 7 + "|"]
+    for r in rows:
+        o = r["ort_transformer_optimizer"]
+        others = ", ".join(f"{k} {v:.2f}" for k, v in r["largest_other_kernels"].items())
+        out.append(f"| {r['model']} | {_ratio(r['speedup'][1])} | {_ratio(r['speedup'][2])} "
+                   f"| {_ratio(o.get(1))} | {_ratio(o.get(2))} "
+                   f"| {r['ceiling_1_thread']:.3f}x ({100 * r['weight_product_share']:.1f} %) | {others} |")
+    for threads in (1, 2):
+        values = [r["speedup"][threads][0] for r in rows]
+        if values:
+            out.append(f"\nGeometric mean, {threads} thread(s): {_geomean(values):.3f}x over {len(values)} models "
+                       f"(lowest {min(values):.3f}x).")
+        ort_values = [r["ort_transformer_optimizer"][threads][0] for r in rows if r["ort_transformer_optimizer"]]
+        if ort_values:
+            out.append(f"onnxruntime's transformer optimizer, {threads} thread(s): {_geomean(ort_values):.3f}x over "
+                       f"{len(ort_values)} models.")
+    if rows:
+        out.append(f"\nCeiling at 1 thread, geometric mean: {_geomean([r['ceiling_1_thread'] for r in rows]):.3f}x "
+                   "(every kernel but the products with a weight taking no time).")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--dims", default="batch=1,sequence=128", help="representative sizes, NAME=SIZE,...")
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = ap.parse_args()
+    dims = parse_sizes(args.dims)
+    rows = []
+    for m in args.models:
+        print(f"{m} ...", file=sys.stderr, flush=True)
+        rows.append(run(m, dims, args.time_limit))
+    text = table(rows)
+    print(text)
+    head = (f"# The models users export today\n\nCommand: `python benchmarks/transformer_exports.py "
+            f"{' '.join(sys.argv[1:])}` at commit {git_commit(True)}, {datetime.date.today()}; time limit "
+            f"{args.time_limit:g} s per run. End-to-end: the original and the written model (measured costs) in "
+            "interleaved rounds at the sizes given, onnxruntime at its default level, median of the per-round "
+            "ratios [95 % interval].\n\n")
+    save_results(args.out, "transformer_exports", head, text, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
