@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -76,10 +76,16 @@ def random_inputs(specs: Iterable[tuple[str, Shape, str]], rng: np.random.Genera
 
 def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Run a model on the CPU with onnxruntime (graph optimizations off, for a faithful reference)."""
+    return onnxruntime_runner(model)(feeds)
+
+
+def onnxruntime_runner(model: onnx.ModelProto) -> Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]:
+    """:func:`run_onnxruntime` for several feeds: one session, made once (a large model takes longer to serialize
+    and load than to run)."""
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.intra_op_num_threads = 2
     so.log_severity_level = 4  # a failed run raises, and the caller says why in its own words
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = {i.name for i in sess.get_inputs()}
-    return sess.run(None, {k: v for k, v in feeds.items() if k in names})
+    return lambda feeds: sess.run(None, {k: v for k, v in feeds.items() if k in names})

@@ -10,7 +10,7 @@ squashing operators are compared as well, since a wrong rewrite upstream would n
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from onnx import helper
 from eqsat.errors import EqsatError
 from eqsat.ir.graph import Graph
 from eqsat.ir.symbols import graph_symbols, representative
-from eqsat.onnx_io import int_input_bounds, random_ints, run_onnxruntime
+from eqsat.onnx_io import int_input_bounds, onnxruntime_runner, random_ints
 
 #: Operators whose output can saturate (stop reflecting their input), and whose input is checked instead.
 SQUASHING_OPS = {"Softmax", "Sigmoid", "Tanh", "HardSigmoid", "Hardmax", "ArgMax", "ArgMin", "Sign", "Clip",
@@ -272,12 +272,13 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
     a_model = _with_outputs(original, [a for a, _ in pre.values()])
     b_model = _with_outputs(optimized, [b for _, b in pre.values()])
     feeds, refs = [], []
+    run_a: Callable[[Mapping[str, np.ndarray]], list[np.ndarray]] | None = None
     for k, at in enumerate(sizes):
         fixed = input_shapes[k] if input_shapes else None
         some = [trial_feeds(optimized, t, seed, at, fixed) for t in range(trials if k == 0 else min(2, trials))]
         try:
-            ran = [dict(zip([o.name for o in a_model.graph.output], run_onnxruntime(a_model, f), strict=True))
-                   for f in some]
+            run_a = run_a or onnxruntime_runner(a_model)
+            ran = [dict(zip([o.name for o in a_model.graph.output], run_a(f), strict=True)) for f in some]
         except Exception as e:  # onnxruntime's errors share no base class
             if k:  # the model does not run at those sizes (a position table shorter than seq, say)
                 report.skipped_sizes.append(f"{_sizes_text(at)}: {_first_line(e)[:160]}")
@@ -292,8 +293,8 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
     first = refs[:trials]  # the trials at the first sizes: tensors of one shape, for the saturation test
     report.trials = len(feeds)
     try:
-        gots = [dict(zip([o.name for o in b_model.graph.output], run_onnxruntime(b_model, f), strict=True))
-                for f in feeds]
+        run_b = onnxruntime_runner(b_model)
+        gots = [dict(zip([o.name for o in b_model.graph.output], run_b(f), strict=True)) for f in feeds]
     except Exception as e:
         report.ok = False
         report.problems.append(f"onnxruntime cannot run the optimized model: {_first_line(e)}")
