@@ -161,6 +161,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                    solver=args.solver, input_shapes=shapes, dims=merged_dims(args.dim) or None,
                    dynamic=not args.static, check=not args.no_check,
                    dump_egraph=dump is not None, provenance=args.provenance, anytime=not args.no_anytime,
+                   reuse_blocks=not args.no_block_reuse,
                    progress=say)  # the dump object only: written here
     write_file(out, lambda p: _save_model(res.model, p, out if external and not is_special_file(out) else None))
     if dump is not None and res.egraph_dump is not None:
@@ -389,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "limit) or greedy (a DAG-aware greedy heuristic: fast, not guaranteed optimal)")
     o.add_argument("--no-anytime", action="store_true",
                    help="extract the final e-graph only (default: also each snapshot while it saturates)")
+    o.add_argument("--no-block-reuse", action="store_true",
+                   help="saturate every repeated block (default: a model of repeated layers has one of them "
+                        "optimized and the result written for all, with no rewrite across their boundaries)")
     o.add_argument("--rules", default="default", choices=["default", "size4", "starter"],
                    help="default: the verified corpus (rules of up to three operators), the extra and layout "
                         "rules; size4: also the rules of four operators it cannot derive; starter: hand-written")

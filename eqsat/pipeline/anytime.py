@@ -104,13 +104,17 @@ class Anytime:
     """
 
     def __init__(self, graph: Graph, cost_model: CostModel, start: float, *, exact_seconds: float = 0.0,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, written: Callable[[Graph], Graph] | None = None) -> None:
         self.input = graph
+        #: a graph read back from an e-graph of ``graph`` as the model written (the repeated blocks of a reduced
+        #: graph put back, :mod:`eqsat.ir.blocks`); graphs are priced as written
+        self.written = written or (lambda g: g)
         self.cost_model = cost_model
         self.start = start
         self.exact_seconds = exact_seconds
         self.deadline = deadline
-        self.best = Found(graph_cost(graph, cost_model), graph, 0.0, "input")
+        whole = self.written(graph)
+        self.best = Found(graph_cost(whole, cost_model), whole, 0.0, "input")
         #: (seconds since the start, best cost so far), one point per improvement; the input's cost first, at 0:
         #: until something better is found the input is the answer
         self.trace: list[tuple[float, float]] = [(0.0, self.best.cost)]
@@ -126,7 +130,8 @@ class Anytime:
         if len(self.trace) > 1:
             raise RuntimeError("reprice: graphs were already found under the earlier cost model")
         self.cost_model = cost_model
-        self.best = Found(graph_cost(self.input, cost_model), self.input, 0.0, "input")
+        whole = self.written(self.input)
+        self.best = Found(graph_cost(whole, cost_model), whole, 0.0, "input")
         self.trace = [(0.0, self.best.cost)]
 
     def elapsed(self) -> float:
@@ -160,6 +165,7 @@ class Anytime:
         """Read ``selection`` of ``egraph`` back and keep it when it is cheaper as written than the best so far
         (``found``: when it was found, seconds since the start; default now). Returns whether it was kept."""
         _, written = engine.graph_from_selection(egraph, selection, self.input, names)
+        written = self.written(written)
         cost = graph_cost(written, self.cost_model)
         if not cost < self.best.cost * (1 - REL_EPS):
             return False

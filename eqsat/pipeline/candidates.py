@@ -90,13 +90,16 @@ def speedup(original: Sequence[float], candidate: Sequence[float]) -> Speedup:
 
 
 def other_candidates(extractions: Sequence[Extraction], egraph: EGraph, names: Mapping[str, str], original: Graph,
-                     first: Graph, cost_before: float, cost_model: CostModel) -> list[Candidate]:
+                     first: Graph, cost_before: float, cost_model: CostModel,
+                     stitch: Callable[[Graph], Graph] | None = None) -> list[Candidate]:
     """The extractions after the first (``extractions``, ranked from 1) as candidates: distinct graphs no
-    costlier than the original."""
+    costlier than the original (``original``: the graph the e-graph was built from; ``stitch``: that graph's
+    read-backs as the whole model, where it is a reduction, :mod:`eqsat.ir.blocks`)."""
     seen = {graph_hash(first)}
     out = []
     for rank, e in enumerate(extractions, start=1):
         _, g = graph_from_selection(egraph, e.selection, original, names)
+        g = stitch(g) if stitch else g
         h = graph_hash(g)
         cost = graph_cost(g, cost_model)
         if h in seen or cost > cost_before:

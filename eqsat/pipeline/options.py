@@ -104,6 +104,11 @@ class OptimizeOptions:
     Snapshots are not extracted under a measured cost model (its timings would share the CPU with the engine).
     Without it, the final e-graph alone is extracted, warm-started from the input graph.
 
+    With ``reuse_blocks`` (the default), a model of repeated blocks (a transformer's layers: the same operators
+    and shapes, each with its own weights) has one of them saturated and extracted, and the result written for
+    every one (:mod:`eqsat.ir.blocks`); rewrites across a block's boundary are not tried, and the report says
+    so. Not with ``dump_egraph``, whose e-graph is the whole model's.
+
     With ``dump_egraph`` (a path, or True for the object only) the result carries the saturated e-graph with
     costs, input terms, tensor names and the extraction's choice (``result.egraph_dump``, an
     :class:`eqsat.inspect.dump.EGraphDump`), written to the path (missing folders created) once the run has
@@ -136,6 +141,7 @@ class OptimizeOptions:
     candidates: int | None = None
     progress: Callable[[str], None] | None = None
     anytime: bool = True
+    reuse_blocks: bool = True
 
     def __post_init__(self) -> None:
         check_seconds("time_limit", self.time_limit)

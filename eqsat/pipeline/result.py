@@ -155,6 +155,8 @@ class OptimizeResult:
     dims: dict[str, int] = field(default_factory=dict)
     #: why the model's dynamic axes were fixed for the run (empty: kept, or a static model)
     static_reason: str = ""
+    #: the repeated blocks optimized once for all, in words (empty: none; :mod:`eqsat.ir.blocks`)
+    blocks: str = ""
 
     @property
     def dynamic_axes(self) -> str:
@@ -206,6 +208,7 @@ class OptimizeResult:
             "estimated_speedup": self.speedup, "kept_original": self.kept_original, "kept_reason": self.kept_reason,
             "decision": self.decision, "onnx_nodes": list(self.onnx_nodes), "bodies": list(self.bodies),
             "dynamic_axes": {"dims": dict(self.dims), "fixed_because": self.static_reason},
+            "repeated_blocks": self.blocks,
             "saturation": {"iterations": len(self.iterations) - 1, "stop_reason": self.stop_reason},
             "egraph": {"enodes": self.egraph_size[0], "eclasses": self.egraph_size[1]},
             "extraction": {"status": self.solver_status, "bound": self.solver_bound, "gap": self.solver_gap},
@@ -240,6 +243,7 @@ class OptimizeResult:
             ("written", self.decision),
             *([("control-flow bodies", "; ".join(self.bodies))] if self.bodies else []),
             *([("dynamic axes", self.dynamic_axes)] if self.dynamic_axes else []),
+            *([("repeated blocks", self.blocks)] if self.blocks else []),
             ("ONNX nodes before/after", f"{self.onnx_nodes[0]} / {self.onnx_nodes[1]}"),
             ("saturation", f"{len(self.iterations) - 1} iterations, stopped: {self.stop_reason}"),
             ("e-graph", f"{self.egraph_size[0]} e-nodes, {self.egraph_size[1]} e-classes"),

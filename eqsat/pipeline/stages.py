@@ -41,6 +41,7 @@ from eqsat.extract import (
     validate_selection,
 )
 from eqsat.inspect.dump import EGraphDump, build_dump
+from eqsat.ir.blocks import Reduction, reduce_repeats
 from eqsat.ir.graph import Graph
 from eqsat.ir.symbols import SymbolicShapeError, graph_symbols, representative
 from eqsat.ops import CostKey
@@ -71,6 +72,8 @@ class State:
     bodies: list[BodyResult]  # load: the control-flow bodies optimized
     label: str  # load: how messages name the model
     graph: Graph  # load: the imported model
+    engine_graph: Graph  # load: the graph the engine saturates: the imported one, or its reduction (below)
+    reduction: Reduction | None = None  # load: the model's repeated blocks, one of them in the engine's graph
     input_keys: list[tuple[CostKey, ...]]  # load: the cost keys of its nodes (eqsat.costs.graph_cost_keys)
     anytime: Anytime  # load: the best graph so far and the trace; saturate, extract and export improve it
     rules: list[Rule]  # rules
@@ -115,6 +118,11 @@ class State:
         self.stage_seconds: dict[str, float] = {}
         self.start = time.perf_counter()  # the time limit counts from here
 
+    def stitch(self, graph: Graph) -> Graph:
+        """A graph read back from the engine's e-graph as the whole model: with repeated blocks, the optimized
+        block once per instance (:meth:`eqsat.ir.blocks.Reduction.stitch`); else the graph itself."""
+        return graph if self.reduction is None else self.reduction.stitch(graph)
+
 
 def load(s: State) -> None:
     """Read the model (kept as given: the reference of every check), import it into the IR, and start the
@@ -129,6 +137,13 @@ def load(s: State) -> None:
         s.say(f"control-flow body optimized: {b}")
     s.graph = _import(s)
     s.say(f"imported {len(s.graph.nodes)} nodes ({sum(1 for n in s.graph.nodes if n.op == 'opaque')} opaque)")
+    s.engine_graph, s.reduction = s.graph, None
+    # one instance of repeated blocks stands for all (not with a dump: it would hold the reduced graph's e-graph)
+    if s.options.reuse_blocks and not s.options.dump_egraph:
+        s.reduction = reduce_repeats(s.graph)
+        if s.reduction is not None:
+            s.engine_graph = s.reduction.reduced
+            s.say(s.reduction.describe())
     # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
     s.cost_model = s.cost_model.in_context(s.graph.weight_bytes)
     s.input_keys = graph_cost_keys(s.graph)
@@ -139,9 +154,9 @@ def load(s: State) -> None:
     # exact extraction of each snapshot: at most 5 % of the time limit (2 s under the 60 s default) each, within
     # saturation's share; CP-SAT's portfolio often proves a small e-graph optimal in a fraction of that. A measured
     # model prices the input in the cost stage, with the e-graph's configurations and within their time
-    s.anytime = Anytime(s.graph, AnalyticCostModel() if s.cost_model.is_measured else s.cost_model, s.start,
-                        exact_seconds=SNAPSHOT_EXACT_SHARE * o.time_limit if o.solver == "cpsat" else 0.0,
-                        deadline=s.start + s.shares.saturation * o.time_limit)
+    s.anytime = Anytime(s.engine_graph, AnalyticCostModel() if s.cost_model.is_measured else s.cost_model,
+                        s.start, exact_seconds=SNAPSHOT_EXACT_SHARE * o.time_limit if o.solver == "cpsat" else 0.0,
+                        deadline=s.start + s.shares.saturation * o.time_limit, written=s.stitch)
 
 
 def _import(s: State) -> Graph:
@@ -173,7 +188,7 @@ def saturate(s: State) -> None:
     deadline = s.start + s.shares.saturation * o.time_limit
     s.limits = dataclasses.replace(o.saturation_limits(s.shares),
                                    time_limit=max(0.0, deadline - time.perf_counter()))
-    s.sat = engine.saturate(s.graph, s.rules, s.limits, provenance=bool(o.provenance and o.dump_egraph),
+    s.sat = engine.saturate(s.engine_graph, s.rules, s.limits, provenance=bool(o.provenance and o.dump_egraph),
                             progress=lambda it: s.say(f"  iteration {it.iteration}: {it.enodes} e-nodes, "
                                                       f"{it.eclasses} e-classes ({it.seconds:.2f} s)"),
                             on_snapshot=_on_snapshot(s) if _snapshots_pay(s) else None)
@@ -201,7 +216,8 @@ def cost(s: State) -> None:
     the input graph's configurations first, then the others by analytic cost, until the costs' share of the
     time limit, and the rest are estimated (:func:`eqsat.costs.price_within`); every later figure of the run is
     read from that one pricing."""
-    keys = node_cost_keys(s.sat.egraph, s.graph, opaque_cost_keys(s.graph, s.input_keys))
+    engine_keys = s.input_keys if s.reduction is None else graph_cost_keys(s.engine_graph)
+    keys = node_cost_keys(s.sat.egraph, s.engine_graph, opaque_cost_keys(s.engine_graph, engine_keys))
     first = {k for ks in s.input_keys for k in ks}
     unique = {k for ks in keys.values() for k in ks} | first
     s.say(f"costing {len(unique)} operator configurations with {s.cost_model.name}")
@@ -280,7 +296,7 @@ def export(s: State) -> None:
     # a kept original is the model exactly as given (a re-export of its import can run slower than it), unless
     # the user fixed its dynamic dimensions: then the import with those shapes is the model asked for
     s.as_given = s.given if s.options.dynamic or not s.options.input_shapes and not s.options.dims else None
-    lost = engine.input_terms(s.sat.egraph, s.graph).missing
+    lost = engine.input_terms(s.sat.egraph, s.engine_graph).missing
     if lost:  # never expected: the e-graph holds every term of its input graph; without them, no read-back is sound
         log.warning("the e-graph lost %d input term(s) (%s); the original is kept", len(lost), ", ".join(lost[:3]))
         s.cost_before = s.cost_after = s.anytime.cost_before
@@ -288,14 +304,21 @@ def export(s: State) -> None:
         s.kept_reason = f"the e-graph lost {len(lost)} of the input graph's terms (an engine fault; e.g. {lost[0]})"
         s.model = s.as_given if s.as_given is not None else onnx_io.to_onnx(s.graph)
         return
-    extracted, s.new_graph = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.graph, s.names)
+    extracted, written = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.engine_graph, s.names)
+    s.new_graph = s.stitch(written)
     s.cost_before = s.anytime.cost_before
     s.cost_after = graph_cost(s.new_graph, s.cost_model)
     s.notes = []
     if _prefer_best_so_far(s):
-        extracted, _ = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.graph, s.names)
-    s.notes[:0] = _cost_notes(s.chosen.cost, graph_cost(extracted, s.cost_model), s.cost_after, extracted,
-                              s.new_graph)
+        extracted, written = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.engine_graph,
+                                                         s.names)
+    # the notes compare the extraction with the graph it chose, as the engine saw it (one block of repeated ones)
+    s.notes[:0] = _cost_notes(s.chosen.cost, graph_cost(extracted, s.cost_model), graph_cost(written, s.cost_model),
+                              extracted, written)
+    if s.reduction is not None:
+        more = s.reduction.repeats.count - 1
+        s.notes.append(f"{s.cost_after - graph_cost(written, s.cost_model):+.4g} ms: {more} more instance(s) of the "
+                       "repeated block, which the extraction priced once")
     # never return a costlier model, nor rewrite one for no gain (a rewrite at equal cost is work for nothing:
     # weight transforms, a re-export, and a model the user has to check again)
     s.kept = not s.cost_after < s.cost_before * (1 - REL_EPS)
@@ -325,7 +348,8 @@ def _prefer_best_so_far(s: State) -> bool:
     if selection is None:  # never expected: the final e-graph holds every earlier term
         log.warning("the best graph so far is not in the final e-graph; writing the final extraction's")
         return False
-    _, graph = engine.graph_from_selection(s.sat.egraph, selection, s.graph, s.names)
+    _, graph = engine.graph_from_selection(s.sat.egraph, selection, s.engine_graph, s.names)
+    graph = s.stitch(graph)
     cost = graph_cost(graph, s.cost_model)
     if cost < s.cost_after:
         s.chosen = dataclasses.replace(s.chosen, selection=selection, status="start", found_after=None,
@@ -342,8 +366,8 @@ def time_latency(s: State) -> None:
     """Time the first choice and the other candidates against the original end to end; write the one raced
     against the original if it wins measurably, twice, else the original (:func:`candidates.race`)."""
     first = candidates.Candidate(0, s.new_graph, s.cost_after, s.model)
-    others = candidates.other_candidates(s.extractions[1:], s.sat.egraph, s.names, s.graph, s.new_graph,
-                                         s.cost_before, s.cost_model)
+    others = candidates.other_candidates(s.extractions[1:], s.sat.egraph, s.names, s.engine_graph, s.new_graph,
+                                         s.cost_before, s.cost_model, stitch=s.stitch)
     # two timings share what the time limit leaves after the check (about as long as one timing)
     left = s.start + s.options.time_limit - time.perf_counter()
     budget = max(0.5, min(candidates.LATENCY_BUDGET_S, left / 4))
@@ -391,7 +415,7 @@ def check(s: State) -> None:
 
 def dump(s: State) -> None:
     """The e-graph dump with costs and the choice written out, written to the path given (if one was)."""
-    s.dump = build_dump(s.sat, s.graph, s.node_costs, source=s.label, cost_model=s.cost_model.name,
+    s.dump = build_dump(s.sat, s.engine_graph, s.node_costs, source=s.label, cost_model=s.cost_model.name,
                         rules=len(s.rules), limits=s.limits, extraction=s.chosen, kept_original=s.kept)
     if s.options.dump_egraph is not True:  # a path
         s.dump.write(s.options.dump_egraph)
@@ -411,7 +435,7 @@ def report(s: State) -> None:
         snapshots=(s.anytime.snapshots, s.anytime.snapshot_seconds),
         egraph_size=sat.egraph.tensor_size, kept_reason=s.kept_reason,
         cost_counts=counts, bodies=[str(b) for b in s.bodies], dims=representative(s.graph),
-        static_reason=s.static_reason)
+        static_reason=s.static_reason, blocks="" if s.reduction is None else s.reduction.describe())
 
 
 @dataclass(frozen=True)

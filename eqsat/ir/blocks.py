@@ -1,0 +1,325 @@
+"""Repeated blocks: a model's identical layers, found so that one of them is optimized for all.
+
+A transformer of L layers is L copies of one block: the same operators, parameters and shapes, each with its own
+weights. Saturating all of them costs L times one, and rewrites between layers (the residual stream's sums
+re-associated across layers) make the e-graph grow faster than L. :func:`find_repeats` finds the longest run of
+consecutive blocks of nodes (in the graph's topological order) in which every node is the shift of the node one
+block earlier: the same operator, parameters and output shape, weights of the same shapes, and as inputs the
+shifted producers (or the very same tensors: an attention mask or a position table computed once and read by
+every layer). :func:`reduce_repeats` makes the graph the engine sees from it: the nodes before the blocks (the
+prefix), the first block and the nodes after the blocks (the suffix), as pieces with no tensor between them (what
+one piece reads from another is a graph input under a placeholder name), so no rewrite crosses a block's boundary.
+:meth:`Reduction.stitch` puts an optimized reduced graph back together: the prefix, the block once per instance
+with that instance's weights and inputs, and the suffix. Pure IR: no engine, no ONNX.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from eqsat.ir.graph import Graph, Node, TensorInfo, computed_from_weights
+from eqsat.ir.names import NameAllocator
+
+__all__ = ["MIN_BLOCK_NODES", "Reduction", "Repeats", "find_repeats", "reduce_repeats"]
+
+#: blocks smaller than this are not worth the bookkeeping (and short periods match by chance)
+MIN_BLOCK_NODES = 8
+_IN, _OUT, _PREFIX = "__block_in", "__block_out", "__prefix"
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """``count`` consecutive blocks of ``size`` nodes, the first starting at ``graph.nodes[start]``."""
+
+    start: int
+    size: int
+    count: int
+
+    def block(self, m: int) -> range:
+        """The node indices of block ``m``."""
+        return range(self.start + m * self.size, self.start + (m + 1) * self.size)
+
+    @property
+    def end(self) -> int:
+        """The index of the first node after the blocks."""
+        return self.start + self.count * self.size
+
+
+class _Shifts:
+    """Whether node ``b`` is node ``a`` shifted by ``b - a`` (see the module docstring)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.g = graph
+        self.nodes = graph.nodes
+        self.index = {n.output: k for k, n in enumerate(graph.nodes)}
+        shapes, dtypes = graph.shapes, graph.dtypes
+        self.sig = [(n.op, n.params, shapes[n.output], dtypes[n.output]) for n in graph.nodes]
+
+    def same(self, a: int, b: int) -> bool:
+        x, y = self.nodes[a], self.nodes[b]
+        if self.sig[a] != self.sig[b] or x.op == "opaque" or len(x.inputs) != len(y.inputs):
+            return False  # an opaque node is keyed by the ONNX node it stands for: never one of several
+        w = self.g.weights
+        for u, v in zip(x.inputs, y.inputs, strict=True):
+            if u in w:
+                if v not in w or w[u].shape != w[v].shape or w[u].dtype != w[v].dtype:
+                    return False
+            elif u in self.index:
+                if v != u and self.index.get(v, -1) != self.index[u] + (b - a):
+                    return False
+            elif v != u:  # a graph input: the same one
+                return False
+        return True
+
+
+def find_repeats(graph: Graph, min_size: int = MIN_BLOCK_NODES) -> Repeats | None:
+    """The longest run (most nodes) of at least two repeated blocks of at least ``min_size`` nodes whose
+    boundaries :func:`reduce_repeats` can cut (see :func:`_place`), or None."""
+    sh = _Shifts(graph)
+    n = len(graph.nodes)
+    last: dict[object, int] = {}
+    gaps: Counter[int] = Counter()
+    for k, s in enumerate(sh.sig):  # candidate block sizes: distances between equal nodes
+        if s in last and k - last[s] >= min_size:
+            gaps[k - last[s]] += 1
+        last[s] = k
+    best: Repeats | None = None
+    for size, _ in gaps.most_common(24):
+        if 2 * size > n:
+            continue
+        good = [sh.same(i, i + size) for i in range(n - size)]
+        i = 0
+        while i < n - size:
+            if not good[i]:
+                i += 1
+                continue
+            j = i
+            while j < n - size and good[j]:
+                j += 1
+            found = _place(graph, sh, i, j, size)  # nodes i .. j - 1 + size repeat with period size
+            if found and (best is None or found.size * found.count > best.size * best.count):
+                best = found
+            i = j
+    return best
+
+
+#: operators whose output, passed on to the next block, could fold with what reads it there (a product with a
+#: weight, read by another: ``(x @ W1) @ W2 = x @ (W1 @ W2)``): a cut after them would forbid that rewrite
+_FOLDING = frozenset({"matmul", "matmul_t", "conv2d", "conv2d_add"})
+
+
+def _place(graph: Graph, sh: _Shifts, i: int, j: int, size: int) -> Repeats | None:
+    """Where the blocks of a periodic run ``[i, j + size)`` start: of the phases that :func:`_cut` accepts, one
+    that passes the fewest products on to the next block (:data:`_FOLDING`: a rewrite lost per block), then the
+    one that gives the most blocks (one more saturated whole costs only time), then the fewest tensors read from
+    outside."""
+    options = []
+    for p in range(i, min(i + size, j)):
+        count = (j - p) // size + 1
+        if count < 2:
+            continue
+        rep = Repeats(p, size, count)
+        cut = _cut(graph, sh, rep)
+        if cut is not None:
+            folding = sum(1 for r in cut[0] if graph.nodes[p + r].op in _FOLDING)
+            options.append((folding, -count, len(cut[0]) + len(cut[1]), p, rep))
+    return min(options, key=lambda o: o[:4])[4] if options else None
+
+
+def _cut(graph: Graph, sh: _Shifts, rep: Repeats) -> tuple[list[int], list[str]] | None:
+    """The block's chained inputs (positions in a block whose tensor the next block reads) and shared inputs
+    (tensors every block reads), or None where a block reads anything else from outside (a tensor two blocks
+    back, a tensor of the prefix not read the same way by every block), or the nodes after the blocks read a
+    block's tensor other than the last block's, or a graph output is an earlier block's tensor."""
+    idx, nodes = sh.index, graph.nodes
+    b0, b1 = rep.block(0), rep.block(1)
+    chained: list[int] = []
+    shared: list[str] = []
+    for t in b1:
+        for v in nodes[t].inputs:
+            if v in graph.weights or idx.get(v, -1) in b1:
+                continue
+            if idx.get(v, -1) in b0:
+                r = idx[v] - rep.start
+                if rep.start + r - rep.size < 0 or nodes[rep.start + r - rep.size].output not in \
+                        nodes[t - rep.size].inputs:
+                    return None  # block 0 must read the prefix's tensor in the same place
+                if r not in chained:
+                    chained.append(r)
+            elif idx.get(v, -1) < rep.start:  # a graph input or a tensor of the prefix
+                if v not in nodes[t - rep.size].inputs:
+                    return None
+                if v not in shared:
+                    shared.append(v)
+            else:
+                return None
+    for t in b0:  # block 0 reads the prefix only in those two ways
+        for u in nodes[t].inputs:
+            k = idx.get(u, -1)
+            if u in graph.weights or k in b0:
+                continue
+            if u not in shared and not (k >= 0 and k - (rep.start - rep.size) in chained):
+                return None
+    last = rep.block(rep.count - 1)
+    for n in nodes[rep.end:]:
+        for v in n.inputs:
+            k = idx.get(v, -1)
+            if rep.start <= k < last.start:
+                return None
+    outputs = {idx.get(o, -1) for o in graph.outputs}
+    if any(rep.start <= k < last.start for k in outputs):
+        return None
+    return chained, shared
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A graph with repeated blocks, and the reduced graph the engine saturates in its place."""
+
+    graph: Graph  # the graph as imported
+    reduced: Graph  # the prefix, one block and the suffix, as pieces (module docstring)
+    repeats: Repeats
+    block_inputs: tuple[str, ...]  # the placeholders the block piece reads, in order
+    block_sources: tuple[tuple[str, ...], ...]  # per instance, the tensor each placeholder stands for
+    slots: tuple[int, ...]  # positions in a block whose tensors are read after it
+    weights: tuple[Mapping[str, str], ...]  # per instance, block 0's weight name -> this instance's
+
+    def describe(self) -> str:
+        """One line for the report."""
+        r = self.repeats
+        return (f"{r.count} repeated blocks of {r.size} nodes: one optimized, its result applied to every one "
+                "(rewrites across a block's boundary not tried)")
+
+    def stitch(self, reduced: Graph) -> Graph:
+        """The whole graph from an optimized reduced graph (the same inputs and outputs as :attr:`reduced`)."""
+        r, g = self.repeats, self.graph
+        out_of = {n.output: n for n in reduced.nodes}
+        block_outputs = [g.nodes[r.start + s].output for s in self.slots]
+        piece = _reachable(out_of, block_outputs)
+        others = _reachable(out_of, [o for o in reduced.outputs if o not in set(block_outputs)])
+        taken = {i.name for i in g.inputs} | set(g.weights) | set(reduced.weights) | {n.output for n in g.nodes}
+        taken |= {n.output for n in reduced.nodes}
+        names = NameAllocator(taken)
+        slot_names = [[g.nodes[r.start + m * r.size + s].output for s in self.slots] for m in range(r.count)]
+        nodes: list[Node] = [n for n in reduced.nodes if n.output in others]
+        emitted = {n.output for n in nodes}
+        for m in range(r.count):
+            ren: dict[str, str] = dict(zip(self.block_inputs, self.block_sources[m], strict=True))
+            ren.update(self.weights[m])
+            ren.update(zip(block_outputs, slot_names[m], strict=True))
+            for n in reduced.nodes:
+                if n.output not in piece or n.output in ren:
+                    continue
+                ren[n.output] = n.output if m == 0 else names.fresh(f"{n.output}_b{m}")
+            for n in reduced.nodes:
+                if n.output in piece and not (m == 0 and n.output in emitted):
+                    nodes.append(Node(n.op, n.params, tuple(ren.get(i, i) for i in n.inputs), ren[n.output]))
+        last = dict(zip((f"{_OUT}{s}" for s in self.slots), slot_names[-1], strict=True))
+        prefix = {f"{_PREFIX}{k}": v for k, v in enumerate(self._prefix_reads())}
+        nodes = [Node(n.op, n.params, tuple(last.get(i, prefix.get(i, i)) for i in n.inputs), n.output)
+                 if n.output in others else n for n in nodes]
+        weights = {**g.weights, **{k: v for k, v in reduced.weights.items() if k not in g.weights}}
+        meta = {**reduced.meta}
+        return Graph(g.inputs, weights, tuple(nodes), g.outputs, g.name, meta)
+
+    def _prefix_reads(self) -> list[str]:
+        """The prefix's tensors the suffix reads, in the order of their placeholders."""
+        r, g = self.repeats, self.graph
+        idx = {n.output: k for k, n in enumerate(g.nodes)}
+        reads: list[str] = []
+        for n in g.nodes[r.end:]:
+            for v in n.inputs:
+                if 0 <= idx.get(v, -1) < r.start and v not in reads:
+                    reads.append(v)
+        return reads
+
+
+def _reachable(producers: Mapping[str, Node], roots: list[str]) -> set[str]:
+    """The node outputs the ``roots`` are computed from (themselves included), through ``producers``."""
+    seen: set[str] = set()
+    stack = [o for o in roots if o in producers]
+    while stack:
+        o = stack.pop()
+        if o in seen:
+            continue
+        seen.add(o)
+        stack.extend(i for i in producers[o].inputs if i in producers and i not in seen)
+    return seen
+
+
+def reduce_repeats(graph: Graph, repeats: Repeats | None = None) -> Reduction | None:
+    """The :class:`Reduction` of ``graph`` at ``repeats`` (found by :func:`find_repeats` when not given), or None
+    where the graph has no repeated blocks."""
+    rep = repeats or find_repeats(graph)
+    if rep is None:
+        return None
+    sh = _Shifts(graph)
+    cut = _cut(graph, sh, rep)
+    if cut is None:
+        return None
+    chained, shared = cut
+    g, nodes, shapes, dtypes = graph, graph.nodes, graph.shapes, graph.dtypes
+    idx = sh.index
+    last = rep.block(rep.count - 1)
+    after = {v for n in nodes[rep.end:] for v in n.inputs} | set(g.outputs)
+    slots = sorted(set(chained) | {k - last.start for k in last if nodes[k].output in after})
+    # the block piece: its external reads become placeholders
+    sources: list[list[str]] = [[] for _ in range(rep.count)]
+    block_inputs: list[str] = []
+    for k, v in enumerate(shared):
+        block_inputs.append(f"{_IN}{k}")
+        for m in range(rep.count):
+            sources[m].append(v)
+    for s in chained:
+        block_inputs.append(f"{_IN}{len(block_inputs)}")
+        sources[0].append(nodes[rep.start + s - rep.size].output)
+        for m in range(1, rep.count):
+            sources[m].append(nodes[rep.start + (m - 1) * rep.size + s].output)
+    ren0 = dict(zip(sources[0], block_inputs, strict=True))
+    block_nodes = [Node(n.op, n.params, tuple(ren0.get(i, i) for i in n.inputs), n.output)
+                   for n in nodes[rep.start:rep.start + rep.size]]
+    # per instance, block 0's weights -> its own (node by node, input by input)
+    weights: list[dict[str, str]] = []
+    for m in range(rep.count):
+        wm: dict[str, str] = {}
+        for t in rep.block(0):
+            for u, v in zip(nodes[t].inputs, nodes[t + m * rep.size].inputs, strict=True):
+                if u in g.weights and wm.setdefault(u, v) != v:
+                    return None  # one weight of block 0 stands for two of another block
+        weights.append(wm)
+    # the suffix: what it reads of the last block and of the prefix becomes placeholders
+    out_ph = {nodes[last.start + s].output: f"{_OUT}{s}" for s in slots}
+    prefix_reads: list[str] = []
+    suffix_nodes = []
+    for n in nodes[rep.end:]:
+        ins = []
+        for v in n.inputs:
+            if v in out_ph:
+                ins.append(out_ph[v])
+            elif 0 <= idx.get(v, -1) < rep.start:
+                if v not in prefix_reads:
+                    prefix_reads.append(v)
+                ins.append(f"{_PREFIX}{prefix_reads.index(v)}")
+            else:
+                ins.append(v)
+        suffix_nodes.append(Node(n.op, n.params, tuple(ins), n.output))
+    prefix_nodes = list(nodes[:rep.start])
+    placeholders = [TensorInfo(ph, shapes[src], dtypes[src]) for ph, src in zip(block_inputs, sources[0], strict=True)]
+    placeholders += [TensorInfo(ph, shapes[t], dtypes[t]) for t, ph in out_ph.items()
+                     if any(ph in n.inputs for n in suffix_nodes)]
+    placeholders += [TensorInfo(f"{_PREFIX}{k}", shapes[v], dtypes[v]) for k, v in enumerate(prefix_reads)]
+    prefix_outputs = [v for v in [*sources[0], *prefix_reads] if 0 <= idx.get(v, -1) < rep.start]
+    block_outputs = [nodes[rep.start + s].output for s in slots]
+    mapped = [o for o in g.outputs if idx.get(o, -1) not in last]
+    outputs = list(dict.fromkeys([*mapped, *prefix_outputs, *block_outputs]))
+    used = {i for n in [*prefix_nodes, *block_nodes, *suffix_nodes] for i in n.inputs}
+    inputs = tuple(i for i in g.inputs if i.name in used or i.name in outputs) + tuple(placeholders)
+    kept = {k: w for k, w in g.weights.items() if k in used or k in outputs}
+    if not any(not computed_from_weights(n.op, n.inputs, kept) for n in block_nodes):
+        return None
+    reduced = Graph(inputs, kept, tuple(prefix_nodes + block_nodes + suffix_nodes), tuple(outputs), g.name,
+                    dict(g.meta))
+    return Reduction(graph, reduced, rep, tuple(block_inputs), tuple(tuple(s) for s in sources), tuple(slots),
+                     tuple(weights))
