@@ -19,33 +19,30 @@ ViT, 2 layers each, with torch's dynamo and TorchScript exporters):
 Targets of issue 29: no opaque float operator but ``Gather``; a geometric-mean speedup of at least 1.3x, none
 below 0.99x; optimize time at most 30 s.
 
-Saves ``transformer_exports.{md,json}``. (Not ``transformers.py``: the exports script, run from this folder, imports
-Hugging Face ``transformers``, which a file of that name here would shadow.)
+Saves ``transformer_exports.{md,json}`` and ``transformer_exports.png`` (with matplotlib). (Not
+``transformers.py``: the exports script, run from this folder, imports Hugging Face ``transformers``, which a
+file of that name here would shadow.)
 
 Usage: python benchmarks/transformer_exports.py EXPORTS/*.onnx [--dims batch=1,sequence=128] [--time-limit 60]
-       [--out benchmarks/results]
+       [--ort-python /tmp/torchenv/bin/python] [--out benchmarks/results]
+       python benchmarks/transformer_exports.py --render benchmarks/results/transformer_exports.json  (plot only)
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from _common import git_commit, parse_sizes, save_results
-from _ort_profile import ceiling, kernel_times, summary
-
-import eqsat
-from eqsat.costs.measured_cpu import end_to_end_rounds
-from eqsat.ir.symbols import graph_symbols
-from eqsat.onnx_io import load_with_axes, read_model
-from eqsat.pipeline.candidates import speedup
-from eqsat.pipeline.check import trial_feeds
 
 
 def opaque_ops(graph: Any) -> tuple[Counter[str], Counter[str], Counter[str]]:
@@ -68,25 +65,43 @@ def opaque_ops(graph: Any) -> tuple[Counter[str], Counter[str], Counter[str]]:
     return flow, leaves, others
 
 
-def transformer_optimizer(path: str) -> Any | None:
-    """onnxruntime's transformer optimizer's output for the model (its type guessed from the file name), or
-    None where it does not load or fails."""
-    try:
-        from onnxruntime.transformers import optimizer
-    except ImportError:
-        return None
+def transformer_optimizer(path: str, python: str) -> Any | None:
+    """onnxruntime's transformer optimizer's output for the model (its type guessed from the file name), run by
+    the interpreter ``python`` (the optimizer imports torch, which eqsat does not depend on: give the exports'
+    environment), or None where it does not load or fails."""
+    import onnx
+
     stem = Path(path).stem
     kind = "bert" if "bert" in stem else "vit" if "vit" in stem else "gpt2"
-    try:
-        return optimizer.optimize_model(path, model_type=kind, num_heads=0, hidden_size=0, opt_level=None,
-                                        use_gpu=False).model
-    except Exception as e:  # a third-party tool: any failure is reported as "does not load"
-        print(f"  onnxruntime's transformer optimizer failed on {stem}: {e}", file=sys.stderr)
-        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "ort_optimized.onnx"
+        code = ("import sys\nfrom onnxruntime.transformers import optimizer\n"
+                "optimizer.optimize_model(sys.argv[1], model_type=sys.argv[2], num_heads=0, hidden_size=0, "
+                "opt_level=None, use_gpu=False).save_model_to_file(sys.argv[3])\n")
+        try:
+            done = subprocess.run([python, "-c", code, path, kind, str(out)], capture_output=True, text=True,
+                                  timeout=600)
+        except (OSError, subprocess.SubprocessError) as e:
+            print(f"  onnxruntime's transformer optimizer did not run on {stem}: {e}", file=sys.stderr)
+            return None
+        if done.returncode or not out.exists():
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            print(f"  onnxruntime's transformer optimizer failed on {stem}: {last}", file=sys.stderr)
+            return None
+        return onnx.load(str(out))
 
 
-def run(path: str, dims: dict[str, int], time_limit: float) -> dict[str, Any]:
+def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str) -> dict[str, Any]:
     """One model: opaque operators, both optimizations, and the end-to-end timings."""
+    from _ort_profile import ceiling, kernel_times, summary
+
+    import eqsat
+    from eqsat.costs.measured_cpu import end_to_end_rounds
+    from eqsat.ir.symbols import graph_symbols
+    from eqsat.onnx_io import load_with_axes, read_model
+    from eqsat.pipeline.candidates import speedup
+    from eqsat.pipeline.check import trial_feeds
+
     model, label = read_model(path)
     graph, fixed = load_with_axes(model, label=label)
     symbols = set(graph_symbols(graph).generic)
@@ -100,7 +115,7 @@ def run(path: str, dims: dict[str, int], time_limit: float) -> dict[str, Any]:
     measured_s = time.perf_counter() - t
     feeds = trial_feeds(model, 0, sizes=measured.dims or at)
     times_1, share = kernel_times(model, feeds, threads=1)
-    ort_opt = transformer_optimizer(path)
+    ort_opt = transformer_optimizer(path, ort_python)
     models = [model, measured.model] + ([ort_opt] if ort_opt is not None else [])
     speedups, ort_speedups = {}, {}
     for threads in (1, 2):
@@ -168,18 +183,65 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def plot(rows: list[dict[str, Any]], path: Path) -> bool:
+    """End-to-end speedup per model at 1 thread (eqsat, onnxruntime's transformer optimizer, with their
+    intervals) beside the ceiling; False when matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = [r["model"] for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(models) + 2), 4.2))
+    series = [("eqsat", [r["speedup"]["1"] if "1" in r["speedup"] else r["speedup"][1] for r in rows]),
+              ("onnxruntime transformer optimizer",
+               [(r["ort_transformer_optimizer"] or {}).get("1") or (r["ort_transformer_optimizer"] or {}).get(1)
+                for r in rows])]
+    width = 0.27
+    for j, (label, values) in enumerate(series):
+        xs = [i + (j - 1) * width for i, v in enumerate(values) if v]
+        ys = [v[0] for v in values if v]
+        err = [[v[0] - v[1] for v in values if v], [v[2] - v[0] for v in values if v]]
+        ax.bar(xs, ys, width, yerr=err, capsize=3, label=label)
+    ax.bar([i + width for i in range(len(rows))], [r["ceiling_1_thread"] for r in rows], width, color="lightgray",
+           label="ceiling (all but weight products free)")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.axhline(1.3, color="red", linewidth=0.8, linestyle="--", label="issue 29's target (geometric mean)")
+    ax.set_xticks(range(len(models)), models, rotation=30, ha="right")
+    ax.set_ylabel("speedup over onnxruntime, 1 thread")
+    ax.set_ylim(0.8, max(1.4, max(r["ceiling_1_thread"] for r in rows) + 0.05))
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="+")
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--render", metavar="JSON", help="only draw the plot from a results file this script saved")
     ap.add_argument("--dims", default="batch=1,sequence=128", help="representative sizes, NAME=SIZE,...")
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--ort-python", default=sys.executable,
+                    help="the Python that runs onnxruntime's transformer optimizer (it needs torch: the exports' "
+                         "environment; default this one)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
+    if args.render:
+        rows = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        out = Path(args.render).with_suffix(".png")
+        print(f"wrote {out}" if plot(rows, out) else "matplotlib is not installed: no plot")
+        return 0
+    if not args.models:
+        ap.error("give the exported models (or --render JSON)")
     dims = parse_sizes(args.dims)
     rows = []
     for m in args.models:
         print(f"{m} ...", file=sys.stderr, flush=True)
-        rows.append(run(m, dims, args.time_limit))
+        rows.append(run(m, dims, args.time_limit, args.ort_python))
     text = table(rows)
     print(text)
     head = (f"# The models users export today\n\nCommand: `python benchmarks/transformer_exports.py "
@@ -188,6 +250,7 @@ def main() -> int:
             "interleaved rounds at the sizes given, onnxruntime at its default level, median of the per-round "
             "ratios [95 % interval].\n\n")
     save_results(args.out, "transformer_exports", head, text, rows)
+    plot(rows, Path(args.out) / "transformer_exports.png")
     return 0
 
 
