@@ -31,6 +31,7 @@ def kernel_times(model: onnx.ModelProto, feeds: dict[str, np.ndarray], threads: 
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
+        so.log_severity_level = 3  # not the warning that a saved optimized model is machine-specific
         so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(tmp, "profile")

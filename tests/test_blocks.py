@@ -20,7 +20,8 @@ def _stack(layers: int, *, widths: list[int] | None = None, mask: str = "compute
     """A residual MLP stack: an input projection (the prefix), ``layers`` blocks h + tanh(W2 relu(W1 (h * mask) + b))
     / 2 with their own weights (``widths``: each block's hidden width) reading one mask computed from the input
     before them, and an output
-    projection (the suffix); ``mask="input"``: the blocks read the graph input itself as the mask;
+    projection (the suffix); ``mask="input"``: the blocks read the graph input itself as the mask, ``"late"``: the
+    mask (the input's sigmoid) is computed inside the first block, after the Relu each block starts with;
     ``read_middle``: the suffix also reads the first block's output."""
     rng = np.random.default_rng(0)
     widths = widths or [2 * D] * layers
@@ -28,15 +29,22 @@ def _stack(layers: int, *, widths: list[int] | None = None, mask: str = "compute
              numpy_helper.from_array(rng.standard_normal((D, D)).astype(np.float32) / 4, "w_out"),
              numpy_helper.from_array(rng.standard_normal((D, D)).astype(np.float32) / 4, "w_m"),
              numpy_helper.from_array(np.array(0.5, np.float32), "half")]
-    nodes = [helper.make_node("MatMul", ["x", "w_in"], ["h0"]), helper.make_node("MatMul", ["x", "w_m"], ["xm"]),
-             helper.make_node("Sigmoid", ["xm"], ["mask"])]
+    nodes = [helper.make_node("MatMul", ["x", "w_in"], ["h0"])]
+    if mask != "late":
+        nodes += [helper.make_node("MatMul", ["x", "w_m"], ["xm"]), helper.make_node("Sigmoid", ["xm"], ["mask"])]
     for k, width in enumerate(widths):
         inits += [numpy_helper.from_array(rng.standard_normal((D, width)).astype(np.float32) / 4, f"w1_{k}"),
                   numpy_helper.from_array(rng.standard_normal((width, D)).astype(np.float32) / 4, f"w2_{k}"),
                   numpy_helper.from_array(rng.standard_normal((width,)).astype(np.float32), f"b1_{k}")]
         h, nxt = f"h{k}", f"h{k + 1}"
         src = f"g{k}"
-        nodes.append(helper.make_node("Mul", [h, "mask" if mask == "computed" else "x"], [src]))
+        if mask == "late":  # the mask computed inside the first block, as exporters order nodes
+            nodes.append(helper.make_node("Relu", [h], [f"p{k}"]))
+            if k == 0:  # from the input in one step: shallower than any block
+                nodes.append(helper.make_node("Sigmoid", ["x"], ["mask"]))
+            nodes.append(helper.make_node("Mul", [f"p{k}", "mask"], [src]))
+        else:
+            nodes.append(helper.make_node("Mul", [h, "mask" if mask == "computed" else "x"], [src]))
         nodes += [helper.make_node("MatMul", [src, f"w1_{k}"], [f"a{k}"]),
                   helper.make_node("Add", [f"a{k}", f"b1_{k}"], [f"ab{k}"]),
                   helper.make_node("Relu", [f"ab{k}"], [f"r{k}"]),
@@ -74,6 +82,15 @@ def test_stitching_the_reduced_graph_gives_the_model_back(mask: str) -> None:
     assert len(whole.nodes) == len(g.nodes) and whole.outputs == g.outputs
     assert {i.name for i in whole.inputs} == {i.name for i in g.inputs}
     np.testing.assert_allclose(whole.evaluate(_feeds())[0], g.evaluate(_feeds())[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_mask_computed_inside_the_first_block_does_not_keep_it_out() -> None:
+    g = onnx_io.load_model(_stack(4, mask="late"))
+    red = reduce_repeats(g)
+    assert red is not None and red.repeats.count == 4  # in the graph's own order, only the last three match
+    assert find_repeats(g) is None or find_repeats(g).count < 4
+    np.testing.assert_allclose(red.stitch(red.reduced).evaluate(_feeds())[0], g.evaluate(_feeds())[0],
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_blocks_of_another_width_are_not_one_of_the_repeats() -> None:

@@ -99,6 +99,8 @@ def find_repeats(graph: Graph, min_size: int = MIN_BLOCK_NODES) -> Repeats | Non
             while j < n - size and good[j]:
                 j += 1
             found = _place(graph, sh, i, j, size)  # nodes i .. j - 1 + size repeat with period size
+            while found and (grown := _extend_back(graph, sh, found)) is not found:
+                found = grown
             if found and (best is None or found.size * found.count > best.size * best.count):
                 best = found
             i = j
@@ -123,44 +125,42 @@ def _place(graph: Graph, sh: _Shifts, i: int, j: int, size: int) -> Repeats | No
         rep = Repeats(p, size, count)
         cut = _cut(graph, sh, rep)
         if cut is not None:
-            folding = sum(1 for r in cut[0] if graph.nodes[p + r].op in _FOLDING)
+            folding = sum(1 for r in cut[0] if graph.nodes[p + r].op in _FOLDING)  # chained positions
             options.append((folding, -count, len(cut[0]) + len(cut[1]), p, rep))
     return min(options, key=lambda o: o[:4])[4] if options else None
 
 
-def _cut(graph: Graph, sh: _Shifts, rep: Repeats) -> tuple[list[int], list[str]] | None:
-    """The block's chained inputs (positions in a block whose tensor the next block reads) and shared inputs
-    (tensors every block reads), or None where a block reads anything else from outside (a tensor two blocks
-    back, a tensor of the prefix not read the same way by every block), or the nodes after the blocks read a
-    block's tensor other than the last block's, or a graph output is an earlier block's tensor."""
+def _cut(graph: Graph, sh: _Shifts, rep: Repeats) -> tuple[dict[int, str], list[str]] | None:
+    """The block's chained inputs (position in a block whose tensor the next block reads -> the tensor before the
+    blocks that the first block reads in its place) and shared inputs (tensors every block reads), or None where a
+    block reads anything else from outside (a tensor two blocks back, one tensor of the prefix in two places of
+    the chain), or the nodes after the blocks read a block's tensor other than the last block's, or a graph
+    output is an earlier block's tensor."""
     idx, nodes = sh.index, graph.nodes
     b0, b1 = rep.block(0), rep.block(1)
-    chained: list[int] = []
+    chained: dict[int, str] = {}
     shared: list[str] = []
     for t in b1:
-        for v in nodes[t].inputs:
+        for v, u in zip(nodes[t].inputs, nodes[t - rep.size].inputs, strict=True):
             if v in graph.weights or idx.get(v, -1) in b1:
                 continue
-            if idx.get(v, -1) in b0:
+            if idx.get(v, -1) in b0:  # the chain: block 0 reads a tensor from before the blocks there
                 r = idx[v] - rep.start
-                if rep.start + r - rep.size < 0 or nodes[rep.start + r - rep.size].output not in \
-                        nodes[t - rep.size].inputs:
-                    return None  # block 0 must read the prefix's tensor in the same place
-                if r not in chained:
-                    chained.append(r)
+                if idx.get(u, -1) >= rep.start or chained.setdefault(r, u) != u:
+                    return None
             elif idx.get(v, -1) < rep.start:  # a graph input or a tensor of the prefix
-                if v not in nodes[t - rep.size].inputs:
+                if v != u:
                     return None
                 if v not in shared:
                     shared.append(v)
             else:
                 return None
+    if set(chained.values()) & set(shared) or len(set(chained.values())) != len(chained):
+        return None  # one tensor would stand for two inputs of the block
+    sources = set(chained.values()) | set(shared)
     for t in b0:  # block 0 reads the prefix only in those two ways
         for u in nodes[t].inputs:
-            k = idx.get(u, -1)
-            if u in graph.weights or k in b0:
-                continue
-            if u not in shared and not (k >= 0 and k - (rep.start - rep.size) in chained):
+            if u not in graph.weights and idx.get(u, -1) not in b0 and u not in sources:
                 return None
     last = rep.block(rep.count - 1)
     for n in nodes[rep.end:]:
@@ -172,6 +172,36 @@ def _cut(graph: Graph, sh: _Shifts, rep: Repeats) -> tuple[list[int], list[str]]
     if any(rep.start <= k < last.start for k in outputs):
         return None
     return chained, shared
+
+
+def _extend_back(graph: Graph, sh: _Shifts, rep: Repeats) -> Repeats:
+    """``rep`` with the block before its first one added, where that block is the first one's shift except in
+    what it reads from before it (the first layer reads the embeddings where the others read the layer before,
+    and its input need not sit right before it: an exporter may compute a mask in between)."""
+    s, size = rep.start, rep.size
+    if s - size < 0:
+        return rep
+    w, idx, nodes = graph.weights, sh.index, graph.nodes
+    for t in range(size):
+        a, b = s - size + t, s + t
+        x, y = nodes[a], nodes[b]
+        if sh.sig[a] != sh.sig[b] or x.op == "opaque" or len(x.inputs) != len(y.inputs):
+            return rep
+        for u, v in zip(x.inputs, y.inputs, strict=True):
+            kv = idx.get(v, -1)
+            if u in w or v in w:
+                if not (u in w and v in w and w[u].shape == w[v].shape and w[u].dtype == w[v].dtype):
+                    return rep
+            elif kv >= s:  # inside the later block: the shift of what the earlier block reads
+                if idx.get(u, -1) != kv - size:
+                    return rep
+            elif kv >= s - size:  # the chain: the earlier block reads something from before it
+                if idx.get(u, -1) >= s - size:
+                    return rep
+            elif u != v:  # read by both from before: the same tensor
+                return rep
+    grown = Repeats(s - size, size, rep.count + 1)
+    return grown if _cut(graph, sh, grown) is not None else rep
 
 
 @dataclass(frozen=True)
@@ -249,12 +279,28 @@ def _reachable(producers: Mapping[str, Node], roots: list[str]) -> set[str]:
     return seen
 
 
+def _earliest_first(graph: Graph) -> Graph:
+    """``graph`` with its nodes in order of their depth (the longest path from an input or weight), then as given:
+    a computation that reads only inputs (an attention mask, a position table) comes before the layers, where an
+    exporter may have put it inside the first one and made that layer unlike the others."""
+    depth: dict[str, int] = {}
+    for n in graph.nodes:
+        depth[n.output] = 1 + max((depth.get(i, 0) for i in n.inputs), default=0)
+    order = sorted(range(len(graph.nodes)), key=lambda k: (depth[graph.nodes[k].output], k))
+    return Graph.from_sorted(graph.inputs, graph.weights, tuple(graph.nodes[k] for k in order), graph.outputs,
+                             graph.name, graph.meta, shapes=graph.shapes)
+
+
 def reduce_repeats(graph: Graph, repeats: Repeats | None = None) -> Reduction | None:
-    """The :class:`Reduction` of ``graph`` at ``repeats`` (found by :func:`find_repeats` when not given), or None
-    where the graph has no repeated blocks."""
-    rep = repeats or find_repeats(graph)
-    if rep is None:
-        return None
+    """The :class:`Reduction` of ``graph`` at ``repeats`` (found by :func:`find_repeats` when not given, in the
+    graph's order or :func:`_earliest_first`, whichever covers more nodes), or None where the graph has no
+    repeated blocks."""
+    if repeats is None:
+        found = [(r, g) for g in (graph, _earliest_first(graph)) if (r := find_repeats(g)) is not None]
+        if not found:
+            return None
+        repeats, graph = max(found, key=lambda f: f[0].size * f[0].count)
+    rep = repeats
     sh = _Shifts(graph)
     cut = _cut(graph, sh, rep)
     if cut is None:
@@ -272,9 +318,9 @@ def reduce_repeats(graph: Graph, repeats: Repeats | None = None) -> Reduction | 
         block_inputs.append(f"{_IN}{k}")
         for m in range(rep.count):
             sources[m].append(v)
-    for s in chained:
+    for s, first in sorted(chained.items()):
         block_inputs.append(f"{_IN}{len(block_inputs)}")
-        sources[0].append(nodes[rep.start + s - rep.size].output)
+        sources[0].append(first)
         for m in range(1, rep.count):
             sources[m].append(nodes[rep.start + (m - 1) * rep.size + s].output)
     ren0 = dict(zip(sources[0], block_inputs, strict=True))
