@@ -3,7 +3,8 @@ repeated blocks optimized once (the default) and every block saturated (``reuse_
 
 For each pair SHALLOW:DEEP of ONNX files (``benchmarks/export_dynamic.py OUT bert bert:12 llama llama:16``): the
 analytic run's time per stage, total, stop reason, e-graph size and predicted speedup, and the measured-cost run's
-time and its end-to-end speedup (the candidate timed against the original under onnxruntime, 1 thread). The
+time and its end-to-end speedup (the candidate timed against the original under onnxruntime, 1 thread; the
+original's own timing when it is kept). The
 engine's stages (saturate, extract) grow with what is saturated; import, export and the numeric check read,
 write and run the whole model, so they grow with its weights and layers whatever the optimizer does. Target of
 issue 29: the deep export optimizes in at most twice the 2-layer time, with the same speedup.
@@ -31,11 +32,17 @@ ENGINE = ("saturate", "cost", "extract")
 
 
 def run(path: str, dims: dict[str, int], time_limit: float, reuse: bool, measured: bool) -> dict[str, Any]:
-    """One model, one setting: the analytic run, then (``measured``) the measured-cost run."""
-    t = time.perf_counter()
-    a = eqsat.optimize(path, dims=dims, time_limit=time_limit, reuse_blocks=reuse)
+    """One model, one setting: the analytic run (the faster of two: reading and writing hundreds of MB of weights
+    varies from run to run on a small machine), then (``measured``) the measured-cost run."""
+    Path(path).read_bytes()  # the file in the page cache for every setting alike
+    runs = []
+    for _ in range(2):
+        t = time.perf_counter()
+        a = eqsat.optimize(path, dims=dims, time_limit=time_limit, reuse_blocks=reuse)
+        runs.append((time.perf_counter() - t, a))
+    seconds, a = min(runs, key=lambda r: r[0])
     row: dict[str, Any] = {
-        "model": Path(path).stem, "reuse_blocks": reuse, "blocks": a.blocks, "seconds": time.perf_counter() - t,
+        "model": Path(path).stem, "reuse_blocks": reuse, "blocks": a.blocks, "seconds": seconds,
         "stages": {k: round(v, 3) for k, v in a.stage_seconds.items()}, "stop": str(a.stop_reason),
         "enodes": a.egraph_size[0], "predicted": a.cost_before / a.cost_after, "check_ok": a.numeric.ok}
     if measured:
