@@ -166,12 +166,12 @@ def _ln_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -
     ]
 
 
-def _ln_rules() -> tuple[S.ShapeRule, ...]:
-    # one rule per rank k of the normalized dimensions x[axis:]: scale and bias have exactly those
+def _norm_rules(bias: bool) -> tuple[S.ShapeRule, ...]:
+    # one rule per rank k of the normalized dimensions x[axis:]: scale (and bias) have exactly those
     x, scale, ax = S.shape("x"), S.shape("scale"), S.param("axis")
     return tuple(S.rule(x, S.ge(ax, 0), S.eq(S.rank(x) - ax, k), S.eq(S.rank(scale), k),
                         *(S.eq(S.dim(scale, i), S.dim(x, ax + i)) for i in range(k)),
-                        S.eq(S.shape("bias"), scale))
+                        *((S.eq(S.shape("bias"), scale),) if bias else ()))
                  for k in range(1, MAX_RANK + 1))
 
 
@@ -183,7 +183,7 @@ LAYERNORM = _register(OpSpec(
     shape_fn=_ln_shape, numpy_fn=_ln_np, modular_fn=None,
     flops_fn=lambda p, ins, out: 8 * math.prod(out),
     export_fn=_ln_export,
-    shape_rules=_ln_rules(),
+    shape_rules=_norm_rules(bias=True),
     # transformers add the residual right before it; see OpSpec.measure_after
     measure_after="ewadd",
 ))
@@ -279,13 +279,6 @@ def _rms_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) 
     ]
 
 
-def _rms_rules() -> tuple[S.ShapeRule, ...]:
-    x, scale, ax = S.shape("x"), S.shape("scale"), S.param("axis")
-    return tuple(S.rule(x, S.ge(ax, 0), S.eq(S.rank(x) - ax, k), S.eq(S.rank(scale), k),
-                        *(S.eq(S.dim(scale, i), S.dim(x, ax + i)) for i in range(k)))
-                 for k in range(1, MAX_RANK + 1))
-
-
 RMSNORM = _register(OpSpec(
     name="rmsnorm", inputs=("x", "scale"), params=(("axis", "int"), ("epsilon", "float")),
     defaults={"epsilon": 1e-5},
@@ -294,7 +287,7 @@ RMSNORM = _register(OpSpec(
     shape_fn=_rms_shape, numpy_fn=_rms_np, modular_fn=None,
     flops_fn=lambda p, ins, out: 4 * math.prod(out),
     export_fn=_rms_export,
-    shape_rules=_rms_rules(),
+    shape_rules=_norm_rules(bias=False),
 ))
 
 
