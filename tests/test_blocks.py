@@ -139,3 +139,48 @@ def test_optimize_writes_the_optimized_block_for_every_layer() -> None:
 def test_a_dump_holds_the_whole_model() -> None:
     res = eqsat.optimize(_stack(3), time_limit=5, iter_limit=2, dump_egraph=True)
     assert not res.blocks and res.egraph_dump is not None
+
+
+def _residual_stack(layers: int, *, extra: str) -> onnx.ModelProto:
+    """h_{k+1} = h_k + tanh(W2 relu(W1 h_k + b)) / 2, with ``extra``: ``"first"``: layers after the first also add
+    the first layer's output (a block that reads two blocks back); ``"reduced"``: h_0 is the input's mean over the
+    batch (another shape than the h_k it stands for: each layer starts by adding x)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+             numpy_helper.from_array(rng.standard_normal((D, D)).astype(np.float32) / 4, "w_in")]
+    nodes = ([helper.make_node("ReduceMean", ["x"], ["h0"], axes=[0], keepdims=1)] if extra == "reduced"
+             else [helper.make_node("MatMul", ["x", "w_in"], ["h0"])])
+    for k in range(layers):
+        inits += [numpy_helper.from_array(rng.standard_normal((D, 2 * D)).astype(np.float32) / 4, f"w1_{k}"),
+                  numpy_helper.from_array(rng.standard_normal((2 * D, D)).astype(np.float32) / 4, f"w2_{k}"),
+                  numpy_helper.from_array(rng.standard_normal((2 * D,)).astype(np.float32), f"b1_{k}")]
+        h = f"h{k}"
+        if extra == "reduced":
+            nodes.append(helper.make_node("Add", [h, "x"], [f"i{k}"]))
+            h = f"i{k}"
+        nodes += [helper.make_node("MatMul", [h, f"w1_{k}"], [f"a{k}"]),
+                  helper.make_node("Add", [f"a{k}", f"b1_{k}"], [f"ab{k}"]),
+                  helper.make_node("Relu", [f"ab{k}"], [f"r{k}"]),
+                  helper.make_node("MatMul", [f"r{k}", f"w2_{k}"], [f"o{k}"]),
+                  helper.make_node("Tanh", [f"o{k}"], [f"t{k}"]),
+                  helper.make_node("Mul", [f"t{k}", "half"], [f"s{k}"]),
+                  helper.make_node("Add", [h, f"s{k}"], [f"u{k}"])]
+        base = ("h0" if k == 0 else "h1") if extra == "first" else None
+        nodes.append(helper.make_node("Add", [f"u{k}", base], [f"h{k + 1}"]) if base
+                     else helper.make_node("Relu", [f"u{k}"], [f"h{k + 1}"]))
+    nodes.append(helper.make_node("Relu", [f"h{layers}"], ["y"]))
+    return make_model(nodes, [("x", [4, D])], [("y", [4, D])], inits)
+
+
+@pytest.mark.parametrize("extra", ["first", "reduced"])
+def test_what_the_blocks_read_is_what_every_instance_gets(extra: str) -> None:
+    # shifts block by block do not compose: a layer reading two layers back, or a first input of another shape,
+    # must not be taken for the chain (the stitched model read other tensors than the original)
+    g = onnx_io.load_model(_residual_stack(5, extra=extra))
+    red = reduce_repeats(g)
+    if red is not None:
+        shapes = red.graph.shapes
+        for k, ph in enumerate(red.block_inputs):
+            assert {shapes[src[k]] for src in red.block_sources} == {red.reduced.shapes[ph]}
+        np.testing.assert_allclose(red.stitch(red.reduced).evaluate(_feeds())[0], g.evaluate(_feeds())[0],
+                                   rtol=1e-5, atol=1e-5)

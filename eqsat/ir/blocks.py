@@ -157,6 +157,13 @@ def _cut(graph: Graph, sh: _Shifts, rep: Repeats) -> tuple[dict[int, str], list[
                 return None
     if set(chained.values()) & set(shared) or len(set(chained.values())) != len(chained):
         return None  # one tensor would stand for two inputs of the block
+    shapes, dtypes = graph.shapes, graph.dtypes
+    for r, u in chained.items():  # the first block's input is what the others get there
+        v = nodes[rep.start + r].output
+        if shapes[u] != shapes[v] or dtypes[u] != dtypes[v]:
+            return None
+    if not all(_reads_as_block_0(graph, idx, rep, m, chained, shared) for m in range(2, rep.count)):
+        return None  # block-by-block shifts do not compose: a block two on may read elsewhere
     sources = set(chained.values()) | set(shared)
     for t in b0:  # block 0 reads the prefix only in those two ways
         for u in nodes[t].inputs:
@@ -172,6 +179,31 @@ def _cut(graph: Graph, sh: _Shifts, rep: Repeats) -> tuple[dict[int, str], list[
     if any(rep.start <= k < last.start for k in outputs):
         return None
     return chained, shared
+
+
+def _reads_as_block_0(graph: Graph, idx: Mapping[str, int], rep: Repeats, m: int, chained: Mapping[int, str],
+                      shared: list[str]) -> bool:
+    """Whether every node of block ``m`` reads what its counterpart in block 0 reads, moved ``m`` blocks on: its
+    own block's tensors, block ``m - 1``'s in the chain's places, the shared tensors, weights of one shape."""
+    nodes, w = graph.nodes, graph.weights
+    first = {u: r for r, u in chained.items()}
+    for t in rep.block(0):
+        for u, v in zip(nodes[t].inputs, nodes[t + m * rep.size].inputs, strict=True):
+            if u in w:
+                if v not in w or w[u].shape != w[v].shape:
+                    return False
+            elif u in first:
+                if idx.get(v, -1) != rep.start + (m - 1) * rep.size + first[u]:
+                    return False
+            elif u in shared:
+                if v != u:
+                    return False
+            elif idx.get(u, -1) in rep.block(0):
+                if idx.get(v, -1) != idx[u] + m * rep.size:
+                    return False
+            else:
+                return False
+    return True
 
 
 def _extend_back(graph: Graph, sh: _Shifts, rep: Repeats) -> Repeats:
@@ -233,6 +265,17 @@ class Reduction:
         taken |= {n.output for n in reduced.nodes}
         names = NameAllocator(taken)
         slot_names = [[g.nodes[r.start + m * r.size + s].output for s in self.slots] for m in range(r.count)]
+        # names the read-back made up for the reduced graph that a later instance's slot takes (verbatim, below)
+        clash = {o for m in range(1, r.count) for o in slot_names[m]} & {n.output for n in reduced.nodes}
+        if clash:
+            fresh = {o: names.fresh(f"{o}_r") for o in clash}
+            reduced = Graph.from_sorted(reduced.inputs, reduced.weights, tuple(
+                Node(n.op, n.params, tuple(fresh.get(i, i) for i in n.inputs), fresh.get(n.output, n.output))
+                for n in reduced.nodes), tuple(fresh.get(o, o) for o in reduced.outputs), reduced.name, reduced.meta)
+            out_of = {n.output: n for n in reduced.nodes}
+            block_outputs = [fresh.get(o, o) for o in block_outputs]
+            piece = _reachable(out_of, block_outputs)
+            others = _reachable(out_of, [o for o in reduced.outputs if o not in set(block_outputs)])
         nodes: list[Node] = [n for n in reduced.nodes if n.output in others]
         emitted = {n.output for n in nodes}
         for m in range(r.count):
