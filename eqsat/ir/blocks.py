@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from eqsat.ir.graph import Graph, Node, TensorInfo, computed_from_weights
 from eqsat.ir.names import NameAllocator
 
@@ -47,6 +49,11 @@ class Repeats:
         return self.start + self.count * self.size
 
 
+def _same_weight(w: Mapping[str, np.ndarray], u: str, v: str) -> bool:
+    """Whether ``u`` and ``v`` are both weights of one shape and dtype (their values may differ)."""
+    return u in w and v in w and w[u].shape == w[v].shape and w[u].dtype == w[v].dtype
+
+
 class _Shifts:
     """Whether node ``b`` is node ``a`` shifted by ``b - a`` (see the module docstring)."""
 
@@ -57,14 +64,19 @@ class _Shifts:
         shapes, dtypes = graph.shapes, graph.dtypes
         self.sig = [(n.op, n.params, shapes[n.output], dtypes[n.output]) for n in graph.nodes]
 
-    def same(self, a: int, b: int) -> bool:
+    def alike(self, a: int, b: int) -> bool:
+        """The same operator, parameters, output shape and dtype, and as many inputs (never opaque nodes)."""
         x, y = self.nodes[a], self.nodes[b]
-        if self.sig[a] != self.sig[b] or x.op == "opaque" or len(x.inputs) != len(y.inputs):
-            return False  # an opaque node is keyed by the ONNX node it stands for: never one of several
+        # an opaque node is keyed by the ONNX node it stands for: never one of several
+        return self.sig[a] == self.sig[b] and x.op != "opaque" and len(x.inputs) == len(y.inputs)
+
+    def same(self, a: int, b: int) -> bool:
+        if not self.alike(a, b):
+            return False
         w = self.g.weights
-        for u, v in zip(x.inputs, y.inputs, strict=True):
+        for u, v in zip(self.nodes[a].inputs, self.nodes[b].inputs, strict=True):
             if u in w:
-                if v not in w or w[u].shape != w[v].shape or w[u].dtype != w[v].dtype:
+                if not _same_weight(w, u, v):
                     return False
             elif u in self.index:
                 if v != u and self.index.get(v, -1) != self.index[u] + (b - a):
@@ -190,7 +202,7 @@ def _reads_as_block_0(graph: Graph, idx: Mapping[str, int], rep: Repeats, m: int
     for t in rep.block(0):
         for u, v in zip(nodes[t].inputs, nodes[t + m * rep.size].inputs, strict=True):
             if u in w:
-                if v not in w or w[u].shape != w[v].shape:
+                if not _same_weight(w, u, v):
                     return False
             elif u in first:
                 if idx.get(v, -1) != rep.start + (m - 1) * rep.size + first[u]:
@@ -216,13 +228,12 @@ def _extend_back(graph: Graph, sh: _Shifts, rep: Repeats) -> Repeats:
     w, idx, nodes = graph.weights, sh.index, graph.nodes
     for t in range(size):
         a, b = s - size + t, s + t
-        x, y = nodes[a], nodes[b]
-        if sh.sig[a] != sh.sig[b] or x.op == "opaque" or len(x.inputs) != len(y.inputs):
+        if not sh.alike(a, b):
             return rep
-        for u, v in zip(x.inputs, y.inputs, strict=True):
+        for u, v in zip(nodes[a].inputs, nodes[b].inputs, strict=True):
             kv = idx.get(v, -1)
             if u in w or v in w:
-                if not (u in w and v in w and w[u].shape == w[v].shape and w[u].dtype == w[v].dtype):
+                if not _same_weight(w, u, v):
                     return rep
             elif kv >= s:  # inside the later block: the shift of what the earlier block reads
                 if idx.get(u, -1) != kv - size:
@@ -247,6 +258,7 @@ class Reduction:
     block_sources: tuple[tuple[str, ...], ...]  # per instance, the tensor each placeholder stands for
     slots: tuple[int, ...]  # positions in a block whose tensors are read after it
     weights: tuple[Mapping[str, str], ...]  # per instance, block 0's weight name -> this instance's
+    prefix_reads: tuple[str, ...]  # the prefix's tensors the suffix reads, in the order of their placeholders
 
     def describe(self) -> str:
         """One line for the report."""
@@ -290,24 +302,12 @@ class Reduction:
                 if n.output in piece and not (m == 0 and n.output in emitted):
                     nodes.append(Node(n.op, n.params, tuple(ren.get(i, i) for i in n.inputs), ren[n.output]))
         last = dict(zip((f"{_OUT}{s}" for s in self.slots), slot_names[-1], strict=True))
-        prefix = {f"{_PREFIX}{k}": v for k, v in enumerate(self._prefix_reads())}
+        prefix = {f"{_PREFIX}{k}": v for k, v in enumerate(self.prefix_reads)}
         nodes = [Node(n.op, n.params, tuple(last.get(i, prefix.get(i, i)) for i in n.inputs), n.output)
                  if n.output in others else n for n in nodes]
         weights = {**g.weights, **{k: v for k, v in reduced.weights.items() if k not in g.weights}}
         meta = {**reduced.meta}
         return Graph(g.inputs, weights, tuple(nodes), g.outputs, g.name, meta)
-
-    def _prefix_reads(self) -> list[str]:
-        """The prefix's tensors the suffix reads, in the order of their placeholders."""
-        r, g = self.repeats, self.graph
-        idx = {n.output: k for k, n in enumerate(g.nodes)}
-        reads: list[str] = []
-        for n in g.nodes[r.end:]:
-            for v in n.inputs:
-                if 0 <= idx.get(v, -1) < r.start and v not in reads:
-                    reads.append(v)
-        return reads
-
 
 def _reachable(producers: Mapping[str, Node], roots: list[str]) -> set[str]:
     """The node outputs the ``roots`` are computed from (themselves included), through ``producers``."""
@@ -411,4 +411,4 @@ def reduce_repeats(graph: Graph, repeats: Repeats | None = None) -> Reduction | 
     reduced = Graph(inputs, kept, tuple(prefix_nodes + block_nodes + suffix_nodes), tuple(outputs), g.name,
                     dict(g.meta))
     return Reduction(graph, reduced, rep, tuple(block_inputs), tuple(tuple(s) for s in sources), tuple(slots),
-                     tuple(weights))
+                     tuple(weights), tuple(prefix_reads))
