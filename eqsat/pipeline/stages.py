@@ -313,12 +313,12 @@ def export(s: State) -> None:
         extracted, written = engine.graph_from_selection(s.sat.egraph, s.chosen.selection, s.engine_graph,
                                                          s.names)
     # the notes compare the extraction with the graph it chose, as the engine saw it (one block of repeated ones)
-    s.notes[:0] = _cost_notes(s.chosen.cost, graph_cost(extracted, s.cost_model), graph_cost(written, s.cost_model),
-                              extracted, written)
+    written_cost = graph_cost(written, s.cost_model)
+    s.notes[:0] = _cost_notes(s.chosen.cost, graph_cost(extracted, s.cost_model), written_cost, extracted, written)
     if s.reduction is not None:
         more = s.reduction.repeats.count - 1
-        s.notes.append(f"{s.cost_after - graph_cost(written, s.cost_model):+.4g} ms: {more} more instance(s) of the "
-                       "repeated block, which the extraction priced once")
+        s.notes.append(f"{s.cost_after - written_cost:+.4g} ms: {more} more instance(s) of the repeated block, "
+                       "which the extraction priced once")
     # never return a costlier model, nor rewrite one for no gain (a rewrite at equal cost is work for nothing:
     # weight transforms, a re-export, and a model the user has to check again)
     s.kept = not s.cost_after < s.cost_before * (1 - REL_EPS)
@@ -395,11 +395,10 @@ def check(s: State) -> None:
     the check cannot run."""
     # with dynamic axes, at the representative sizes and at others: a rewrite right only at batch 1 shows
     sizes, shapes = sizes_to_check(s.graph)
-    syms = graph_symbols(s.graph)
     s.numeric = numeric = check_equal(s.original, s.model, reference=describe_reference(s.source), sizes=sizes,
                                       input_shapes=shapes)
     if not numeric.ran:
-        at = "" if not syms else (" at " + ", ".join(f"{k}={v}" for k, v in sizes[0].items()) + " (give sizes it "
+        at = "" if not sizes[0] else (" at " + ", ".join(f"{k}={v}" for k, v in sizes[0].items()) + " (give sizes it "
                                   "runs at with --dim, Python: dims=)")
         raise NumericCheckUnavailable(
             f"the numeric check cannot run{at}: {'; '.join(numeric.problems)}. Nothing was written; pass "
