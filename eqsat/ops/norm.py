@@ -110,12 +110,30 @@ BNFOLD_B = _register(OpSpec(
 
 # -- layer normalisation -----------------------------------------------------------------------------------
 
-def _ln_shape(p: Params, x: Shape, scale: Shape, bias: Shape) -> Shape:
+def _normalized_shape(op: str, p: Params, x: Shape, **params: Shape) -> Shape:
+    """The shape of a norm over the dimensions of ``x`` from ``p["axis"]`` on (``x``'s), its scale (and bias)
+    ``params`` of exactly those dimensions."""
     ax = p["axis"]
-    require(0 <= ax < len(x), f"layernorm: axis {ax} out of range for {x}")
-    for n, s in (("scale", scale), ("bias", bias)):
-        require(s == x[ax:], f"layernorm: {n} shape {s} != {x[ax:]} (the normalized dimensions)")
+    require(0 <= ax < len(x), f"{op}: axis {ax} out of range for {x}")
+    for n, s in params.items():
+        require(s == x[ax:], f"{op}: {n} shape {s} != {x[ax:]} (the normalized dimensions)")
     return x
+
+
+def _norm_axis(ctx: ImportContext, x: str, attrs: dict) -> int | None:
+    """The first normalized axis of an ONNX norm over ``x`` (its ``axis``, -1 by default, counted from the
+    front); None, recorded as unsupported, for a rank-0 ``x``, an axis out of range or a ``stash_type`` other
+    than float."""
+    if int(attrs.get("stash_type", 1)) != 1:
+        return ctx.unsupported("stash_type other than float (1)")
+    shape = ctx.shape(x)
+    if not shape:
+        return ctx.unsupported("a rank-0 input")
+    ax = int(attrs.get("axis", -1))
+    ax = ax + len(shape) if ax < 0 else ax
+    if not 0 <= ax < len(shape):
+        return ctx.unsupported(f"axis {attrs.get('axis')} out of range for rank {len(shape)}")
+    return ax
 
 
 def _ln_np(p: Params, x: np.ndarray, scale: np.ndarray, bias: np.ndarray) -> np.ndarray:
@@ -180,7 +198,8 @@ LAYERNORM = _register(OpSpec(
     defaults={"epsilon": 1e-5},
     doc="layer normalisation over the dimensions from axis on: (x - mean) / sqrt(var + epsilon) * scale + bias, "
         "with scale and bias of shape x.shape[axis:] (ONNX LayerNormalization-17, its first output)",
-    shape_fn=_ln_shape, numpy_fn=_ln_np, modular_fn=None,
+    shape_fn=lambda p, x, scale, bias: _normalized_shape("layernorm", p, x, scale=scale, bias=bias),
+    numpy_fn=_ln_np, modular_fn=None,
     flops_fn=lambda p, ins, out: 8 * math.prod(out),
     export_fn=_ln_export,
     shape_rules=_norm_rules(bias=True),
@@ -201,16 +220,10 @@ def _import_ln(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     bias = ins[2] if len(ins) > 2 and ins[2] else None
     if not all(ctx.is_float(i) for i in (x, scale, bias) if i):
         return ctx.unsupported("a non-float input")
-    if int(attrs.get("stash_type", 1)) != 1:
-        return ctx.unsupported("stash_type other than float (1)")
-    shape = ctx.shape(x)
-    if not shape:
-        return ctx.unsupported("a rank-0 input")
-    ax = int(attrs.get("axis", -1))
-    ax = ax + len(shape) if ax < 0 else ax
-    if not 0 <= ax < len(shape):
-        return ctx.unsupported(f"axis {attrs.get('axis')} out of range for rank {len(shape)}")
-    norm = tuple(shape[ax:])
+    ax = _norm_axis(ctx, x, attrs)
+    if ax is None:
+        return None
+    norm = tuple(ctx.shape(x)[ax:])
     if bias is None:
         bias = ctx.add_weight(np.zeros(norm, dtype=np.float32), outs[0] + "_zero_bias")
     names = _over_normalized(ctx, (scale, bias), norm)
@@ -240,13 +253,6 @@ def _over_normalized(ctx: ImportContext, inputs: tuple[str, ...], norm: Shape) -
 
 
 # -- RMS normalisation -------------------------------------------------------------------------------------
-
-def _rms_shape(p: Params, x: Shape, scale: Shape) -> Shape:
-    ax = p["axis"]
-    require(0 <= ax < len(x), f"rmsnorm: axis {ax} out of range for {x}")
-    require(scale == x[ax:], f"rmsnorm: scale shape {scale} != {x[ax:]} (the normalized dimensions)")
-    return x
-
 
 def _rms_np(p: Params, x: np.ndarray, scale: np.ndarray) -> np.ndarray:
     axes = tuple(range(p["axis"], x.ndim))
@@ -284,7 +290,7 @@ RMSNORM = _register(OpSpec(
     defaults={"epsilon": 1e-5},
     doc="RMS normalisation over the dimensions from axis on: x / sqrt(mean(x^2) + epsilon) * scale, with scale "
         "of shape x.shape[axis:] (ONNX RMSNormalization-23; LLaMA-style decoders' norm)",
-    shape_fn=_rms_shape, numpy_fn=_rms_np, modular_fn=None,
+    shape_fn=lambda p, x, scale: _normalized_shape("rmsnorm", p, x, scale=scale), numpy_fn=_rms_np, modular_fn=None,
     flops_fn=lambda p, ins, out: 4 * math.prod(out),
     export_fn=_rms_export,
     shape_rules=_norm_rules(bias=False),
@@ -296,15 +302,11 @@ def _import_rms(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if len(ins) < 2 or not all(ctx.is_float(i) for i in ins[:2]):
         return ctx.unsupported("no scale input, or a non-float input")
-    if int(attrs.get("stash_type", 1)) != 1:
-        return ctx.unsupported("stash_type other than float (1)")
     x = ins[0]
-    shape = ctx.shape(x)
-    ax = int(attrs.get("axis", -1))
-    ax = ax + len(shape) if ax < 0 else ax
-    if not 0 <= ax < len(shape):
-        return ctx.unsupported(f"axis {attrs.get('axis')} out of range for rank {len(shape)}")
-    names = _over_normalized(ctx, (ins[1],), tuple(shape[ax:]))
+    ax = _norm_axis(ctx, x, attrs)
+    if ax is None:
+        return None
+    names = _over_normalized(ctx, (ins[1],), tuple(ctx.shape(x)[ax:]))
     if names is None:
         return None
     return [("rmsnorm", {"axis": ax, "epsilon": float(attrs.get("epsilon", 1e-5))}, [x, *names], [outs[0]])]
