@@ -291,6 +291,38 @@ def _square_of(g: _Graph, sq: str, d: str) -> NodeProto | None:
     return mul if mul is not None and list(mul.input) == [d, d] else None
 
 
+def _root_of_mean(g: _Graph, sqrt: NodeProto) -> tuple[NodeProto, NodeProto, float] | None:
+    """``sqrt = Sqrt(ReduceMean(s) + eps)``, its intermediates private: the ``ReduceMean``, the ``Add`` and ``eps`` (a
+    finite constant >= 0); None for anything else."""
+    plus = g.made_by(sqrt.input[0], "Add") if g.private(sqrt.input[0]) else None
+    if plus is None or len(plus.input) != 2:
+        return None
+    mean, eps_name = plus.input if g.scalar(plus.input[1]) is not None else plus.input[::-1]
+    eps = g.scalar(eps_name)
+    rm = g.made_by(mean, "ReduceMean") if g.private(mean) else None
+    if eps is None or not (math.isfinite(eps) and eps >= 0) or rm is None:
+        return None
+    return rm, plus, eps
+
+
+def _last_axes(g: _Graph, mean: NodeProto, rank: int) -> tuple[int, ...] | None:
+    """The axes of a ``ReduceMean`` that keeps them where they are the last ones of a rank-``rank`` input."""
+    axes = _mean_axes(g, mean, rank)
+    return axes if axes is not None and axes == tuple(range(rank - len(axes), rank)) else None
+
+
+def _affine_after(g: _Graph, y: str, op_type: str, shape: tuple[int, ...],
+                  axis: int) -> tuple[NodeProto, tuple[str, np.ndarray]] | None:
+    """The only reader of ``y`` when it is ``op_type`` (``Mul``: a scale, ``Add``: a bias) with a constant that
+    varies only along the normalized axes: the node, and the constant's name and values over them."""
+    node = g.only_reader(y, op_type)
+    if node is None or len(node.input) != 2:
+        return None
+    other = node.input[1] if node.input[0] == y else node.input[0]
+    values = _affine_const(g, other, shape, axis) if other != y else None
+    return None if values is None else (node, (other, values))
+
+
 def _layernorm_at(g: _Graph, div: NodeProto, shape_of: Callable[[str], tuple[int, ...] | None],
                   is_float: Callable[[str], bool]) -> _LayerNorm | None:
     """The decomposed layer norm whose ``Div(x - mean, std)`` is ``div``, with its scale and bias."""
@@ -306,18 +338,16 @@ def _layernorm_at(g: _Graph, div: NodeProto, shape_of: Callable[[str], tuple[int
     if rm1 is None or rm1.input[0] != x or not shape or not is_float(x):
         return None
     rank = len(shape)
-    axes = _mean_axes(g, rm1, rank)
-    if axes is None or axes != tuple(range(rank - len(axes), rank)):  # the last axes
+    axes = _last_axes(g, rm1, rank)
+    if axes is None:
         return None
     axis = rank - len(axes)
     sqrt = g.made_by(std, "Sqrt") if g.private(std) else None
-    plus = g.made_by(sqrt.input[0], "Add") if sqrt is not None and g.private(sqrt.input[0]) else None
-    if sqrt is None or plus is None or len(plus.input) != 2:
+    root = _root_of_mean(g, sqrt) if sqrt is not None else None
+    if root is None:
         return None
-    var, eps_name = plus.input if g.scalar(plus.input[1]) is not None else plus.input[::-1]
-    eps = g.scalar(eps_name)
-    rm2 = g.made_by(var, "ReduceMean") if g.private(var) else None
-    if eps is None or not (math.isfinite(eps) and eps >= 0) or rm2 is None or _mean_axes(g, rm2, rank) != axes:
+    rm2, plus, eps = root
+    if _mean_axes(g, rm2, rank) != axes:
         return None
     sq = rm2.input[0]
     square = _square_of(g, sq, d) if g.private(sq) else None
@@ -328,16 +358,11 @@ def _layernorm_at(g: _Graph, div: NodeProto, shape_of: Callable[[str], tuple[int
     y = div.output[0]
     found: dict[str, tuple[str, np.ndarray]] = {}
     for op_type in ("Mul", "Add"):  # scale, then bias: each optional
-        node = g.only_reader(y, op_type)
-        if node is None or len(node.input) != 2:
-            continue
-        other = node.input[1] if node.input[0] == y else node.input[0]
-        values = _affine_const(g, other, shape, axis) if other != y else None
-        if values is None:
-            continue
-        found[op_type] = (other, values)
-        members.append(node)
-        y = node.output[0]
+        affine = _affine_after(g, y, op_type, shape, axis)
+        if affine is not None:
+            node, found[op_type] = affine
+            members.append(node)
+            y = node.output[0]
     return _LayerNorm(x, y, axis, eps, members, found.get("Mul"), found.get("Add"))
 
 
@@ -351,14 +376,26 @@ def collapse_layernorm(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarr
     they have the normalized dimensions' shape; other shapes, and a missing scale (ones), need ``add_const``
     to store a new constant: without it such a pattern does not collapse. A missing bias is left out.
     """
+    return _collapse_norms(nodes, consts, outputs, shape_of, is_float, add_const, "Div", _layernorm_at,
+                           "LayerNormalization", "layernorm")
+
+
+def _collapse_norms(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray], outputs: set[str],
+                    shape_of: Callable[[str], tuple[int, ...] | None], is_float: Callable[[str], bool],
+                    add_const: AddConst | None, anchor: str,
+                    find: Callable[[_Graph, NodeProto, Callable[[str], tuple[int, ...] | None],
+                                    Callable[[str], bool]], _LayerNorm | None],
+                    op_type: str, label: str) -> tuple[list[NodeProto], dict[int, Collapsed]]:
+    """Each norm ``find`` reads at an ``anchor`` node, as one ``op_type`` node (inputs x, scale and, where the
+    pattern has one, bias); the collapses of :func:`collapse_layernorm` and :func:`collapse_rmsnorm`."""
     g = _Graph(nodes, consts, outputs)
     order = {id(n): k for k, n in enumerate(nodes)}
     taken: set[int] = set()
     found: dict[int, Collapsed] = {}
-    for div in nodes:
-        if div.domain not in ("", "ai.onnx") or div.op_type != "Div":
+    for at in nodes:
+        if at.domain not in ("", "ai.onnx") or at.op_type != anchor:
             continue
-        ln = _layernorm_at(g, div, shape_of, is_float)
+        ln = find(g, at, shape_of, is_float)
         if ln is None or any(id(n) in taken for n in ln.members) or shape_of(ln.x) != shape_of(ln.y):
             continue
         members = sorted(ln.members, key=lambda n: order[id(n)])
@@ -372,7 +409,7 @@ def collapse_layernorm(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarr
             if given is not None and tuple(consts[given[0]].shape) == norm:
                 names.append(given[0])
             elif given is None and what == "bias":
-                pass  # LayerNormalization's B is optional
+                pass  # optional (LayerNormalization's B), or none in the pattern (RMS norms)
             elif add_const is None:
                 break
             elif given is not None:
@@ -381,8 +418,7 @@ def collapse_layernorm(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarr
                 names.append(add_const(np.ones(norm, dtype=np.float32), f"{ln.y}_unit_scale"))
         else:
             taken.update(id(n) for n in members)
-            node = helper.make_node("LayerNormalization", [ln.x, *names], [ln.y],
-                                    name=(members[-1].name or "layernorm") + "_collapsed",
+            node = helper.make_node(op_type, [ln.x, *names], [ln.y], name=(members[-1].name or label) + "_collapsed",
                                     axis=ln.axis - len(shape), epsilon=ln.epsilon)
             found[id(members[-1])] = Collapsed(node, members)
     return _replace(nodes, found, taken)
@@ -411,14 +447,10 @@ def _rms_inverse(g: _Graph, rms: str, x: str) -> tuple[NodeProto, list[NodeProto
 def _rmsnorm_at(g: _Graph, sqrt: NodeProto, shape_of: Callable[[str], tuple[int, ...] | None],
                 is_float: Callable[[str], bool]) -> _LayerNorm | None:
     """The decomposed RMS norm whose ``Sqrt(mean(x^2) + eps)`` is ``sqrt``, with its scale (no bias)."""
-    plus = g.made_by(sqrt.input[0], "Add") if g.private(sqrt.input[0]) else None
-    if plus is None or len(plus.input) != 2:
+    root = _root_of_mean(g, sqrt)
+    if root is None or not g.private(root[0].input[0]):
         return None
-    ms, eps_name = plus.input if g.scalar(plus.input[1]) is not None else plus.input[::-1]
-    eps = g.scalar(eps_name)
-    rm = g.made_by(ms, "ReduceMean") if g.private(ms) else None
-    if eps is None or not (math.isfinite(eps) and eps >= 0) or rm is None or not g.private(rm.input[0]):
-        return None
+    rm, plus, eps = root
     sq = rm.input[0]
     square = g.made_by(sq, "Pow") or g.made_by(sq, "Mul")
     if square is None or len(square.input) != 2:
@@ -430,8 +462,8 @@ def _rmsnorm_at(g: _Graph, sqrt: NodeProto, shape_of: Callable[[str], tuple[int,
     if not shape or not is_float(x):
         return None
     rank = len(shape)
-    axes = _mean_axes(g, rm, rank)
-    if axes is None or axes != tuple(range(rank - len(axes), rank)):  # the last axes
+    axes = _last_axes(g, rm, rank)
+    if axes is None:
         return None
     axis = rank - len(axes)
     found = _rms_inverse(g, sqrt.output[0], x)
@@ -445,14 +477,11 @@ def _rmsnorm_at(g: _Graph, sqrt: NodeProto, shape_of: Callable[[str], tuple[int,
         members.append(cast)
         y = cast.output[0]
     scale = None
-    mul = g.only_reader(y, "Mul")
-    if mul is not None and len(mul.input) == 2:
-        other = mul.input[1] if mul.input[0] == y else mul.input[0]
-        values = _affine_const(g, other, shape, axis) if other != y else None
-        if values is not None:
-            scale = (other, values)
-            members.append(mul)
-            y = mul.output[0]
+    affine = _affine_after(g, y, "Mul", shape, axis)
+    if affine is not None:
+        mul, scale = affine
+        members.append(mul)
+        y = mul.output[0]
     return _LayerNorm(x, y, axis, eps, members, scale, None)
 
 
@@ -461,35 +490,8 @@ def collapse_rmsnorm(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray
                      add_const: AddConst | None = None) -> tuple[list[NodeProto], dict[int, Collapsed]]:
     """Replace each decomposed RMS norm in ``nodes`` (in graph order) by one ``RMSNormalization`` node; arguments
     and result as for :func:`collapse_layernorm` (a scale of another shape, or none, needs ``add_const``)."""
-    g = _Graph(nodes, consts, outputs)
-    order = {id(n): k for k, n in enumerate(nodes)}
-    taken: set[int] = set()
-    found: dict[int, Collapsed] = {}
-    for sqrt in nodes:
-        if sqrt.domain not in ("", "ai.onnx") or sqrt.op_type != "Sqrt":
-            continue
-        rms = _rmsnorm_at(g, sqrt, shape_of, is_float)
-        if rms is None or any(id(n) in taken for n in rms.members) or shape_of(rms.x) != shape_of(rms.y):
-            continue
-        members = sorted(rms.members, key=lambda n: order[id(n)])
-        if members[-1].output[0] != rms.y:
-            continue
-        shape = shape_of(rms.x)
-        assert shape is not None
-        norm = tuple(shape[rms.axis:])
-        if rms.scale is not None and tuple(consts[rms.scale[0]].shape) == norm:
-            scale = rms.scale[0]
-        elif add_const is None:
-            continue
-        else:
-            values = rms.scale[1] if rms.scale is not None else np.ones(norm, dtype=np.float32)
-            scale = add_const(values, f"{rms.y}_scale")
-        taken.update(id(n) for n in members)
-        node = helper.make_node("RMSNormalization", [rms.x, scale], [rms.y],
-                                name=(members[-1].name or "rmsnorm") + "_collapsed",
-                                axis=rms.axis - len(shape), epsilon=rms.epsilon)
-        found[id(members[-1])] = Collapsed(node, members)
-    return _replace(nodes, found, taken)
+    return _collapse_norms(nodes, consts, outputs, shape_of, is_float, add_const, "Sqrt", _rmsnorm_at,
+                           "RMSNormalization", "rmsnorm")
 
 
 def collapse_patterns(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray], outputs: set[str],
