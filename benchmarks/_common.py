@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,24 @@ def git_commit(mark_uncommitted: bool = False) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
+
+
+def ran_as() -> str:
+    """How the running benchmark was started, for its results file: the command line, the commit (marked where
+    tracked files differ from it) and the date."""
+    script = Path(sys.argv[0]).name
+    return (f"`python benchmarks/{script} {' '.join(sys.argv[1:])}` at commit {git_commit(True)}, "
+            f"{datetime.date.today()}")
+
+
+def geomean(values: Sequence[float]) -> float:
+    """Geometric mean of positive numbers (nan for none)."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return math.nan
+    if any(not v > 0 or math.isinf(v) for v in vals):
+        raise ValueError(f"geometric mean of non-positive or non-finite values: {vals}")
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
 def ranks(values: Sequence[float]) -> np.ndarray:

@@ -18,13 +18,12 @@ Usage: python benchmarks/depth.py SHALLOW.onnx:DEEP.onnx ... [--dims batch=1,seq
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import git_commit, parse_sizes, save_results
+from _common import parse_sizes, ran_as, save_results
 
 import eqsat
 
@@ -88,8 +87,7 @@ def main() -> int:
             rows.append(run(path, dims, args.time_limit, reuse, not args.no_measured))
     text = table(rows)
     print(text)
-    head = (f"# Depth without the cost of depth\n\nCommand: `python benchmarks/depth.py {' '.join(sys.argv[1:])}` at "
-            f"commit {git_commit(True)}, {datetime.date.today()}. Per model: the analytic run (seconds in total, "
+    head = (f"# Depth without the cost of depth\n\nCommand: {ran_as()}. Per model: the analytic run (seconds in total, "
             "in the engine's stages and in the others: import, export, check), then the measured-cost run and the "
             "end-to-end speedup it measured (onnxruntime, 1 thread, the timing that decided).\n\n")
     save_results(args.out, "depth", head, text, rows)

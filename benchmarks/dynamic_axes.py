@@ -23,7 +23,6 @@ Usage: python benchmarks/dynamic_axes.py [MODEL.onnx | hf_bert_dynamic ...] [--d
 from __future__ import annotations
 
 import argparse
-import datetime
 import platform
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from _common import git_commit, parse_sizes, save_results
+from _common import parse_sizes, ran_as, save_results
 
 import eqsat
 from eqsat.costs.measured_cpu import end_to_end_rounds
@@ -122,8 +121,7 @@ def main() -> int:
         rows.append(run(m, dims, args.costs, args.time_limit))
     text = table(rows)
     print(text)
-    head = (f"# Dynamic axes kept vs fixed\n\nCommand: `python benchmarks/dynamic_axes.py {' '.join(sys.argv[1:])}` at "
-            f"commit {git_commit(True)}, {datetime.date.today()}, {platform.processor() or platform.machine()}; "
+    head = (f"# Dynamic axes kept vs fixed\n\nCommand: {ran_as()}, {platform.processor() or platform.machine()}; "
             f"costs {args.costs}, time limit {args.time_limit:g} s per run. End-to-end speedups: the original and "
             "both written models timed together in interleaved rounds at the sizes shown (onnxruntime CPU, 1 "
             "thread), median of the per-round ratios [95 % interval].\n\n")

@@ -15,7 +15,6 @@ Usage: python benchmarks/ort_kernels.py [--threads 1] [--seq 128] [--out benchma
 from __future__ import annotations
 
 import argparse
-import datetime
 import statistics
 import sys
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-from _common import git_commit, save_results
+from _common import ran_as, save_results
 from onnx import TensorProto, helper, numpy_helper
 
 Case = tuple[list[Any], dict[str, np.ndarray], list[tuple[str, list[int]]], list[int]]
@@ -136,8 +135,7 @@ def main() -> int:
     rows = run(args.threads, args.seq)
     text = table(rows)
     print(text)
-    head = (f"# onnxruntime's fused transformer kernels\n\nCommand: `python benchmarks/ort_kernels.py "
-            f"{' '.join(sys.argv[1:])}` at commit {git_commit(True)}, {datetime.date.today()}, onnxruntime "
+    head = (f"# onnxruntime's fused transformer kernels\n\nCommand: {ran_as()}, onnxruntime "
             f"{ort.__version__}, {args.threads} thread(s), batch 1, sequence {args.seq}. A speedup below 1: the fused "
             "kernel is the slower one.\n\n")
     save_results(args.out, "ort_kernels", head, text, rows)

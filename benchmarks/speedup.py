@@ -56,6 +56,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded from its path (the tests)
+from _common import geomean, git_commit, spearman  # noqa: E402
+
 #: The issue's small set (``--quick``).
 QUICK = ("bert_attention_block", "nasrnn_cell", "taso_nasrnn", "squeezenet", "hf_bert")
 #: Models the targets name. A target over several models is met when every one of them that ran meets it.
@@ -82,16 +85,6 @@ CSV_FIELDS = ["model", "threads", "status", "error", "original_ms", "optimized_m
 
 # ---------------------------------------------------------------------------------------------------------
 # statistics and targets (pure functions: tests/test_speedup_bench.py)
-
-
-def geomean(values: Sequence[float]) -> float:
-    """Geometric mean of positive numbers (nan for none)."""
-    vals = [float(v) for v in values]
-    if not vals:
-        return math.nan
-    if any(not v > 0 or math.isinf(v) for v in vals):
-        raise ValueError(f"geometric mean of non-positive or non-finite values: {vals}")
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
 def bootstrap_ci(values: Sequence[float], level: float = CI_LEVEL, resamples: int = BOOTSTRAP,
@@ -165,9 +158,6 @@ def prediction_pairs(rows: list[dict], threads: int) -> list[tuple[float, float]
 def prediction_quality(rows: list[dict], threads: int) -> dict[str, Any]:
     """How well summed operator costs predict whole-model latency: Spearman rank correlation and the mean of
     |predicted - measured| / measured over :func:`prediction_pairs`."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import spearman
-
     pairs = prediction_pairs(rows, threads)
     if not pairs:
         return {"pairs": 0, "spearman": None, "mean_error": None}
@@ -553,9 +543,6 @@ def metadata(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     import onnxruntime as ort
 
     from eqsat.costs import OnnxRuntimeCostModel
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import git_commit
 
     ident = OnnxRuntimeCostModel().device_identity()
     return {"commit": git_commit(mark_uncommitted=True), "date": f"{datetime.datetime.now():%Y-%m-%d %H:%M}",

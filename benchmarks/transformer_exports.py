@@ -31,9 +31,7 @@ Usage: python benchmarks/transformer_exports.py EXPORTS/*.onnx [--dims batch=1,s
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import math
 import subprocess
 import sys
 import tempfile
@@ -42,7 +40,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import git_commit, parse_sizes, save_results
+from _common import geomean, parse_sizes, ran_as, save_results
 
 
 def opaque_ops(graph: Any) -> tuple[Counter[str], Counter[str], Counter[str]]:
@@ -145,10 +143,6 @@ def _ratio(v: list[float] | None) -> str:
     return f"{v[0]:.3f}x [{v[1]:.3f}, {v[2]:.3f}]" if v else "does not load"
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def table(rows: list[dict[str, Any]]) -> str:
     """The results as markdown tables, with the geometric means."""
     out = ["| model | opaque float ops in the data flow | float leaves | size/mask ops | analytic: s, stop, "
@@ -171,14 +165,14 @@ def table(rows: list[dict[str, Any]]) -> str:
     for threads in (1, 2):
         values = [r["speedup"][threads][0] for r in rows]
         if values:
-            out.append(f"\nGeometric mean, {threads} thread(s): {_geomean(values):.3f}x over {len(values)} models "
+            out.append(f"\nGeometric mean, {threads} thread(s): {geomean(values):.3f}x over {len(values)} models "
                        f"(lowest {min(values):.3f}x).")
         ort_values = [r["ort_transformer_optimizer"][threads][0] for r in rows if r["ort_transformer_optimizer"]]
         if ort_values:
-            out.append(f"onnxruntime's transformer optimizer, {threads} thread(s): {_geomean(ort_values):.3f}x over "
+            out.append(f"onnxruntime's transformer optimizer, {threads} thread(s): {geomean(ort_values):.3f}x over "
                        f"{len(ort_values)} models.")
     if rows:
-        out.append(f"\nCeiling at 1 thread, geometric mean: {_geomean([r['ceiling_1_thread'] for r in rows]):.3f}x "
+        out.append(f"\nCeiling at 1 thread, geometric mean: {geomean([r['ceiling_1_thread'] for r in rows]):.3f}x "
                    "(every kernel but the products with a weight taking no time).")
     return "\n".join(out)
 
@@ -244,9 +238,8 @@ def main() -> int:
         rows.append(run(m, dims, args.time_limit, args.ort_python))
     text = table(rows)
     print(text)
-    head = (f"# The models users export today\n\nCommand: `python benchmarks/transformer_exports.py "
-            f"{' '.join(sys.argv[1:])}` at commit {git_commit(True)}, {datetime.date.today()}; time limit "
-            f"{args.time_limit:g} s per run. End-to-end: the original and the written model (measured costs) in "
+    head = (f"# The models users export today\n\nCommand: {ran_as()}; time limit {args.time_limit:g} s per run. "
+            "End-to-end: the original and the written model (measured costs) in "
             "interleaved rounds at the sizes given, onnxruntime at its default level, median of the per-round "
             "ratios [95 % interval].\n\n")
     save_results(args.out, "transformer_exports", head, text, rows)
