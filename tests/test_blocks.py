@@ -15,14 +15,30 @@ from eqsat.testing.onnx_builders import make_model
 D = 16
 
 
+def _mlp_block(k: int, src: str, residual: str, out: str, width: int,
+               rng: np.random.Generator) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """Layer ``k``'s nodes and weights: ``out = residual + tanh(W2 relu(W1 src + b)) * half`` (the graph defines
+    ``half``)."""
+    inits = [numpy_helper.from_array(rng.standard_normal((D, width)).astype(np.float32) / 4, f"w1_{k}"),
+             numpy_helper.from_array(rng.standard_normal((width, D)).astype(np.float32) / 4, f"w2_{k}"),
+             numpy_helper.from_array(rng.standard_normal((width,)).astype(np.float32), f"b1_{k}")]
+    nodes = [helper.make_node("MatMul", [src, f"w1_{k}"], [f"a{k}"]),
+             helper.make_node("Add", [f"a{k}", f"b1_{k}"], [f"ab{k}"]),
+             helper.make_node("Relu", [f"ab{k}"], [f"r{k}"]),
+             helper.make_node("MatMul", [f"r{k}", f"w2_{k}"], [f"o{k}"]),
+             helper.make_node("Tanh", [f"o{k}"], [f"t{k}"]),
+             helper.make_node("Mul", [f"t{k}", "half"], [f"s{k}"]),
+             helper.make_node("Add", [residual, f"s{k}"], [out])]
+    return nodes, inits
+
+
 def _stack(layers: int, *, widths: list[int] | None = None, mask: str = "computed", read_middle: bool = False,
            batch: object = 4) -> onnx.ModelProto:
     """A residual MLP stack: an input projection (the prefix), ``layers`` blocks h + tanh(W2 relu(W1 (h * mask) + b))
     / 2 with their own weights (``widths``: each block's hidden width) reading one mask computed from the input
-    before them, and an output
-    projection (the suffix); ``mask="input"``: the blocks read the graph input itself as the mask, ``"late"``: the
-    mask (the input's sigmoid) is computed inside the first block, after the Relu each block starts with;
-    ``read_middle``: the suffix also reads the first block's output."""
+    before them, and an output projection (the suffix); ``mask="input"``: the blocks read the graph input itself
+    as the mask, ``"late"``: the mask (the input's sigmoid) is computed inside the first block, after the Relu
+    each block starts with; ``read_middle``: the suffix also reads the first block's output."""
     rng = np.random.default_rng(0)
     widths = widths or [2 * D] * layers
     inits = [numpy_helper.from_array(rng.standard_normal((D, D)).astype(np.float32) / 4, "w_in"),
@@ -33,11 +49,7 @@ def _stack(layers: int, *, widths: list[int] | None = None, mask: str = "compute
     if mask != "late":
         nodes += [helper.make_node("MatMul", ["x", "w_m"], ["xm"]), helper.make_node("Sigmoid", ["xm"], ["mask"])]
     for k, width in enumerate(widths):
-        inits += [numpy_helper.from_array(rng.standard_normal((D, width)).astype(np.float32) / 4, f"w1_{k}"),
-                  numpy_helper.from_array(rng.standard_normal((width, D)).astype(np.float32) / 4, f"w2_{k}"),
-                  numpy_helper.from_array(rng.standard_normal((width,)).astype(np.float32), f"b1_{k}")]
-        h, nxt = f"h{k}", f"h{k + 1}"
-        src = f"g{k}"
+        h, src = f"h{k}", f"g{k}"
         if mask == "late":  # the mask computed inside the first block, as exporters order nodes
             nodes.append(helper.make_node("Relu", [h], [f"p{k}"]))
             if k == 0:  # from the input in one step: shallower than any block
@@ -45,13 +57,9 @@ def _stack(layers: int, *, widths: list[int] | None = None, mask: str = "compute
             nodes.append(helper.make_node("Mul", [f"p{k}", "mask"], [src]))
         else:
             nodes.append(helper.make_node("Mul", [h, "mask" if mask == "computed" else "x"], [src]))
-        nodes += [helper.make_node("MatMul", [src, f"w1_{k}"], [f"a{k}"]),
-                  helper.make_node("Add", [f"a{k}", f"b1_{k}"], [f"ab{k}"]),
-                  helper.make_node("Relu", [f"ab{k}"], [f"r{k}"]),
-                  helper.make_node("MatMul", [f"r{k}", f"w2_{k}"], [f"o{k}"]),
-                  helper.make_node("Tanh", [f"o{k}"], [f"t{k}"]),
-                  helper.make_node("Mul", [f"t{k}", "half"], [f"s{k}"]),
-                  helper.make_node("Add", [h, f"s{k}"], [nxt])]
+        more, weights = _mlp_block(k, src, h, f"h{k + 1}", width, rng)
+        nodes += more
+        inits += weights
     last = f"h{len(widths)}"
     nodes.append(helper.make_node("MatMul", [last, "w_out"], ["y0"]))
     if read_middle:
@@ -151,20 +159,13 @@ def _residual_stack(layers: int, *, extra: str) -> onnx.ModelProto:
     nodes = ([helper.make_node("ReduceMean", ["x"], ["h0"], axes=[0], keepdims=1)] if extra == "reduced"
              else [helper.make_node("MatMul", ["x", "w_in"], ["h0"])])
     for k in range(layers):
-        inits += [numpy_helper.from_array(rng.standard_normal((D, 2 * D)).astype(np.float32) / 4, f"w1_{k}"),
-                  numpy_helper.from_array(rng.standard_normal((2 * D, D)).astype(np.float32) / 4, f"w2_{k}"),
-                  numpy_helper.from_array(rng.standard_normal((2 * D,)).astype(np.float32), f"b1_{k}")]
         h = f"h{k}"
         if extra == "reduced":
             nodes.append(helper.make_node("Add", [h, "x"], [f"i{k}"]))
             h = f"i{k}"
-        nodes += [helper.make_node("MatMul", [h, f"w1_{k}"], [f"a{k}"]),
-                  helper.make_node("Add", [f"a{k}", f"b1_{k}"], [f"ab{k}"]),
-                  helper.make_node("Relu", [f"ab{k}"], [f"r{k}"]),
-                  helper.make_node("MatMul", [f"r{k}", f"w2_{k}"], [f"o{k}"]),
-                  helper.make_node("Tanh", [f"o{k}"], [f"t{k}"]),
-                  helper.make_node("Mul", [f"t{k}", "half"], [f"s{k}"]),
-                  helper.make_node("Add", [h, f"s{k}"], [f"u{k}"])]
+        more, weights = _mlp_block(k, h, h, f"u{k}", 2 * D, rng)
+        nodes += more
+        inits += weights
         base = ("h0" if k == 0 else "h1") if extra == "first" else None
         nodes.append(helper.make_node("Add", [f"u{k}", base], [f"h{k + 1}"]) if base
                      else helper.make_node("Relu", [f"u{k}"], [f"h{k + 1}"]))
