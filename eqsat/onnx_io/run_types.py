@@ -32,7 +32,7 @@ def types_by_running(model: onnx.ModelProto, names: Sequence[str], inputs: Seque
     tensor whose sizes cannot be read, or a model onnxruntime cannot run, gives nothing."""
     if not names or len(syms.generic) > len(_FIRST):
         return {}
-    from eqsat.onnx_io.runtime import int_input_bounds, random_inputs, run_onnxruntime  # onnxruntime when needed
+    from eqsat.onnx_io.runtime import int_input_bounds, onnxruntime_runner, random_inputs  # onnxruntime when needed
 
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
@@ -46,13 +46,14 @@ def types_by_running(model: onnx.ModelProto, names: Sequence[str], inputs: Seque
     rng = np.random.default_rng(0)
     bounds = int_input_bounds(model)
     outputs = [o.name for o in probe.graph.output]
-    for sizes in runs:
-        feeds = random_inputs([(name, concrete(syms.decode_shape(shape), sizes) if syms else tuple(shape), dtype)
-                               for name, shape, dtype in inputs], rng, bounds)
-        try:
-            results.append(dict(zip(outputs, run_onnxruntime(probe, feeds), strict=True)))
-        except Exception:  # onnxruntime cannot run it (a custom operator): the types stay unknown
-            return {}
+    try:
+        run = onnxruntime_runner(probe)  # one session for both runs
+        for sizes in runs:
+            feeds = random_inputs([(name, concrete(syms.decode_shape(shape), sizes) if syms else tuple(shape),
+                                    dtype) for name, shape, dtype in inputs], rng, bounds)
+            results.append(dict(zip(outputs, run(feeds), strict=True)))
+    except Exception:  # onnxruntime cannot run it (a custom operator): the types stay unknown
+        return {}
     out: dict[str, tuple[tuple[int, ...], str]] = {}
     for n in names:
         got = [r.get(n) for r in results]
