@@ -137,7 +137,6 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     The paths are checked before any work; missing folders are created when writing. Nothing is written
     unless the whole run succeeds (the e-graph dump is written after the model, with the extraction's choice).
     """
-    from eqsat import onnx_io  # lazy: CLI start-up (see the imports)
     from eqsat.pipeline.run import optimize
 
     out = check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
@@ -153,8 +152,6 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                          "--dump-egraph PATH too")
     shapes = input_shapes(args.input_shape)
     cost_model = _cost_model(args.costs, args.threads)
-    # a model that keeps its weights as external data is written the same way (it may be too large for one file)
-    external = Path(args.model).is_file() and onnx_io.uses_external_data(args.model)
     say = _progress(args.quiet)
     res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules), candidates=args.candidates,
                    time_limit=args.time_limit, node_limit=args.node_limit, iter_limit=args.iter_limit,
@@ -163,7 +160,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                    dump_egraph=dump is not None, provenance=args.provenance, anytime=not args.no_anytime,
                    reuse_blocks=not args.no_block_reuse,
                    progress=say)  # the dump object only: written here
-    write_file(out, lambda p: _save_model(res.model, p, out if external and not is_special_file(out) else None))
+    # a model that keeps its weights as external data is written the same way (it may be too large for one file)
+    external = res.external_data and not is_special_file(out)
+    write_file(out, lambda p: _save_model(res.model, p, out if external else None))
     if dump is not None and res.egraph_dump is not None:
         res.egraph_dump.write(dump)  # creates missing folders, through a temporary file
     if report is not None:

@@ -15,9 +15,20 @@ from eqsat.ir.graph import Graph, Node, computed_from_weights
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import graph_symbols
 from eqsat.onnx_io.protos import elem_type, eval_node, outer_names, rename_outer
-from eqsat.onnx_io.symbolic_export import symbolize
+from eqsat.onnx_io.symbolic_export import may_hold_sizes, symbolize
 from eqsat.ops import Shape
 from eqsat.ops.dims import Sym
+
+#: how many elements of an array its content key reads (evenly spaced): equal arrays share a key, and different
+#: weights almost never do; a shared key is confirmed by comparing the arrays (hashing every byte of a 400 MB
+#: model took 0.3 s)
+_KEY_SAMPLES = 1024
+
+
+def _content_key(array: np.ndarray) -> tuple[str, Shape, str]:
+    flat = array.reshape(-1)
+    sample = flat[::max(1, flat.size // _KEY_SAMPLES)]
+    return str(array.dtype), tuple(array.shape), hashlib.sha1(np.ascontiguousarray(sample).tobytes()).hexdigest()
 
 
 class _Exporter:
@@ -27,7 +38,7 @@ class _Exporter:
         self.opset = opset
         self.names = NameAllocator(taken)
         self.initializers: dict[str, np.ndarray] = {}
-        self._by_content: dict[tuple[str, Shape, str], str] = {}
+        self._by_content: dict[tuple[str, Shape, str], list[str]] = {}  # content key -> names stored
         self._shapes = shapes or {}
 
     def shape(self, name: str) -> Shape | None:
@@ -37,24 +48,34 @@ class _Exporter:
 
     def add_initializer(self, array: np.ndarray, hint: str) -> str:
         array = np.asarray(array, order="C")
-        key = (str(array.dtype), tuple(array.shape), hashlib.sha1(array.tobytes()).hexdigest())
-        if key in self._by_content:
-            return self._by_content[key]
-        name = self.fresh(hint)
-        self.initializers[name] = array
-        self._by_content[key] = name
-        return name
+        return self._stored(array) or self._store(self.fresh(hint), array)
 
     def add_named_initializer(self, name: str, array: np.ndarray) -> str:
         """Add a weight under its own name unless an identical array is already stored."""
         array = np.asarray(array, order="C")
-        key = (str(array.dtype), tuple(array.shape), hashlib.sha1(array.tobytes()).hexdigest())
-        if key in self._by_content:
-            return self._by_content[key]
+        if (same := self._stored(array)) is not None:
+            return same
         self.names.take(name)
+        return self._store(name, array)
+
+    def _stored(self, array: np.ndarray) -> str | None:
+        """The name of a stored array equal to ``array`` (same dtype, shape and bytes), if any."""
+        for name in self._by_content.get(_content_key(array), ()):
+            if np.array_equal(self.initializers[name], array):
+                return name
+        return None
+
+    def _store(self, name: str, array: np.ndarray) -> str:
         self.initializers[name] = array
-        self._by_content[key] = name
+        self._by_content.setdefault(_content_key(array), []).append(name)
         return name
+
+    def rename_initializer(self, name: str, new: str) -> str:
+        """Store the initializer ``name`` as ``new`` instead; returns ``new``."""
+        array = self.initializers[new] = self.initializers.pop(name)
+        names = self._by_content[_content_key(array)]
+        names[names.index(name)] = new
+        return new
 
     def unsupported(self, reason: str) -> None:
         self.why = reason
@@ -123,12 +144,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
         if o in consts and o not in input_names:
             src = ref(o)
             if src == o:  # the output name itself is an initializer: move it aside and copy it out
-                alias = ex.fresh(o + "_value")
-                ex.initializers[alias] = ex.initializers.pop(o)
-                for k, v in list(ex._by_content.items()):
-                    if v == o:
-                        ex._by_content[k] = alias
-                src = alias
+                src = ex.rename_initializer(o, ex.fresh(o + "_value"))
             nodes.append(helper.make_node("Identity", [src], [o], name=ex.fresh("n_identity")))
         # an output that is a graph input passes through as it is: ONNX allows a name to be both
         dtype = graph.meta.get("output_dtypes", {}).get(o, dtypes.get(o, "float32"))
@@ -145,24 +161,40 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
                               opset_imports=opsets, ir_version=ir_version, producer_name="eqsat")
     large = sum(v.nbytes for v in inits.values()) > CHECK_WEIGHTS_BYTES
     symbolic = bool(graph_symbols(graph))
-    if large and not symbolic:  # checked before the weights go in (see _check_typed)
-        _check_typed(model, inits)
-    for k, v in inits.items():  # written into the model in place: a large model's weights are copied once
-        model.graph.initializer.append(numpy_helper.from_array(v, k))
+    # the weights go in last, once the graph is complete: the symbolic rewrite reads only small integer tensors
+    # and rebuilds the initializer list, and the checker serializes what it checks (see _check_typed)
+    weights = {k: v for k, v in inits.items() if not may_hold_sizes(v)} if large else {}
+    for k, v in inits.items():
+        if k not in weights:
+            append_initializer(model.graph, k, v)
     if symbolic:  # dynamic axes: symbolic sizes declared, sizes computed from the inputs' shapes at run time
-        symbolize(model, graph)
+        symbolize(model, graph, reserved=weights)
+    if large:
+        _check_typed(model, weights, full_check=not symbolic)
+    for k, v in weights.items():  # written into the model in place: a large model's weights are copied once
+        append_initializer(model.graph, k, v)
     if not large:
         onnx.checker.check_model(model, full_check=True)
-    elif symbolic:
-        onnx.checker.check_model(model)
     return model
+
+
+def append_initializer(graph: onnx.GraphProto, name: str, array: np.ndarray) -> None:
+    """Append ``array`` to ``graph``'s initializers as ``numpy_helper.from_array`` writes it, built in place for a
+    plain numeric array (``from_array`` and then ``append`` copy a weight twice more)."""
+    if array.dtype.kind not in "fiub" or array.dtype.byteorder == ">" or array.dtype.itemsize > 8:
+        graph.initializer.append(numpy_helper.from_array(array, name))
+        return
+    t = graph.initializer.add()
+    t.name, t.data_type = name, helper.np_dtype_to_tensor_dtype(array.dtype)
+    t.dims.extend(array.shape)
+    t.raw_data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
 #: weights above this many bytes in all are checked by their types and shapes only (see :func:`_check_typed`)
 CHECK_WEIGHTS_BYTES = 64 * 1024 * 1024
 
 
-def _check_typed(skeleton: onnx.ModelProto, inits: Mapping[str, np.ndarray]) -> None:
+def _check_typed(skeleton: onnx.ModelProto, inits: Mapping[str, np.ndarray], full_check: bool = True) -> None:
     """The ONNX checker (with shape inference) on the model ``skeleton`` is once given ``inits`` as weights,
     with the weights as graph inputs of the same names, types and shapes.
 
@@ -174,7 +206,7 @@ def _check_typed(skeleton: onnx.ModelProto, inits: Mapping[str, np.ndarray]) -> 
     model.CopyFrom(skeleton)
     model.graph.input.extend(helper.make_tensor_value_info(k, elem_type(str(v.dtype)), list(v.shape))
                              for k, v in inits.items())
-    onnx.checker.check_model(model, full_check=True)
+    onnx.checker.check_model(model, full_check=full_check)
 
 
 def _topo_order(nodes: Sequence[onnx.NodeProto], inputs: Sequence[onnx.ValueInfoProto],

@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, shape_inference
+from onnx.external_data_helper import load_external_data_for_model
 from onnx.reference import ReferenceEvaluator
 
 from eqsat.errors import ModelReadError
@@ -38,8 +39,14 @@ def read_model(src: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.ModelPro
     Raises :class:`ModelReadError` (:class:`ModelNotFoundError` for a missing file) with a one-line message
     for a missing, empty, truncated or non-ONNX file.
     """
+    model, label, _ = read_model_stored(src)
+    return model, label
+
+
+def read_model_stored(src: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str, bool]:
+    """:func:`read_model`, and whether the file kept tensors as external data (loaded into the model here)."""
     if isinstance(src, onnx.ModelProto):
-        return src, "<model>"
+        return src, "<model>", False
     label = "<bytes>" if isinstance(src, bytes) else str(src)
     hint = "check that it is a complete .onnx file (re-export or download it again)"
     if isinstance(src, bytes | bytearray):
@@ -57,8 +64,14 @@ def read_model(src: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.ModelPro
             raise ModelReadError(f"{label}: cannot read it ({e.strerror or e}); check its permissions") from None
         if size == 0:
             raise ModelReadError(f"{label} is empty (0 bytes); {hint}")
+    external = False
     try:
-        model = onnx.load_from_string(bytes(src)) if isinstance(src, bytes | bytearray) else onnx.load(str(src))
+        if isinstance(src, bytes | bytearray):
+            model = onnx.load_from_string(bytes(src))
+        else:  # as onnx.load does, noting whether there was external data to load
+            model = onnx.load(str(src), load_external_data=False)
+            external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+            load_external_data_for_model(model, str(Path(src).parent))  # any tensor's, control-flow bodies' too
     except FileNotFoundError as e:  # external data next to the model is missing
         raise ModelNotFoundError(f"{label}: a file it needs is missing ({e.filename or e}); keep the model's "
                                  "external data files next to it") from None
@@ -67,7 +80,7 @@ def read_model(src: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.ModelPro
     except Exception as e:
         detail = " ".join(f"{type(e).__name__}: {e}".split())
         raise ModelReadError(f"{label}: not a readable ONNX model ({detail}); {hint}") from None
-    return model, label
+    return model, label, external
 
 
 def static_shape(vi: onnx.ValueInfoProto) -> Shape | None:

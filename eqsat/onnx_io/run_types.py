@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from eqsat.ir.symbols import Symbols
 from eqsat.ops.dims import Sym, concrete
@@ -34,10 +33,6 @@ def types_by_running(model: onnx.ModelProto, names: Sequence[str], inputs: Seque
         return {}
     from eqsat.onnx_io.runtime import int_input_bounds, onnxruntime_runner, random_inputs  # onnxruntime when needed
 
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    have = {o.name for o in probe.graph.output}
-    probe.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names if n not in have)
     order = list(syms.generic)
     runs = [{s: _FIRST[k] for k, s in enumerate(order)}]
     if syms:
@@ -45,13 +40,12 @@ def types_by_running(model: onnx.ModelProto, names: Sequence[str], inputs: Seque
     results: list[dict[str, np.ndarray]] = []
     rng = np.random.default_rng(0)
     bounds = int_input_bounds(model)
-    outputs = [o.name for o in probe.graph.output]
     try:
-        run = onnxruntime_runner(probe)  # one session for both runs
+        run = onnxruntime_runner(model, names)  # one session for both runs
         for sizes in runs:
             feeds = random_inputs([(name, concrete(syms.decode_shape(shape), sizes) if syms else tuple(shape),
                                     dtype) for name, shape, dtype in inputs], rng, bounds)
-            results.append(dict(zip(outputs, run(feeds), strict=True)))
+            results.append(run(feeds))
     except Exception:  # onnxruntime cannot run it (a custom operator): the types stay unknown
         return {}
     out: dict[str, tuple[tuple[int, ...], str]] = {}

@@ -5,14 +5,12 @@ file keeps its weights as external data, so that its optimized copy can be writt
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import onnx
 
 from eqsat.ir.graph import Graph
 from eqsat.onnx_io.protos import elem_type
 
-__all__ = ["carry_signature", "uses_external_data"]
+__all__ = ["carry_signature"]
 
 
 def carry_signature(original: onnx.ModelProto, optimized: onnx.ModelProto, written: Graph | None = None,
@@ -77,13 +75,3 @@ def _agrees(vi: onnx.ValueInfoProto, known: tuple[str, tuple[int, ...]] | None) 
     dims = t.shape.dim
     return len(dims) == len(shape) and all(not d.HasField("dim_value") or d.dim_value == s
                                            for d, s in zip(dims, shape, strict=True))
-
-
-def uses_external_data(path: str | Path) -> bool:
-    """Whether the model file at ``path`` keeps tensors as external data (read without loading that data);
-    False for a file that is no readable model (reading it says why)."""
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception:  # protobuf's and onnx's errors share no useful base class
-        return False
-    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)

@@ -9,7 +9,7 @@ the inputs' shapes (``Shape``, ``Gather``, ``Mul``, ``Add``, ``Concat``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -34,8 +34,18 @@ def _set_dims(vi: onnx.ValueInfoProto, shape: Sequence[Dim]) -> None:
             proto.dim_param = dim_text(d)
 
 
-def symbolize(model: onnx.ModelProto, graph: object) -> None:
+#: the most elements an integer tensor that holds sizes has (a larger one is a weight: never read here)
+MAX_SIZE_ELEMENTS = 4096
+
+
+def may_hold_sizes(array: np.ndarray) -> bool:
+    """Whether a constant could hold sizes that :func:`symbolize` rewrites: a small int64 or int32 tensor."""
+    return array.dtype in (np.int64, np.int32) and array.size <= MAX_SIZE_ELEMENTS
+
+
+def symbolize(model: onnx.ModelProto, graph: object, reserved: Iterable[str] = ()) -> None:
     """Give the exported ``model`` of ``graph`` its symbolic sizes (in place); nothing for a static graph.
+    ``reserved``: names of tensors not yet in ``model`` (weights that go in later), which new ones must not take.
     Raises :class:`SymbolicShapeError` where a size would have to be written into an attribute."""
     syms = graph_symbols(graph)
     if not syms:
@@ -47,7 +57,7 @@ def symbolize(model: onnx.ModelProto, graph: object) -> None:
             _set_dims(vi, shapes[vi.name])
     known = {concrete((d,), syms.generic)[0]: d for s in shapes.values() for d in s if isinstance(d, Sym)}
     sources = _sources(graph, shapes)
-    _Rewriter(model, syms, known, shapes, sources).run()
+    _Rewriter(model, syms, known, shapes, sources, reserved).run()
 
 
 def _sources(graph: object, shapes: Mapping[str, Sequence[Dim]]) -> dict[str, tuple[str, int]]:
@@ -64,10 +74,11 @@ class _Rewriter:
     """Replaces the integer constants that hold symbolic sizes by computations on the inputs' shapes."""
 
     def __init__(self, model: onnx.ModelProto, syms: Symbols, known: Mapping[int, Dim],
-                 shapes: Mapping[str, Sequence[Dim]], sources: Mapping[str, tuple[str, int]]) -> None:
+                 shapes: Mapping[str, Sequence[Dim]], sources: Mapping[str, tuple[str, int]],
+                 reserved: Iterable[str] = ()) -> None:
         self.g = model.graph
         self.syms, self.known, self.shapes, self.sources = syms, known, shapes, sources
-        taken = {i.name for i in self.g.input} | {t.name for t in self.g.initializer}
+        taken = {i.name for i in self.g.input} | {t.name for t in self.g.initializer} | set(reserved)
         taken |= {o for n in self.g.node for o in n.output}
         self.names = NameAllocator(taken)
         self.new_nodes: list[onnx.NodeProto] = []
@@ -91,7 +102,7 @@ class _Rewriter:
         replaced: set[str] = set()
         small_ints = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
         for name, t in inits.items():
-            if t.data_type not in small_ints or np.prod(t.dims, dtype=np.int64) > 4096:
+            if t.data_type not in small_ints or np.prod(t.dims, dtype=np.int64) > MAX_SIZE_ELEMENTS:
                 continue  # weights: never sizes (read without copying them)
             array = numpy_helper.to_array(t)
             sym = symbolic_array(self.syms, array, self.known)

@@ -157,6 +157,8 @@ class OptimizeResult:
     static_reason: str = ""
     #: the repeated blocks optimized once for all, in words (empty: none; :mod:`eqsat.ir.blocks`)
     blocks: str = ""
+    #: the model file kept its weights as external data (the CLI writes the optimized model the same way)
+    external_data: bool = False
 
     @property
     def dynamic_axes(self) -> str:

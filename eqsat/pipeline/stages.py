@@ -71,6 +71,7 @@ class State:
     given: onnx.ModelProto  # load: the model the main graph is imported from (the original, its bodies optimized)
     bodies: list[BodyResult]  # load: the control-flow bodies optimized
     label: str  # load: how messages name the model
+    external_data: bool  # load: the file kept its weights as external data
     graph: Graph  # load: the imported model
     engine_graph: Graph  # load: the graph the engine saturates: the imported one, or its reduction (below)
     reduction: Reduction | None = None  # load: the model's repeated blocks, one of them in the engine's graph
@@ -127,7 +128,7 @@ class State:
 def load(s: State) -> None:
     """Read the model (kept as given: the reference of every check), import it into the IR, and start the
     anytime record with it as the best graph so far."""
-    s.original, s.label = onnx_io.read_model(s.source)
+    s.original, s.label, s.external_data = onnx_io.read_model_stored(s.source)
     # control-flow bodies first, each a model of its own; the main graph comes from the model with them optimized.
     # They take at most half of saturation's share; not under an end-to-end check, which could not time a body's
     # rewrite apart from the main graph's (the original would be kept, or the bodies' rewrites written untimed)
@@ -434,7 +435,8 @@ def report(s: State) -> None:
         snapshots=(s.anytime.snapshots, s.anytime.snapshot_seconds),
         egraph_size=sat.egraph.tensor_size, kept_reason=s.kept_reason,
         cost_counts=counts, bodies=[str(b) for b in s.bodies], dims=representative(s.graph),
-        static_reason=s.static_reason, blocks="" if s.reduction is None else s.reduction.describe())
+        static_reason=s.static_reason, blocks="" if s.reduction is None else s.reduction.describe(),
+        external_data=s.external_data)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,81 @@
+"""Large models without their weights copied more than needed: the numeric check's onnxruntime sessions read the
+weights from memory, export stores each distinct weight once and writes it in place, and a large model with
+dynamic axes gets its run-time sizes before its weights go in."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import eqsat.onnx_io.export as export_module
+from eqsat.models.hf_bert import hf_bert
+from eqsat.onnx_io import load_model, onnxruntime_runner, to_onnx
+from eqsat.onnx_io.export import _Exporter
+
+
+def _two_layers() -> onnx.ModelProto:
+    """x @ W0 (a 16 KB weight, read from memory), reshaped by a small constant (kept in the model), @ W1."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), "W0"),
+             numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "W1"),
+             numpy_helper.from_array(np.array([-1, 64], dtype=np.int64), "rows")]
+    nodes = [helper.make_node("MatMul", ["x", "W0"], ["h"]), helper.make_node("Reshape", ["h", "rows"], ["r"]),
+             helper.make_node("MatMul", ["r", "W1"], ["y"])]
+    g = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_runner_reads_weights_from_memory_and_leaves_the_model_as_it_was() -> None:
+    model = _two_layers()
+    before = model.SerializeToString()
+    x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+    got = onnxruntime_runner(model, ["h", "y", "h"])({"x": x, "unused": x})
+    assert list(got) == ["y", "h"]  # the graph's outputs, then each other tensor asked for, once
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(before, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got["y"], want)
+    np.testing.assert_allclose(got["h"], x @ numpy_helper.to_array(model.graph.initializer[0]), rtol=1e-5,
+                               atol=1e-5)
+    assert model.SerializeToString() == before
+
+
+def test_the_runner_says_why_a_model_does_not_run() -> None:
+    model = _two_layers()
+    model.graph.initializer[1].dims[:] = [32, 64]  # W1 no longer fits h's 64 columns
+    with pytest.raises(Exception, match="MatMul|dimension|shape"):
+        onnxruntime_runner(model)({"x": np.zeros((2, 64), np.float32)})
+
+
+def test_export_stores_equal_weights_once_and_different_ones_apart() -> None:
+    ex = _Exporter(17, ())
+    a = np.random.default_rng(0).standard_normal((300, 500)).astype(np.float32)
+    first = ex.add_named_initializer("a", a)
+    assert ex.add_named_initializer("a_again", a.copy()) == first == "a"
+    b = a.copy()
+    b[0, 1] += 1.0  # off the elements the content key samples: the arrays are told apart by comparing them
+    assert ex.add_initializer(b, "b") != first
+    assert ex.add_initializer(a.astype(np.float64), "c") not in (first, "b")  # same values, another dtype
+    assert ex.rename_initializer("a", "a_value") == "a_value"
+    assert ex.add_initializer(a.copy(), "d") == "a_value" and "a" not in ex.initializers
+
+
+def test_a_large_dynamic_model_gets_its_sizes_before_its_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = load_model(hf_bert(transformers="4", dynamic=True, seq=16, hidden=64, heads=4, vocab=100),
+                       symbolic=True)
+    small = to_onnx(graph)
+    monkeypatch.setattr(export_module, "CHECK_WEIGHTS_BYTES", 0)  # every model counts as large
+    large = to_onnx(graph)
+    names = [t.name for t in large.graph.initializer]
+    assert len(names) == len(set(names)) and sorted(names) == sorted(t.name for t in small.graph.initializer)
+    assert [n.op_type for n in large.graph.node] == [n.op_type for n in small.graph.node]
+    onnx.checker.check_model(large, full_check=True)
+    rng = np.random.default_rng(2)
+    feeds = {"input_ids": rng.integers(0, 100, (2, 11)), "attention_mask": np.ones((2, 11), dtype=np.int64)}
+    for got, want in zip(onnxruntime_runner(large)(feeds).values(), onnxruntime_runner(small)(feeds).values(),
+                         strict=True):
+        np.testing.assert_array_equal(got, want)
