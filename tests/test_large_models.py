@@ -79,3 +79,37 @@ def test_a_large_dynamic_model_gets_its_sizes_before_its_weights(monkeypatch: py
     for got, want in zip(onnxruntime_runner(large)(feeds).values(), onnxruntime_runner(small)(feeds).values(),
                          strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_the_runner_takes_every_kind_of_weight_as_a_plain_session_does() -> None:
+    """float16, boolean and int64 weights; one a control-flow body reads from the main graph; one that is also a
+    graph input, which a feed overrides."""
+    rng = np.random.default_rng(0)
+    weights = {"W": rng.standard_normal((64, 64)).astype(np.float32),
+               "H": rng.standard_normal((64, 64)).astype(np.float16),
+               "B": rng.integers(0, 2, (64, 64)).astype(bool), "T": rng.integers(0, 100, (1000, 8))}
+    body = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Cast", ["H"], ["hf"], to=TensorProto.FLOAT),
+             helper.make_node("Where", ["B", "hf", "x"], ["w"]),
+             helper.make_node("If", ["c"], ["i"], then_branch=body, else_branch=other),
+             helper.make_node("Add", ["w", "i"], ["y"]), helper.make_node("Gather", ["T", "idx"], ["g"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64]),
+              helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+              helper.make_tensor_value_info("idx", TensorProto.INT64, [3]),
+              helper.make_tensor_value_info("W", TensorProto.FLOAT, [64, 64])]  # overridable
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64]),
+               helper.make_tensor_value_info("g", TensorProto.INT64, [3, 8])]
+    g = helper.make_graph(nodes, "kinds", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in weights.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    run = onnxruntime_runner(model)
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    for feeds in ({"x": x, "c": np.array(True), "idx": np.array([1, 5, 999])},
+                  {"x": x, "c": np.array(True), "idx": np.array([0, 0, 2]), "W": np.eye(64, dtype=np.float32)}):
+        for got, want in zip(run(feeds).values(), plain.run(None, feeds), strict=True):
+            np.testing.assert_array_equal(got, want)

@@ -106,7 +106,9 @@ def _setup_logging(quiet: bool) -> None:
 
 
 #: the ``--costs`` help of optimize, demo and compare
-COSTS_HELP = "cost model: analytic (default), gpu-sim (a simulated V100: computed, not measured), measured/cpu, gpu"
+COSTS_HELP = (
+    "cost model: analytic (default), gpu-sim (a simulated V100: computed, not measured), measured (onnxruntime's "
+    "timings on this CPU; cpu is the same), gpu")
 
 
 def _cost_model(name: str, threads: int | None = None) -> CostModel:

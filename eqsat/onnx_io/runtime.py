@@ -99,7 +99,7 @@ def onnxruntime_runner(model: onnx.ModelProto, outputs: Sequence[str] = ()
     if weights:
         so.add_external_initializers(list(weights), list(weights.values()))
     sess = ort.InferenceSession(skeleton.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = {i.name for i in sess.get_inputs()}
+    names = {i.name for i in (*sess.get_inputs(), *sess.get_overridable_initializers())}
     out_names = [o.name for o in sess.get_outputs()]
     return lambda feeds: dict(zip(out_names, sess.run(None, {k: v for k, v in feeds.items() if k in names}),
                                   strict=True))
@@ -123,9 +123,10 @@ def _without_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str,
     _copy_fields(model, skeleton, skip="graph")
     _copy_fields(model.graph, skeleton.graph, skip="initializer")
     weights: dict[str, ort.OrtValue] = {}
+    inputs = {i.name for i in model.graph.input}  # a weight that is also an input is a default a feed overrides
     for t in model.graph.initializer:
         if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type not in _PLAIN_TYPES \
-                or len(t.raw_data) < _WEIGHT_BYTES or t.name in weights:
+                or len(t.raw_data) < _WEIGHT_BYTES or t.name in weights or t.name in inputs:
             skeleton.graph.initializer.append(t)
             continue
         array = numpy_helper.to_array(t)
