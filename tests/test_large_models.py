@@ -113,3 +113,20 @@ def test_the_runner_takes_every_kind_of_weight_as_a_plain_session_does() -> None
                   {"x": x, "c": np.array(True), "idx": np.array([0, 0, 2]), "W": np.eye(64, dtype=np.float32)}):
         for got, want in zip(run(feeds).values(), plain.run(None, feeds), strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+def test_a_product_with_a_transposed_weight_is_written_with_the_weight_as_it_was() -> None:
+    from eqsat.ir.graph import Graph, TensorInfo, make_node
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((16, 24)).astype(np.float32)
+    nodes = (make_node("transpose", {"perm": (1, 0)}, ["W"], "WT"),
+             make_node("matmul_t", {"trans_a": 0, "trans_b": 1}, ["x", "WT"], "y"))
+    graph = Graph((TensorInfo("x", (5, 16)),), {"W": w}, nodes, ("y",))
+    model = to_onnx(graph)
+    (gemm,) = model.graph.node
+    assert gemm.op_type == "Gemm" and list(gemm.input) == ["x", "W"]
+    assert {a.name: a.i for a in gemm.attribute} == {"transA": 0, "transB": 0}
+    assert [t.name for t in model.graph.initializer] == ["W"]  # no transposed copy beside it
+    x = rng.standard_normal((5, 16)).astype(np.float32)
+    np.testing.assert_allclose(onnxruntime_runner(model)({"x": x})["y"], x @ w, rtol=1e-5, atol=1e-5)

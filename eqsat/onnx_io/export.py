@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from eqsat.ir.graph import Graph, Node, computed_from_weights
+from eqsat.ir.graph import Graph, Node, computed_from_weights, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import graph_symbols
 from eqsat.onnx_io.protos import elem_type, eval_node, outer_names, rename_outer
@@ -90,18 +90,20 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     shapes, dtypes = graph.shapes, graph.dtypes
     taken = {i.name for i in graph.inputs} | set(graph.weights) | {n.output for n in graph.nodes}
     ex = _Exporter(opset, taken, shapes)
-    # precompute weight-only work (weight transforms cost nothing at run time)
-    consts: dict[str, np.ndarray] = dict(graph.weights)
+    # weight-only work is precomputed (weight transforms cost nothing at run time), when a node reads it
+    computed: dict[str, Node] = {}
     live: list[Node] = []
     syms = graph_symbols(graph)
     for n in graph.nodes:
         # constants and weight transforms; not one as large as a symbol (a weight expanded to the batch): its
         # size is known at run time only
-        if computed_from_weights(n.op, n.inputs, consts) and not (
+        if computed_from_weights(n.op, n.inputs, graph.weights.keys() | computed) and not (
                 syms and any(isinstance(d, Sym) for d in syms.decode_shape(shapes[n.output]))):
-            consts[n.output] = n.spec.evaluate(n.p, [consts[i] for i in n.inputs])
+            computed[n.output] = n
         else:
             live.append(n)
+    live = [_transposed_weight_as_flag(n, computed) for n in live]
+    consts = _Precomputed(graph.weights, computed)
     rename: dict[str, str] = {}
 
     def ref(name: str) -> str:
@@ -176,6 +178,42 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     if not large:
         onnx.checker.check_model(model, full_check=True)
     return model
+
+
+class _Precomputed(Mapping[str, np.ndarray]):
+    """The weights, and the weight-only tensors the nodes ``computed`` give, each evaluated when first read."""
+
+    def __init__(self, weights: Mapping[str, np.ndarray], computed: Mapping[str, Node]) -> None:
+        self._values = dict(weights)
+        self._computed = computed
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._values:
+            n = self._computed[name]
+            self._values[name] = n.spec.evaluate(n.p, [self[i] for i in n.inputs])
+        return self._values[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values or name in self._computed
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values.keys() | self._computed.keys())
+
+    def __len__(self) -> int:
+        return len(self._values.keys() | self._computed.keys())
+
+
+def _transposed_weight_as_flag(n: Node, computed: Mapping[str, Node]) -> Node:
+    """``n``, a 2-D product with a transpose flag (Gemm), reading a weight's transpose as the weight with its flag
+    flipped: the same product, and the weight stays as it was (its name, no transposed copy to compute)."""
+    if n.op != "matmul_t":
+        return n
+    p, inputs = n.p, list(n.inputs)
+    for k, flag in enumerate(("trans_a", "trans_b")):
+        t = computed.get(inputs[k])
+        if t is not None and t.op == "transpose" and tuple(t.p["perm"]) == (1, 0) and isinstance(p[flag], int):
+            inputs[k], p[flag] = t.inputs[0], 1 - p[flag]
+    return n if tuple(inputs) == n.inputs else make_node(n.op, p, inputs, n.output)
 
 
 def append_initializer(graph: onnx.GraphProto, name: str, array: np.ndarray) -> None:
