@@ -130,3 +130,20 @@ def test_a_product_with_a_transposed_weight_is_written_with_the_weight_as_it_was
     assert [t.name for t in model.graph.initializer] == ["W"]  # no transposed copy beside it
     x = rng.standard_normal((5, 16)).astype(np.float32)
     np.testing.assert_allclose(onnxruntime_runner(model)({"x": x})["y"], x @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_2d_matmul_with_a_transposed_weight_is_written_as_a_gemm_on_the_weight() -> None:
+    from eqsat.ir.graph import Graph, TensorInfo, make_node
+
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((24, 16)).astype(np.float32)
+    nodes = (make_node("transpose", {"perm": (1, 0)}, ["W"], "WT"), make_node("matmul", {}, ["x", "WT"], "y"))
+    model = to_onnx(Graph((TensorInfo("x", (5, 16)),), {"W": w}, nodes, ("y",)))
+    (gemm,) = model.graph.node
+    assert gemm.op_type == "Gemm" and list(gemm.input) == ["x", "W"]
+    assert {a.name: a.i for a in gemm.attribute} == {"transA": 0, "transB": 1}
+    x = rng.standard_normal((5, 16)).astype(np.float32)
+    np.testing.assert_allclose(onnxruntime_runner(model)({"x": x})["y"], x @ w.T, rtol=1e-5, atol=1e-5)
+    # before opset 11 a flag is written as a Transpose node: the weight's transpose is precomputed instead
+    old = to_onnx(Graph((TensorInfo("x", (5, 16)),), {"W": w}, nodes, ("y",)), opset=10)
+    assert [n.op_type for n in old.graph.node] == ["MatMul"] and old.graph.node[0].input[1] != "W"

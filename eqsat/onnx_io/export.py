@@ -102,7 +102,8 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
             computed[n.output] = n
         else:
             live.append(n)
-    live = [_transposed_weight_as_flag(n, computed) for n in live]
+    if opset >= 11:  # Gemm's flags (before 11, matmul_t is written with Transpose nodes)
+        live = [_transposed_weight_as_flag(n, computed, shapes) for n in live]
     consts = _Precomputed(graph.weights, computed)
     rename: dict[str, str] = {}
 
@@ -203,16 +204,21 @@ class _Precomputed(Mapping[str, np.ndarray]):
         return len(self._values.keys() | self._computed.keys())
 
 
-def _transposed_weight_as_flag(n: Node, computed: Mapping[str, Node]) -> Node:
-    """``n``, a 2-D product with a transpose flag (Gemm), reading a weight's transpose as the weight with its flag
-    flipped: the same product, and the weight stays as it was (its name, no transposed copy to compute)."""
+def _transposed_weight_as_flag(n: Node, computed: Mapping[str, Node], shapes: Mapping[str, Shape]) -> Node:
+    """``n``, a 2-D product, reading a weight's transpose as the weight with Gemm's transpose flag for it flipped:
+    the same product, and the weight stays as it was (its name, no transposed copy to compute)."""
+    def transposed(name: str) -> str | None:  # the weight-only tensor whose 2-D transpose ``name`` is
+        t = computed.get(name)
+        return t.inputs[0] if t is not None and t.op == "transpose" and tuple(t.p["perm"]) == (1, 0) else None
+
+    if n.op == "matmul" and all(len(shapes[i]) == 2 for i in n.inputs) and any(map(transposed, n.inputs)):
+        n = make_node("matmul_t", {"trans_a": 0, "trans_b": 0}, n.inputs, n.output)
     if n.op != "matmul_t":
         return n
     p, inputs = n.p, list(n.inputs)
     for k, flag in enumerate(("trans_a", "trans_b")):
-        t = computed.get(inputs[k])
-        if t is not None and t.op == "transpose" and tuple(t.p["perm"]) == (1, 0) and isinstance(p[flag], int):
-            inputs[k], p[flag] = t.inputs[0], 1 - p[flag]
+        if (source := transposed(inputs[k])) is not None and isinstance(p[flag], int):
+            inputs[k], p[flag] = source, 1 - p[flag]
     return n if tuple(inputs) == n.inputs else make_node(n.op, p, inputs, n.output)
 
 
