@@ -13,11 +13,12 @@ from eqsat.errors import DynamicShapeError
 from eqsat.onnx_io import load_model, opaque_reasons
 
 
-def _model(batch: int | str, op: str = "FastGelu", domain: str = "com.microsoft") -> onnx.ModelProto:
+def _model(batch: int | str, op: str = "QuickGelu", domain: str = "com.microsoft") -> onnx.ModelProto:
+    """Two matmuls that merge, around a kernel eqsat does not import (onnxruntime's x * sigmoid(1.702 x))."""
     rng = np.random.default_rng(0)
     w = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
-         for n, s in (("W1", (64, 128)), ("B1", (128,)), ("W2", (128, 64)), ("W3", (128, 64)))]
-    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node(op, ["h", "B1"], ["g"], domain=domain),
+         for n, s in (("W1", (64, 128)), ("W2", (128, 64)), ("W3", (128, 64)))]
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node(op, ["h"], ["g"], domain=domain),
              helper.make_node("MatMul", ["g", "W2"], ["a"]), helper.make_node("MatMul", ["g", "W3"], ["b"]),
              helper.make_node("Add", ["a", "b"], ["y"])]
     g = helper.make_graph(nodes, "contrib", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 64])],
@@ -28,10 +29,10 @@ def _model(batch: int | str, op: str = "FastGelu", domain: str = "com.microsoft"
 @pytest.mark.parametrize("batch", [4, "batch"])
 def test_a_fused_kernel_is_typed_by_running_and_optimized_around(batch: int | str) -> None:
     g = load_model(_model(batch), symbolic=True)
-    assert [op for op, _, _ in opaque_reasons(g)] == ["com.microsoft:FastGelu"]
+    assert [op for op, _, _ in opaque_reasons(g)] == ["com.microsoft:QuickGelu"]
     res = eqsat.optimize(_model(batch), time_limit=10)
     assert not res.kept_original and res.cost_after < res.cost_before  # the two matmuls merged around it
-    assert "FastGelu" in {n.op_type for n in res.model.graph.node}
+    assert "QuickGelu" in {n.op_type for n in res.model.graph.node}
     assert [d.dim_param or d.dim_value for d in res.model.graph.output[0].type.tensor_type.shape.dim] == [batch, 64]
     assert res.numeric is not None and res.numeric.ok
 
@@ -39,3 +40,144 @@ def test_a_fused_kernel_is_typed_by_running_and_optimized_around(batch: int | st
 def test_an_operator_onnxruntime_cannot_run_is_a_clear_error() -> None:
     with pytest.raises(DynamicShapeError, match="no static shape for 'g'"):
         load_model(_model(4, op="Mystery", domain="example.custom"))
+
+
+# -- onnxruntime's fused kernels imported as the operators they fuse (eqsat.ops.contrib) -------------------
+
+MS = "com.microsoft"
+
+
+def _kernel(op: str, ins: list[str], outs: list[str], attrs: dict, inputs: dict[str, list[int]],
+            weights: dict[str, np.ndarray], domain: str = MS) -> onnx.ModelProto:
+    """One kernel whose named outputs are the graph's outputs (an empty name: an output not computed)."""
+    node = helper.make_node(op, ins, outs, domain=domain, **attrs)
+    g = helper.make_graph([node], op,
+                          [helper.make_tensor_value_info(k, TensorProto.FLOAT, s) for k, s in inputs.items()],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs if o],
+                          [numpy_helper.from_array(v, k) for k, v in weights.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+
+
+def _kernels(shape: tuple[int, ...]) -> dict[str, tuple[onnx.ModelProto, dict[str, np.ndarray]]]:
+    """Each imported kernel in its configurations, on inputs of ``shape`` (the last axis the hidden one)."""
+    rng = np.random.default_rng(len(shape))
+    h = shape[-1]
+    gamma, beta, bias = (rng.standard_normal(h).astype(np.float32) for _ in range(3))
+    x, skip = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    io = {"x": list(shape), "s": list(shape)}
+    both = {"x": x, "s": skip}
+    eps = {"epsilon": 1e-5}
+    trailing = {"x": list(shape), "t": list(shape[1:])}
+    a = rng.standard_normal((*shape[:-1], 8)).astype(np.float32)
+    b = rng.standard_normal((*shape[:-2], 6, 8)).astype(np.float32)
+    kernels = {
+        "SkipLayerNormalization": (_kernel("SkipLayerNormalization", ["x", "s", "g", "b"], ["y"], eps, io,
+                                           {"g": gamma, "b": beta}), both),
+        "SkipLayerNormalization, bias, sum read": (
+            _kernel("SkipLayerNormalization", ["x", "s", "g", "b", "c"], ["y", "", "", "sum"], eps, io,
+                    {"g": gamma, "b": beta, "c": bias}), both),
+        "SkipSimplifiedLayerNormalization, bias, sum read": (
+            _kernel("SkipSimplifiedLayerNormalization", ["x", "s", "g", "c"], ["y", "", "", "sum"], eps, io,
+                    {"g": gamma, "c": bias}), both),
+        "SimplifiedLayerNormalization": (
+            _kernel("SimplifiedLayerNormalization", ["x", "g"], ["y"], {"epsilon": 1e-6, "axis": -1},
+                    {"x": list(shape)}, {"g": gamma}, domain=""), {"x": x}),
+        "BiasGelu": (_kernel("BiasGelu", ["x", "c"], ["y"], {}, {"x": list(shape)}, {"c": bias}), {"x": x}),
+        "FastGelu, bias": (_kernel("FastGelu", ["x", "c"], ["y"], {}, {"x": list(shape)}, {"c": bias}), {"x": x}),
+        "FastGelu": (_kernel("FastGelu", ["x"], ["y"], {}, {"x": list(shape)}, {}), {"x": x}),
+        "Gelu": (_kernel("Gelu", ["x"], ["y"], {}, {"x": list(shape)}, {}), {"x": x}),
+        "FusedMatMul, transB, alpha": (
+            _kernel("FusedMatMul", ["a", "b"], ["y"], {"transB": 1, "alpha": 0.125},
+                    {"a": list(a.shape), "b": list(b.shape)}, {}), {"a": a, "b": b}),
+        "FusedMatMul, transA, a weight": (
+            _kernel("FusedMatMul", ["a", "w"], ["y"], {"transA": 1}, {"a": list(a.shape)},
+                    {"w": rng.standard_normal((*shape[:-2], shape[-2], 5)).astype(np.float32)}), {"a": a}),
+    }
+    if len(shape) == 3:  # a skip of the input's trailing shape (onnxruntime takes 2-D and 3-D skips)
+        kernels["SkipLayerNormalization, no beta, a skip of the trailing shape"] = (
+            _kernel("SkipLayerNormalization", ["x", "t", "g", "", "c"], ["y"], eps, trailing,
+                    {"g": gamma, "c": bias}), {"x": x, "t": skip[0]})
+    return kernels
+
+
+@pytest.mark.parametrize("shape", [(6, 16), (2, 5, 32), (1, 7, 48)])
+def test_fused_kernels_import_as_what_they_fuse_and_compute_what_onnxruntime_does(shape: tuple[int, ...]) -> None:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    for name, (model, feeds) in _kernels(shape).items():
+        g = load_model(model)
+        assert not any(n.op == "opaque" for n in g.nodes), name
+        want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+        for got, ref in zip(g.evaluate(feeds), want, strict=True):
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize(("op", "outs", "attrs", "why"), [
+    ("SkipLayerNormalization", ["y", "mean"], {"epsilon": 1e-5}, "mean or inverse-deviation output in use"),
+    ("SkipLayerNormalization", ["y"], {}, "no epsilon attribute"),
+    ("SkipSimplifiedLayerNormalization", ["y", "", "inv_std"], {"epsilon": 1e-5}, "statistics output in use"),
+])
+def test_a_fused_kernel_outside_what_is_imported_stays_opaque_with_the_reason(op: str, outs: list[str],
+                                                                             attrs: dict, why: str) -> None:
+    h = 16
+    g = load_model(_kernel(op, ["x", "s", "g", "b"][:4 if op == "SkipLayerNormalization" else 3], outs, attrs,
+                           {"x": [4, h], "s": [4, h]}, {"g": np.ones(h, np.float32), "b": np.zeros(h, np.float32)}))
+    ((key, count, reason),) = opaque_reasons(g)
+    assert key == f"{MS}:{op}" and why in reason and count == 1
+
+
+def test_a_model_from_onnxruntimes_optimizer_is_written_as_standard_onnx() -> None:
+    """A residual block as onnxruntime's transformer optimizer leaves it (SkipLayerNormalization reading a bias,
+    its sum read by the next one, FastGelu with a bias, an RMS norm in the default domain): every kernel is
+    imported, the two projections merge, and the written model has no onnxruntime operator."""
+    rng = np.random.default_rng(5)
+    h = 32
+    w = {n: rng.standard_normal(s).astype(np.float32) * 0.2 for n, s in
+         (("W1", (h, h)), ("W2", (h, h)), ("B1", (h,)), ("g1", (h,)), ("b1", (h,)), ("g2", (h,)), ("g3", (h,)))}
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["p"]), helper.make_node("MatMul", ["x", "W2"], ["q"]),
+             helper.make_node("SkipLayerNormalization", ["p", "x", "g1", "b1", "B1"], ["n1", "", "", "sum1"],
+                              domain=MS, epsilon=1e-5),
+             helper.make_node("FastGelu", ["n1", "B1"], ["a"], domain=MS),
+             helper.make_node("SkipSimplifiedLayerNormalization", ["a", "sum1", "g2"], ["n2"], domain=MS,
+                              epsilon=1e-6),
+             helper.make_node("Add", ["n2", "q"], ["r"]),
+             helper.make_node("SimplifiedLayerNormalization", ["r", "g3"], ["y"], epsilon=1e-6, axis=-1)]
+    g = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, h])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, h])],
+                          [numpy_helper.from_array(v, k) for k, v in w.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    res = eqsat.optimize(model, time_limit=20)
+    assert not any(n.op == "opaque" for n in res.original.nodes)
+    assert not res.kept_original and res.cost_after < res.cost_before
+    assert res.numeric is not None and res.numeric.ok
+    assert not [n for n in res.model.graph.node if n.domain not in ("", "ai.onnx") or not onnx.defs.has(n.op_type)]
+
+
+def test_a_default_domain_kernel_onnx_does_not_know_is_written_back_and_checked_around() -> None:
+    """onnxruntime's SimplifiedLayerNormalization with its second output read stays opaque; the ONNX checker,
+    which has no schema for it, checks the written graph around it."""
+    model = _model(4)
+    g = model.graph
+    g.node[1].CopyFrom(helper.make_node("SimplifiedLayerNormalization", ["h", "G"], ["g", "inv_std"], axis=-1,
+                                        epsilon=1e-6))
+    g.initializer.append(numpy_helper.from_array(np.ones(128, np.float32), "G"))
+    g.output.append(helper.make_tensor_value_info("inv_std", TensorProto.FLOAT, None))
+    res = eqsat.optimize(model, time_limit=10)
+    assert not res.kept_original and res.cost_after < res.cost_before  # the matmuls after it merged
+    assert "SimplifiedLayerNormalization" in {n.op_type for n in res.model.graph.node}
+    assert res.numeric is not None and res.numeric.ok
+
+
+def test_a_kernel_output_declared_with_symbolic_sizes_is_typed_by_running() -> None:
+    """The dynamo exporter declares intermediate tensors with symbolic sizes ("batch"), and onnxruntime's
+    optimizer keeps the declarations: such a declaration types nothing, so the kernel's output is typed by
+    running the model, as an undeclared one is (it was refused as having no static shape)."""
+    model = _model("batch")
+    model.graph.value_info.append(helper.make_tensor_value_info("g", TensorProto.FLOAT, ["batch", 128]))
+    g = load_model(model, symbolic=True)
+    assert [op for op, _, _ in opaque_reasons(g)] == ["com.microsoft:QuickGelu"]
+    res = eqsat.optimize(model, time_limit=10)
+    assert not res.kept_original and res.numeric is not None and res.numeric.ok
+    assert [d.dim_param or d.dim_value for d in res.model.graph.output[0].type.tensor_type.shape.dim] == ["batch", 64]

@@ -165,7 +165,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     large = sum(v.nbytes for v in inits.values()) > CHECK_WEIGHTS_BYTES
     symbolic = bool(graph_symbols(graph))
     # the weights go in last, once the graph is complete: the symbolic rewrite reads only small integer tensors
-    # and rebuilds the initializer list, and the checker serializes what it checks (see _check_typed)
+    # and rebuilds the initializer list, and the checker serializes what it checks (see _check)
     weights = {k: v for k, v in inits.items() if not may_hold_sizes(v)} if large else {}
     for k, v in inits.items():
         if k not in weights:
@@ -173,11 +173,11 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     if symbolic:  # dynamic axes: symbolic sizes declared, sizes computed from the inputs' shapes at run time
         symbolize(model, graph, reserved=weights)
     if large:
-        _check_typed(model, weights, full_check=not symbolic)
+        _check(model, weights, full_check=not symbolic)
     for k, v in weights.items():  # written into the model in place: a large model's weights are copied once
         append_initializer(model.graph, k, v)
     if not large:
-        onnx.checker.check_model(model, full_check=True)
+        _check(model, {}, full_check=True)
     return model
 
 
@@ -234,23 +234,49 @@ def append_initializer(graph: onnx.GraphProto, name: str, array: np.ndarray) -> 
     t.raw_data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
-#: weights above this many bytes in all are checked by their types and shapes only (see :func:`_check_typed`)
+#: weights above this many bytes in all are checked by their types and shapes only (see :func:`_check`)
 CHECK_WEIGHTS_BYTES = 64 * 1024 * 1024
 
 
-def _check_typed(skeleton: onnx.ModelProto, inits: Mapping[str, np.ndarray], full_check: bool = True) -> None:
-    """The ONNX checker (with shape inference) on the model ``skeleton`` is once given ``inits`` as weights,
-    with the weights as graph inputs of the same names, types and shapes.
+#: the domain the checker sees a default-domain operator ONNX has no schema for in (onnxruntime's
+#: ``SimplifiedLayerNormalization``, say, which onnxruntime registers in the default domain): it checks the
+#: graph around such a node as it checks operators of other domains, without their own schema
+_UNREGISTERED = "eqsat.unregistered"
+
+
+def _check(model: onnx.ModelProto, inits: Mapping[str, np.ndarray], full_check: bool = True) -> None:
+    """The ONNX checker (with shape inference when ``full_check``) on ``model`` as it is once given ``inits`` as
+    weights: those as graph inputs of the same names, types and shapes.
 
     The checker serializes the model it checks, twice with shape inference (2.5 s for VGG-19's 548 MB). With
     the weights as typed inputs the graph is checked and its shapes inferred exactly as with them, and the
     weights themselves are tensors numpy_helper writes, whose own checks (one data field, its size) hold by
     construction."""
-    model = onnx.ModelProto()
-    model.CopyFrom(skeleton)
-    model.graph.input.extend(helper.make_tensor_value_info(k, elem_type(str(v.dtype)), list(v.shape))
-                             for k, v in inits.items())
+    unregistered = [n for g in _graphs(model.graph) for n in g.node
+                    if n.domain in ("", "ai.onnx") and not onnx.defs.has(n.op_type)]
+    if inits or unregistered:
+        checked = onnx.ModelProto()
+        checked.CopyFrom(model)
+        checked.graph.input.extend(helper.make_tensor_value_info(k, elem_type(str(v.dtype)), list(v.shape))
+                                   for k, v in inits.items())
+        if unregistered:
+            for g in _graphs(checked.graph):
+                for n in g.node:
+                    if n.domain in ("", "ai.onnx") and not onnx.defs.has(n.op_type):
+                        n.domain = _UNREGISTERED
+            checked.opset_import.append(helper.make_opsetid(_UNREGISTERED, 1))
+        model = checked
     onnx.checker.check_model(model, full_check=full_check)
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and the control-flow bodies within it, at any depth."""
+    yield graph
+    for n in graph.node:
+        for a in n.attribute:
+            for body in ([a.g] if a.type == onnx.AttributeProto.GRAPH else
+                         a.graphs if a.type == onnx.AttributeProto.GRAPHS else []):
+                yield from _graphs(body)
 
 
 def _topo_order(nodes: Sequence[onnx.NodeProto], inputs: Sequence[onnx.ValueInfoProto],

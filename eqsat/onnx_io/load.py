@@ -365,7 +365,11 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
              if vi.type.HasField("tensor_type") and static_shape(vi) is not None}
     declared = [vi for vi in g.value_info if vi.name not in imp.weights and vi.name not in typed]
     declared += _loop_carried_types(live_nodes, typed, imp.weights, inputs)
-    declared += _run_types(imp, live_nodes, used, typed, declared, inputs)
+    # a declaration without static sizes ("batch", as exporters write them) types nothing here: such tensors are
+    # typed by running the model like undeclared ones
+    ran = _run_types(imp, live_nodes, used, typed, [vi for vi in declared if static_shape(vi) is not None], inputs)
+    found = {vi.name for vi in ran}
+    declared = [vi for vi in declared if vi.name not in found] + ran
     if declared:
         inferred = infer(declared)
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
@@ -387,7 +391,9 @@ def _run_types(imp: _Importer, nodes: Sequence[onnx.NodeProto], used: set[str],
     from running the model (:mod:`eqsat.onnx_io.run_types`): those outputs and what is computed from them."""
     known = set(typed) | {vi.name for vi in declared} | set(imp.weights)
     untyped = [o for n in nodes for o in n.output if o and o in used and o not in known]
-    if not any(n.domain not in ("", "ai.onnx") for n in nodes if any(o in untyped for o in n.output)):
+    # an operator of another domain, or one onnxruntime adds to the default domain (ONNX has no schema for it)
+    foreign = [n for n in nodes if n.domain not in ("", "ai.onnx") or not onnx.defs.has(n.op_type)]
+    if not any(o in untyped for n in foreign for o in n.output):
         return []  # a shape that depends on the data (NonZero): running once would fix it wrongly
     if imp.ran is None:  # once an import: the inference passes after each round of folding ask again
         imp.ran = types_by_running(imp.model, untyped, [(i.name, i.shape, i.dtype) for i in inputs], imp.syms)
@@ -395,8 +401,10 @@ def _run_types(imp: _Importer, nodes: Sequence[onnx.NodeProto], used: set[str],
     return [helper.make_tensor_value_info(k, elem_type(dtype), list(shape)) for k, (shape, dtype) in found.items()]
 
 
-#: Operators whose outputs after the first are optional statistics: importers see those nobody reads as "".
-_OPTIONAL_OUTPUTS = {"LayerNormalization"}
+#: Operators whose outputs after the first are optional (statistics, a fused kernel's sum): importers see those
+#: nobody reads as "".
+_OPTIONAL_OUTPUTS = {"LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
+                     "SkipSimplifiedLayerNormalization"}
 
 
 def _import_node(imp: _Importer, node: onnx.NodeProto) -> None:
@@ -411,15 +419,15 @@ def _import_node(imp: _Importer, node: onnx.NodeProto) -> None:
 def _map_node(imp: _Importer, node: onnx.NodeProto) -> tuple[list[Node] | None, str]:
     """The IR nodes an ONNX node imports as through the registry, or ``None`` and why it stays opaque."""
     default_domain = node.domain in ("", "ai.onnx")
-    importer = ops.ONNX_IMPORTERS.get(node.op_type) if default_domain else None
+    importer = ops.ONNX_IMPORTERS.get(node.op_type if default_domain else f"{node.domain}:{node.op_type}")
     outs = list(node.output)
     if node.op_type in _OPTIONAL_OUTPUTS:
         outs = outs[:1] + [o if o in imp.used else "" for o in outs[1:]]
     plain = (node.op_type, list(node.input), outs, attr_dict(node))
     produced: list[Node] | None = None
     why = ""
-    if not default_domain:
-        why = f"an operator of domain {node.domain!r} (only the default ONNX domain is imported)"
+    if not default_domain and importer is None:
+        why = f"an operator of domain {node.domain!r} eqsat does not import"
     elif has_subgraph(node):
         why = "control flow: kept as it is, the graph around it optimized (its subgraphs are not)"
     elif importer is None:

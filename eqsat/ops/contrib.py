@@ -1,0 +1,163 @@
+"""onnxruntime's fused kernels, imported as the registry operators they fuse.
+
+A model that went through onnxruntime's optimizers (its transformer optimizer, or a session's saved optimized
+graph) holds ``com.microsoft`` kernels such as ``SkipLayerNormalization`` or ``FastGelu``, and
+``SimplifiedLayerNormalization``, which onnxruntime registers in the default domain. Imported as their
+decompositions, they take part in rewrites like any operator, the cost model chooses between the fused and the
+unfused forms as onnxruntime runs them (it fuses them again when it loads the written model, where its patterns
+match), and the written model is standard ONNX. Each importer below states the kernel's semantics it relies on;
+a configuration outside them (an extra output in use, a broadcast the kernel does not define) stays opaque, with
+the reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from eqsat.ops.core import MAX_RANK, ImportContext, IRNode, OnnxNode, _importer
+from eqsat.ops.elementwise import _align_rank
+from eqsat.ops.norm import _import_rms
+
+MS = "com.microsoft"
+
+
+def _outputs_beyond(outs: list[str], keep: int) -> bool:
+    """Whether an output after the first ``keep`` is in use (the importer blanks those nobody reads)."""
+    return any(outs[keep:])
+
+
+def _sum(ctx: ImportContext, terms: list[str], out: str, res: list[IRNode]) -> str:
+    """Append to ``res`` the element-wise sum of ``terms`` (the first one's rank; the others right-aligned to it,
+    as numpy broadcasts), written to ``out``; returns ``out``."""
+    rank = len(ctx.shape(terms[0]))
+    acc = terms[0]
+    for k, t in enumerate(terms[1:]):
+        dst = out if k == len(terms) - 2 else ctx.fresh(f"{out}_part{k}")
+        res.append(("ewadd", {}, [acc, _align_rank(ctx, t, rank, res)], [dst]))
+        acc = dst
+    return acc
+
+
+def _skip_sum(ctx: ImportContext, ins: list[str], outs: list[str], bias_at: int) -> tuple[list[IRNode], str] | None:
+    """The IR nodes of ``input + skip (+ bias)``, the fused norms' first step, and the tensor that holds it: the
+    kernel's fourth output where that is read. None (recorded) where the skip or bias does not broadcast as the
+    kernel defines (a skip of the input's trailing shape, of rank 2 or more; a bias of its last dimension)."""
+    x, skip = ins[0], ins[1]
+    shape, skip_shape = ctx.shape(x), ctx.shape(skip)
+    if not 2 <= len(skip_shape) <= len(shape) or tuple(skip_shape) != tuple(shape)[len(shape) - len(skip_shape):]:
+        return ctx.unsupported(f"a skip of shape {tuple(skip_shape)} for an input of shape {tuple(shape)}")
+    terms = [x, skip]
+    if len(ins) > bias_at and ins[bias_at]:
+        if tuple(ctx.shape(ins[bias_at])) != tuple(shape[-1:]):
+            return ctx.unsupported(f"a bias of shape {tuple(ctx.shape(ins[bias_at]))}")
+        terms.append(ins[bias_at])
+    out = outs[3] if len(outs) > 3 and outs[3] else ctx.fresh(f"{outs[0]}_sum")
+    res: list[IRNode] = []
+    return res, _sum(ctx, terms, out, res)
+
+
+@_importer(f"{MS}:SkipLayerNormalization")
+def _import_skip_layernorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    """``LayerNormalization(input + skip + bias) * gamma + beta`` over the last axis; outputs: the norm, the
+    mean and inverse deviation (optional, not imported), the sum (optional)."""
+    _, ins, outs, attrs = node
+    if not all(ctx.is_float(i) for i in ins if i):
+        return ctx.unsupported("a non-float input")
+    if any(outs[1:3]):
+        return ctx.unsupported("its mean or inverse-deviation output in use")
+    if "epsilon" not in attrs:
+        return ctx.unsupported("no epsilon attribute")
+    shape = ctx.shape(ins[0])
+    if not 2 <= len(shape) <= MAX_RANK or tuple(ctx.shape(ins[2])) != tuple(shape[-1:]):
+        return ctx.unsupported(f"an input of shape {tuple(shape)} with gamma of shape {tuple(ctx.shape(ins[2]))}")
+    summed = _skip_sum(ctx, ins, outs, bias_at=4)
+    if summed is None:
+        return None
+    res, s = summed
+    if len(ins) > 3 and ins[3]:
+        if tuple(ctx.shape(ins[3])) != tuple(shape[-1:]):
+            return ctx.unsupported(f"a beta of shape {tuple(ctx.shape(ins[3]))}")
+        beta = ins[3]
+    else:
+        beta = ctx.add_weight(np.zeros(shape[-1:], dtype=np.float32), f"{outs[0]}_beta")
+    params = {"axis": len(shape) - 1, "epsilon": float(attrs["epsilon"])}
+    return res + [("layernorm", params, [s, ins[2], beta], [outs[0]])]
+
+
+@_importer(f"{MS}:SkipSimplifiedLayerNormalization")
+def _import_skip_rmsnorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    """``RMSNormalization(input + skip + bias) * gamma`` over the last axis; outputs: the norm, two statistics
+    (optional, not imported), the sum (optional)."""
+    _, ins, outs, attrs = node
+    if not all(ctx.is_float(i) for i in ins if i):
+        return ctx.unsupported("a non-float input")
+    if any(outs[1:3]):
+        return ctx.unsupported("a statistics output in use")
+    if "epsilon" not in attrs:
+        return ctx.unsupported("no epsilon attribute")
+    shape = ctx.shape(ins[0])
+    if not 2 <= len(shape) <= MAX_RANK or tuple(ctx.shape(ins[2])) != tuple(shape[-1:]):
+        return ctx.unsupported(f"an input of shape {tuple(shape)} with gamma of shape {tuple(ctx.shape(ins[2]))}")
+    summed = _skip_sum(ctx, ins, outs, bias_at=3)
+    if summed is None:
+        return None
+    res, s = summed
+    return res + [("rmsnorm", {"axis": len(shape) - 1, "epsilon": float(attrs["epsilon"])}, [s, ins[2]], [outs[0]])]
+
+
+@_importer("SimplifiedLayerNormalization")
+def _import_simplified_layernorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    """onnxruntime's RMS norm (default domain): ONNX ``RMSNormalization``'s semantics; its second output, the
+    inverse deviation, is not imported."""
+    if _outputs_beyond(node[2], 1):
+        return ctx.unsupported("its inverse-deviation output in use")
+    return _import_rms(ctx, node)
+
+
+def _gelu_of_sum(approximate: int):
+    def imp(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+        _, ins, outs, _ = node
+        terms = [i for i in ins if i]
+        if not all(ctx.is_float(i) for i in terms):
+            return ctx.unsupported("a non-float input")
+        if len(terms) > 1 and tuple(ctx.shape(terms[1])) != tuple(ctx.shape(terms[0]))[-1:]:
+            return ctx.unsupported(f"a bias of shape {tuple(ctx.shape(terms[1]))}")
+        res: list[IRNode] = []
+        x = _sum(ctx, terms, ctx.fresh(f"{outs[0]}_biased"), res) if len(terms) > 1 else terms[0]
+        return res + [("gelu", {"approximate": approximate}, [x], [outs[0]])]
+
+    imp.__doc__ = f"GELU ({'tanh' if approximate else 'erf'} form) of the input plus the optional bias (last axis)."
+    return imp
+
+
+_importer(f"{MS}:BiasGelu", f"{MS}:Gelu")(_gelu_of_sum(0))
+_importer(f"{MS}:FastGelu")(_gelu_of_sum(1))
+
+
+@_importer(f"{MS}:FusedMatMul")
+def _import_fused_matmul(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    """``alpha * op(A) @ op(B)``, ``op`` swapping the last two axes where ``transA`` / ``transB`` is set; the
+    batch-transposing forms (``transBatchA`` / ``transBatchB``) are not imported."""
+    _, ins, outs, attrs = node
+    a, b = ins[0], ins[1]
+    if not (ctx.is_float(a) and ctx.is_float(b)):
+        return ctx.unsupported("a non-float input")
+    if attrs.get("transBatchA", 0) or attrs.get("transBatchB", 0):
+        return ctx.unsupported("transBatchA or transBatchB set")
+    sa, sb = ctx.shape(a), ctx.shape(b)
+    if len(sa) != len(sb) or not 2 <= len(sa) <= MAX_RANK:
+        return ctx.unsupported(f"operands of shapes {tuple(sa)} and {tuple(sb)} (equal ranks from 2 imported)")
+    res: list[IRNode] = []
+    perm = (*range(len(sa) - 2), len(sa) - 1, len(sa) - 2)
+    for flag in ("transA", "transB"):
+        if attrs.get(flag, 0):
+            src = a if flag == "transA" else b
+            dst = ctx.fresh(f"{src}_T")
+            res.append(("transpose", {"perm": perm}, [src], [dst]))
+            a, b = (dst, b) if flag == "transA" else (a, dst)
+    alpha = float(attrs.get("alpha", 1.0))
+    prod = outs[0] if alpha == 1.0 else ctx.fresh(f"{outs[0]}_product")
+    res.append(("matmul", {}, [a, b], [prod]))
+    if alpha != 1.0:
+        res.append(("smul", {}, [prod, ctx.add_weight(np.array(alpha, dtype=np.float32), "alpha")], [outs[0]]))
+    return res
