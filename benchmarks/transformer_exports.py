@@ -10,9 +10,11 @@ ViT, 2 layers each, with torch's dynamo and TorchScript exporters):
   boolean size and mask arithmetic is counted apart (it stays computed at run time with dynamic axes);
 * ``eqsat.optimize`` with analytic costs (its time and stop reason), then with measured CPU costs (its time,
   what it wrote);
-* the written model, and onnxruntime's own transformer optimizer's output where it loads, timed against the
-  original end to end at the representative sizes in onnxruntime at its default level (``ORT_ENABLE_ALL``),
-  with 1 and 2 intra-op threads (median of the per-round ratios in interleaved rounds, 95 % interval);
+* the written model, onnxruntime's own transformer optimizer's output where it loads, and eqsat's (measured)
+  output for that output (the two tools chained: the optimizer's fused kernels import as what they fuse,
+  ``eqsat/ops/contrib.py``; any left opaque are listed), timed against the original end to end at the
+  representative sizes in onnxruntime at its default level (``ORT_ENABLE_ALL``), with 1 and 2 intra-op threads
+  (median of the per-round ratios in interleaved rounds, 95 % interval);
 * the ceiling at 1 thread (``_ort_profile``): the speedup if every kernel but the products with a weight took no
   time, from onnxruntime's profile of the original.
 
@@ -96,7 +98,7 @@ def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str) -> 
     import eqsat
     from eqsat.costs.measured_cpu import end_to_end_rounds
     from eqsat.ir.symbols import graph_symbols
-    from eqsat.onnx_io import load_with_axes, read_model
+    from eqsat.onnx_io import load_with_axes, opaque_reasons, read_model
     from eqsat.pipeline.candidates import speedup
     from eqsat.pipeline.check import trial_feeds
 
@@ -114,15 +116,20 @@ def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str) -> 
     feeds = trial_feeds(model, 0, sizes=measured.dims or at)
     times_1, share = kernel_times(model, feeds, threads=1)
     ort_opt = transformer_optimizer(path, ort_python)
-    models = [model, measured.model] + ([ort_opt] if ort_opt is not None else [])
-    speedups, ort_speedups = {}, {}
+    models = [model, measured.model]
+    chained = None
+    if ort_opt is not None:  # and eqsat run over the optimizer's output (its fused kernels imported)
+        chained = eqsat.optimize(ort_opt, dims=at or None, cost_model="measured", time_limit=time_limit)
+        models += [ort_opt, chained.model]
+    speedups, ort_speedups, chained_speedups = {}, {}, {}
     for threads in (1, 2):
         times = end_to_end_rounds(models, [feeds] * len(models), threads=threads, rounds=31, budget_s=20.0)
         s = speedup(times[0], times[1])
         speedups[threads] = [s.median, s.low, s.high]
         if ort_opt is not None:
-            o = speedup(times[0], times[2])
+            o, c = speedup(times[0], times[2]), speedup(times[0], times[3])
             ort_speedups[threads] = [o.median, o.low, o.high]
+            chained_speedups[threads] = [c.median, c.low, c.high]
     return {"model": Path(path).stem, "dims": measured.dims, "axes": measured.dynamic_axes or "static model",
             "fixed_because": fixed, "opaque_float": dict(flow), "opaque_float_leaves": dict(leaves),
             "opaque_sizes_masks": sum(others.values()),
@@ -132,7 +139,10 @@ def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str) -> 
                          "cost_after": analytic.cost_after},
             "measured": {"seconds": measured_s, "cost_before": measured.cost_before,
                          "cost_after": measured.cost_after, "written": measured.decision},
-            "speedup": speedups, "ort_transformer_optimizer": ort_speedups}
+            "speedup": speedups, "ort_transformer_optimizer": ort_speedups,
+            "ort_optimizer_then_eqsat": chained_speedups,
+            "ort_optimizer_then_eqsat_opaque": {} if chained is None else
+            {k: n for k, n, _ in opaque_reasons(chained.original) if ":" in k or k == "SimplifiedLayerNormalization"}}
 
 
 def _ops(counts: dict[str, int]) -> str:
@@ -154,23 +164,25 @@ def table(rows: list[dict[str, Any]]) -> str:
                    f"| {a['seconds']:.1f} s, {a['stop']}, {a['cost_before']:.4g} -> {a['cost_after']:.4g} ms "
                    f"| {m['seconds']:.1f} s, {m['written']} |")
     out += ["", "| model | eqsat, 1 thread | eqsat, 2 threads | onnxruntime's transformer optimizer, 1 thread "
-            "| its 2 threads | ceiling, 1 thread (weight products' share) | largest other kernels, ms |",
-            "|---" * 7 + "|"]
+            "| its 2 threads | the optimizer, then eqsat, 1 thread | its 2 threads | fused kernels left opaque "
+            "| ceiling, 1 thread (weight products' share) | largest other kernels, ms |", "|---" * 10 + "|"]
     for r in rows:
-        o = r["ort_transformer_optimizer"]
+        o, c = r["ort_transformer_optimizer"], r.get("ort_optimizer_then_eqsat", {})
         others = ", ".join(f"{k} {v:.2f}" for k, v in r["largest_other_kernels"].items())
+        left = _ops(r.get("ort_optimizer_then_eqsat_opaque", {})) if o else "-"
         out.append(f"| {r['model']} | {_ratio(r['speedup'][1])} | {_ratio(r['speedup'][2])} "
-                   f"| {_ratio(o.get(1))} | {_ratio(o.get(2))} "
+                   f"| {_ratio(o.get(1))} | {_ratio(o.get(2))} | {_ratio(c.get(1))} | {_ratio(c.get(2))} | {left} "
                    f"| {r['ceiling_1_thread']:.3f}x ({100 * r['weight_product_share']:.1f} %) | {others} |")
     for threads in (1, 2):
         values = [r["speedup"][threads][0] for r in rows]
         if values:
             out.append(f"\nGeometric mean, {threads} thread(s): {geomean(values):.3f}x over {len(values)} models "
                        f"(lowest {min(values):.3f}x).")
-        ort_values = [r["ort_transformer_optimizer"][threads][0] for r in rows if r["ort_transformer_optimizer"]]
-        if ort_values:
-            out.append(f"onnxruntime's transformer optimizer, {threads} thread(s): {geomean(ort_values):.3f}x over "
-                       f"{len(ort_values)} models.")
+        for key, name in (("ort_transformer_optimizer", "onnxruntime's transformer optimizer"),
+                          ("ort_optimizer_then_eqsat", "the optimizer, then eqsat")):
+            some = [r[key][threads][0] for r in rows if r.get(key)]
+            if some:
+                out.append(f"{name}, {threads} thread(s): {geomean(some):.3f}x over {len(some)} models.")
     if rows:
         out.append(f"\nCeiling at 1 thread, geometric mean: {geomean([r['ceiling_1_thread'] for r in rows]):.3f}x "
                    "(every kernel but the products with a weight taking no time).")
@@ -189,17 +201,21 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
 
     models = [r["model"] for r in rows]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(models) + 2), 4.2))
-    series = [("eqsat", [r["speedup"]["1"] if "1" in r["speedup"] else r["speedup"][1] for r in rows]),
-              ("onnxruntime transformer optimizer",
-               [(r["ort_transformer_optimizer"] or {}).get("1") or (r["ort_transformer_optimizer"] or {}).get(1)
-                for r in rows])]
-    width = 0.27
+    def one_thread(r: dict[str, Any], key: str) -> list[float] | None:  # JSON keys are strings once saved
+        v = r.get(key) or {}
+        return v.get("1") or v.get(1)
+
+    series = [("eqsat", [one_thread(r, "speedup") for r in rows]),
+              ("onnxruntime transformer optimizer", [one_thread(r, "ort_transformer_optimizer") for r in rows]),
+              ("the optimizer, then eqsat", [one_thread(r, "ort_optimizer_then_eqsat") for r in rows])]
+    width = 0.2
     for j, (label, values) in enumerate(series):
-        xs = [i + (j - 1) * width for i, v in enumerate(values) if v]
+        xs = [i + (j - 1.5) * width for i, v in enumerate(values) if v]
         ys = [v[0] for v in values if v]
         err = [[v[0] - v[1] for v in values if v], [v[2] - v[0] for v in values if v]]
         ax.bar(xs, ys, width, yerr=err, capsize=3, label=label)
-    ax.bar([i + width for i in range(len(rows))], [r["ceiling_1_thread"] for r in rows], width, color="lightgray",
+    ax.bar([i + 1.5 * width for i in range(len(rows))], [r["ceiling_1_thread"] for r in rows], width,
+           color="lightgray",
            label="ceiling (all but weight products free)")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.axhline(1.3, color="red", linewidth=0.8, linestyle="--", label="issue 29's target (geometric mean)")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -125,8 +126,10 @@ def _without_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str,
     weights: dict[str, ort.OrtValue] = {}
     inputs = {i.name for i in model.graph.input}  # a weight that is also an input is a default a feed overrides
     for t in model.graph.initializer:
+        # the size from the dims: reading raw_data copies it
         if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type not in _PLAIN_TYPES \
-                or len(t.raw_data) < _WEIGHT_BYTES or t.name in weights or t.name in inputs:
+                or not t.HasField("raw_data") or t.name in weights or t.name in inputs \
+                or math.prod(t.dims) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize < _WEIGHT_BYTES:
             skeleton.graph.initializer.append(t)
             continue
         array = numpy_helper.to_array(t)
