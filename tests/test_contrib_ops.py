@@ -115,9 +115,9 @@ def test_fused_kernels_import_as_what_they_fuse_and_compute_what_onnxruntime_doe
 
 
 @pytest.mark.parametrize(("op", "outs", "attrs", "why"), [
-    ("SkipLayerNormalization", ["y", "mean"], {"epsilon": 1e-5}, "mean or inverse-deviation output in use"),
+    ("SkipLayerNormalization", ["y", "mean"], {"epsilon": 1e-5}, "statistics output (mean or inverse deviation)"),
     ("SkipLayerNormalization", ["y"], {}, "no epsilon attribute"),
-    ("SkipSimplifiedLayerNormalization", ["y", "", "inv_std"], {"epsilon": 1e-5}, "statistics output in use"),
+    ("SkipSimplifiedLayerNormalization", ["y", "", "inv_std"], {"epsilon": 1e-5}, "statistics output"),
 ])
 def test_a_fused_kernel_outside_what_is_imported_stays_opaque_with_the_reason(op: str, outs: list[str],
                                                                              attrs: dict, why: str) -> None:

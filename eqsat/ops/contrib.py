@@ -38,17 +38,27 @@ def _sum(ctx: ImportContext, terms: list[str], out: str, res: list[IRNode]) -> s
     return acc
 
 
-def _skip_sum(ctx: ImportContext, ins: list[str], outs: list[str], bias_at: int) -> tuple[list[IRNode], str] | None:
-    """The IR nodes of ``input + skip (+ bias)``, the fused norms' first step, and the tensor that holds it: the
-    kernel's fourth output where that is read. None (recorded) where the skip or bias does not broadcast as the
-    kernel defines (a skip of the input's trailing shape, of rank 2 or more; a bias of its last dimension)."""
-    x, skip = ins[0], ins[1]
-    shape, skip_shape = ctx.shape(x), ctx.shape(skip)
-    if not 2 <= len(skip_shape) <= len(shape) or tuple(skip_shape) != tuple(shape)[len(shape) - len(skip_shape):]:
-        return ctx.unsupported(f"a skip of shape {tuple(skip_shape)} for an input of shape {tuple(shape)}")
+def _skip_sum(ctx: ImportContext, node: OnnxNode, bias_at: int) -> tuple[list[IRNode], str] | None:
+    """The IR nodes of a fused norm's first step, ``input + skip (+ bias)``, and the tensor that holds it (the
+    kernel's fourth output where that is read). None (recorded) outside the kernel's contract as imported: float
+    inputs, an ``epsilon`` attribute, the statistics outputs unread, a gamma of the input's last dimension, a
+    skip of the input's trailing shape of rank 2 or more, a bias of the input's last dimension."""
+    _, ins, outs, attrs = node
+    if not all(ctx.is_float(i) for i in ins if i):
+        return ctx.unsupported("a non-float input")
+    if any(outs[1:3]):
+        return ctx.unsupported("a statistics output (mean or inverse deviation) in use")
+    if "epsilon" not in attrs:
+        return ctx.unsupported("no epsilon attribute")
+    x, skip, gamma = ins[0], ins[1], ins[2]
+    shape, skip_shape = tuple(ctx.shape(x)), tuple(ctx.shape(skip))
+    if not 2 <= len(shape) <= MAX_RANK or tuple(ctx.shape(gamma)) != shape[-1:]:
+        return ctx.unsupported(f"an input of shape {shape} with gamma of shape {tuple(ctx.shape(gamma))}")
+    if not 2 <= len(skip_shape) <= len(shape) or skip_shape != shape[len(shape) - len(skip_shape):]:
+        return ctx.unsupported(f"a skip of shape {skip_shape} for an input of shape {shape}")
     terms = [x, skip]
     if len(ins) > bias_at and ins[bias_at]:
-        if tuple(ctx.shape(ins[bias_at])) != tuple(shape[-1:]):
+        if tuple(ctx.shape(ins[bias_at])) != shape[-1:]:
             return ctx.unsupported(f"a bias of shape {tuple(ctx.shape(ins[bias_at]))}")
         terms.append(ins[bias_at])
     out = outs[3] if len(outs) > 3 and outs[3] else ctx.fresh(f"{outs[0]}_sum")
@@ -60,27 +70,18 @@ def _skip_sum(ctx: ImportContext, ins: list[str], outs: list[str], bias_at: int)
 def _import_skip_layernorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     """``LayerNormalization(input + skip + bias) * gamma + beta`` over the last axis; outputs: the norm, the
     mean and inverse deviation (optional, not imported), the sum (optional)."""
-    _, ins, outs, attrs = node
-    if not all(ctx.is_float(i) for i in ins if i):
-        return ctx.unsupported("a non-float input")
-    if any(outs[1:3]):
-        return ctx.unsupported("its mean or inverse-deviation output in use")
-    if "epsilon" not in attrs:
-        return ctx.unsupported("no epsilon attribute")
-    shape = ctx.shape(ins[0])
-    if not 2 <= len(shape) <= MAX_RANK or tuple(ctx.shape(ins[2])) != tuple(shape[-1:]):
-        return ctx.unsupported(f"an input of shape {tuple(shape)} with gamma of shape {tuple(ctx.shape(ins[2]))}")
-    summed = _skip_sum(ctx, ins, outs, bias_at=4)
+    summed = _skip_sum(ctx, node, bias_at=4)
     if summed is None:
         return None
-    res, s = summed
+    (res, s), (_, ins, outs, attrs) = summed, node
+    hidden = tuple(ctx.shape(ins[0]))[-1:]
     if len(ins) > 3 and ins[3]:
-        if tuple(ctx.shape(ins[3])) != tuple(shape[-1:]):
+        if tuple(ctx.shape(ins[3])) != hidden:
             return ctx.unsupported(f"a beta of shape {tuple(ctx.shape(ins[3]))}")
         beta = ins[3]
     else:
-        beta = ctx.add_weight(np.zeros(shape[-1:], dtype=np.float32), f"{outs[0]}_beta")
-    params = {"axis": len(shape) - 1, "epsilon": float(attrs["epsilon"])}
+        beta = ctx.add_weight(np.zeros(hidden, dtype=np.float32), f"{outs[0]}_beta")
+    params = {"axis": len(ctx.shape(ins[0])) - 1, "epsilon": float(attrs["epsilon"])}
     return res + [("layernorm", params, [s, ins[2], beta], [outs[0]])]
 
 
@@ -88,21 +89,12 @@ def _import_skip_layernorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] |
 def _import_skip_rmsnorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     """``RMSNormalization(input + skip + bias) * gamma`` over the last axis; outputs: the norm, two statistics
     (optional, not imported), the sum (optional)."""
-    _, ins, outs, attrs = node
-    if not all(ctx.is_float(i) for i in ins if i):
-        return ctx.unsupported("a non-float input")
-    if any(outs[1:3]):
-        return ctx.unsupported("a statistics output in use")
-    if "epsilon" not in attrs:
-        return ctx.unsupported("no epsilon attribute")
-    shape = ctx.shape(ins[0])
-    if not 2 <= len(shape) <= MAX_RANK or tuple(ctx.shape(ins[2])) != tuple(shape[-1:]):
-        return ctx.unsupported(f"an input of shape {tuple(shape)} with gamma of shape {tuple(ctx.shape(ins[2]))}")
-    summed = _skip_sum(ctx, ins, outs, bias_at=3)
+    summed = _skip_sum(ctx, node, bias_at=3)
     if summed is None:
         return None
-    res, s = summed
-    return res + [("rmsnorm", {"axis": len(shape) - 1, "epsilon": float(attrs["epsilon"])}, [s, ins[2]], [outs[0]])]
+    (res, s), (_, ins, outs, attrs) = summed, node
+    params = {"axis": len(ctx.shape(ins[0])) - 1, "epsilon": float(attrs["epsilon"])}
+    return res + [("rmsnorm", params, [s, ins[2]], [outs[0]])]
 
 
 @_importer("SimplifiedLayerNormalization")
