@@ -98,3 +98,24 @@ def test_a_declared_shape_that_contradicts_the_computation_is_not_believed() -> 
     # matmul4 is declared one row too many: the import computes its shape (it had made both its nodes opaque)
     assert declared.shapes == plain.shapes and declared.op_histogram() == plain.op_histogram()
     assert not any(n.op == "opaque" for n in declared.nodes)
+
+
+def test_weights_keep_their_names_through_a_gemms_transpose_flag() -> None:
+    """A Gemm with transB (a classifier head as torch writes it) reads its weight as it is in the file, under its
+    name: neither the import nor the export writes a transposed copy."""
+    rng = np.random.default_rng(0)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for n, s in (("fc.weight", (10, 32)), ("fc.bias", (10,)), ("proj.weight", (32, 32)))]
+    nodes = [helper.make_node("Gemm", ["x", "proj.weight"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "fc.weight", "fc.bias"], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 32])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 10])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    from eqsat.onnx_io import load_model, to_onnx
+
+    out = to_onnx(load_model(model))  # imported and exported anew (an optimized model is written the same way)
+    weights = {t.name for t in out.graph.initializer if np.prod(t.dims) > 10}
+    assert weights == {"fc.weight", "proj.weight"}
+    gemms = [n for n in out.graph.node if n.op_type == "Gemm"]
+    assert {n.input[1] for n in gemms} == {"fc.weight", "proj.weight"}
+    assert all({a.name: a.i for a in n.attribute}.get("transB") == 1 for n in gemms)

@@ -126,10 +126,7 @@ def _import_gemm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
         return ctx.unsupported('a non-float input')
     res: list[IRNode] = []
 
-    def trans(name: str) -> str:
-        c = ctx.const(name)
-        if c is not None:
-            return ctx.add_weight(np.ascontiguousarray(c.T), name + "_T")
+    def trans(name: str) -> str:  # of a weight too: export writes the weight as it is, with Gemm's flag
         dst = ctx.fresh(name + "_T")
         res.append(("transpose", {"perm": (1, 0)}, [name], [dst]))
         return dst
