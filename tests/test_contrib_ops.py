@@ -93,10 +93,13 @@ def _kernels(shape: tuple[int, ...]) -> dict[str, tuple[onnx.ModelProto, dict[st
             _kernel("FusedMatMul", ["a", "w"], ["y"], {"transA": 1}, {"a": list(a.shape)},
                     {"w": rng.standard_normal((*shape[:-2], shape[-2], 5)).astype(np.float32)}), {"a": a}),
     }
-    if len(shape) == 3:  # a skip of the input's trailing shape (onnxruntime takes 2-D and 3-D skips)
+    if len(shape) == 3:  # a skip of the input's trailing shape, or one batch of it (2-D and 3-D skips)
         kernels["SkipLayerNormalization, no beta, a skip of the trailing shape"] = (
             _kernel("SkipLayerNormalization", ["x", "t", "g", "", "c"], ["y"], eps, trailing,
                     {"g": gamma, "c": bias}), {"x": x, "t": skip[0]})
+        kernels["SkipLayerNormalization, a skip of one batch"] = (
+            _kernel("SkipLayerNormalization", ["x", "t", "g", "b"], ["y"], eps,
+                    {"x": list(shape), "t": [1, *shape[1:]]}, {"g": gamma, "b": beta}), {"x": x, "t": skip[:1]})
     return kernels
 
 

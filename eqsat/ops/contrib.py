@@ -42,7 +42,8 @@ def _skip_sum(ctx: ImportContext, node: OnnxNode, bias_at: int) -> tuple[list[IR
     """The IR nodes of a fused norm's first step, ``input + skip (+ bias)``, and the tensor that holds it (the
     kernel's fourth output where that is read). None (recorded) outside the kernel's contract as imported: float
     inputs, an ``epsilon`` attribute, the statistics outputs unread, a gamma of the input's last dimension, a
-    skip of the input's trailing shape of rank 2 or more, a bias of the input's last dimension."""
+    skip of the input's trailing shape of rank 2 or more (or ``(1, sequence, hidden)``, broadcast over the
+    batch), a bias of the input's last dimension."""
     _, ins, outs, attrs = node
     if not all(ctx.is_float(i) for i in ins if i):
         return ctx.unsupported("a non-float input")
@@ -54,7 +55,9 @@ def _skip_sum(ctx: ImportContext, node: OnnxNode, bias_at: int) -> tuple[list[IR
     shape, skip_shape = tuple(ctx.shape(x)), tuple(ctx.shape(skip))
     if not 2 <= len(shape) <= MAX_RANK or tuple(ctx.shape(gamma)) != shape[-1:]:
         return ctx.unsupported(f"an input of shape {shape} with gamma of shape {tuple(ctx.shape(gamma))}")
-    if not 2 <= len(skip_shape) <= len(shape) or skip_shape != shape[len(shape) - len(skip_shape):]:
+    trailing = shape[len(shape) - len(skip_shape):]
+    if not 2 <= len(skip_shape) <= len(shape) or not (
+            skip_shape == trailing or (len(skip_shape) == 3 and skip_shape[0] == 1 and skip_shape[1:] == shape[1:])):
         return ctx.unsupported(f"a skip of shape {skip_shape} for an input of shape {shape}")
     terms = [x, skip]
     if len(ins) > bias_at and ins[bias_at]:
