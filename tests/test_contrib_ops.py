@@ -117,6 +117,50 @@ def test_fused_kernels_import_as_what_they_fuse_and_compute_what_onnxruntime_doe
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
+def _fused_conv_kernels() -> dict[str, tuple[onnx.ModelProto, dict[str, np.ndarray]]]:
+    """onnxruntime's convolution and Gemm with an activation fused in (a session's saved graph at the extended
+    level), in each form imported."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)
+    z = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
+    w = {"W": rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "B": rng.standard_normal(4).astype(np.float32)}
+    conv = {"pads": [1, 1, 1, 1], "kernel_shape": [3, 3]}
+    xs, zs = {"x": list(x.shape)}, {"x": list(x.shape), "z": list(z.shape)}
+    a = rng.standard_normal((5, 8)).astype(np.float32)
+    g = {"G": rng.standard_normal((6, 8)).astype(np.float32), "C": rng.standard_normal(6).astype(np.float32)}
+    return {
+        "FusedConv, Relu": (_kernel("FusedConv", ["x", "W", "B"], ["y"], {**conv, "activation": "Relu"}, xs, w),
+                            {"x": x}),
+        "FusedConv, Z, Relu": (_kernel("FusedConv", ["x", "W", "B", "z"], ["y"], {**conv, "activation": "Relu"},
+                                       zs, w), {"x": x, "z": z}),
+        "FusedConv, Clip": (_kernel("FusedConv", ["x", "W", "B"], ["y"],
+                                    {**conv, "activation": "Clip", "activation_params": [0.0, 0.5]}, xs, w),
+                            {"x": x}),
+        "FusedConv, Sigmoid": (_kernel("FusedConv", ["x", "W"], ["y"], {**conv, "activation": "Sigmoid"}, xs, w),
+                               {"x": x}),
+        "FusedGemm, transB, Tanh": (_kernel("FusedGemm", ["a", "G", "C"], ["y"],
+                                            {"transB": 1, "alpha": 0.5, "activation": "Tanh"}, {"a": [5, 8]}, g),
+                                    {"a": a}),
+    }
+
+
+def test_fused_convolutions_and_gemms_import_and_compute_what_onnxruntime_does() -> None:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    for name, (model, feeds) in _fused_conv_kernels().items():
+        g = load_model(model)
+        assert not any(n.op == "opaque" for n in g.nodes), name
+        want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+        np.testing.assert_allclose(g.evaluate(feeds)[0], want[0], rtol=1e-4, atol=1e-4, err_msg=name)
+    leaky = _kernel("FusedConv", ["x", "W"], ["y"], {"kernel_shape": [3, 3], "activation": "LeakyRelu",
+                                                     "activation_params": [0.1]}, {"x": [1, 3, 5, 5]},
+                    {"W": np.ones((2, 3, 3, 3), np.float32)})
+    ((key, _, reason),) = opaque_reasons(load_model(leaky))
+    assert key == f"{MS}:FusedConv" and "activation 'LeakyRelu'" in reason
+
+
 @pytest.mark.parametrize(("op", "outs", "attrs", "why"), [
     ("SkipLayerNormalization", ["y", "mean"], {"epsilon": 1e-5}, "statistics output (mean or inverse deviation)"),
     ("SkipLayerNormalization", ["y"], {}, "no epsilon attribute"),

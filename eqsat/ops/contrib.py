@@ -1,7 +1,7 @@
 """onnxruntime's fused kernels, imported as the registry operators they fuse.
 
 A model that went through onnxruntime's optimizers (its transformer optimizer, or a session's saved optimized
-graph) holds ``com.microsoft`` kernels such as ``SkipLayerNormalization`` or ``FastGelu``, and
+graph) holds ``com.microsoft`` kernels such as ``SkipLayerNormalization``, ``FastGelu`` or ``FusedConv``, and
 ``SimplifiedLayerNormalization``, which onnxruntime registers in the default domain. Imported as their
 decompositions, they take part in rewrites like any operator, the cost model chooses between the fused and the
 unfused forms as onnxruntime runs them (it fuses them again when it loads the written model, where its patterns
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from eqsat.ops.core import MAX_RANK, ImportContext, IRNode, OnnxNode, _importer
+from eqsat.ops.core import MAX_RANK, ONNX_IMPORTERS, ImportContext, IRNode, OnnxNode, _importer
 from eqsat.ops.elementwise import _align_rank
 from eqsat.ops.norm import _import_rms
 
@@ -156,3 +156,43 @@ def _import_fused_matmul(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | N
     if alpha != 1.0:
         res.append(("smul", {}, [prod, ctx.add_weight(np.array(alpha, dtype=np.float32), "alpha")], [outs[0]]))
     return res
+
+
+def _activation(ctx: ImportContext, attrs: dict, x: str, out: str) -> list[IRNode] | None:
+    """The IR node applying a fused kernel's ``activation`` attribute (with ``activation_params``) to ``x``; None
+    (recorded) for one eqsat has no operator for."""
+    act = attrs.get("activation", "")
+    act = act.decode() if isinstance(act, bytes) else str(act)
+    if act in ("Relu", "Sigmoid", "Tanh"):
+        return [(act.lower(), {}, [x], [out])]
+    params = [float(v) for v in attrs.get("activation_params", [])]
+    if act == "Clip" and len(params) == 2:
+        low, high = params
+        return [("clip", {"low": min(low, high) + 0.0, "high": high + 0.0}, [x], [out])]
+    return ctx.unsupported(f"activation {act!r}" + (f" with parameters {params}" if params else ""))
+
+
+def _then_activation(op_type: str, plain_inputs: int):
+    """An importer for ``op_type``'s fused form: the ONNX operator's importer on its first ``plain_inputs``
+    inputs and its attributes, then (FusedConv) the added ``Z`` input, then the activation."""
+    def imp(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+        _, ins, outs, attrs = node
+        plain_attrs = {k: v for k, v in attrs.items() if not k.startswith("activation")}
+        pre = ctx.fresh(f"{outs[0]}_{op_type.lower()}")
+        res = ONNX_IMPORTERS[op_type](ctx, (op_type, list(ins[:plain_inputs]), [pre], plain_attrs))
+        if res is None:
+            return None
+        extra = [i for i in ins[plain_inputs:] if i]
+        if extra:  # FusedConv's Z: added before the activation, of the convolution's output shape
+            summed = ctx.fresh(f"{outs[0]}_sum")
+            res = [*res, ("ewadd", {}, [pre, extra[0]], [summed])]
+            pre = summed
+        act = _activation(ctx, attrs, pre, outs[0])
+        return None if act is None else [*res, *act]
+
+    imp.__doc__ = f"onnxruntime's {op_type} with an activation fused in: ``activation({op_type}(...))``."
+    return imp
+
+
+_importer(f"{MS}:FusedConv")(_then_activation("Conv", 3))
+_importer(f"{MS}:FusedGemm")(_then_activation("Gemm", 3))
