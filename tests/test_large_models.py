@@ -147,3 +147,14 @@ def test_a_2d_matmul_with_a_transposed_weight_is_written_as_a_gemm_on_the_weight
     # before opset 11 a flag is written as a Transpose node: the weight's transpose is precomputed instead
     old = to_onnx(Graph((TensorInfo("x", (5, 16)),), {"W": w}, nodes, ("y",)), opset=10)
     assert [n.op_type for n in old.graph.node] == ["MatMul"] and old.graph.node[0].input[1] != "W"
+
+
+def test_weights_equal_as_numbers_but_not_as_bytes_are_stored_apart() -> None:
+    ex = _Exporter(17, ())
+    zeros = np.zeros((64, 64), np.float32)
+    signed = zeros.copy()
+    signed[0, 1] = -0.0  # off the sampled elements: the content keys agree, the arrays compare equal as numbers
+    nans = np.full((64, 64), np.nan, np.float32)
+    assert ex.add_initializer(zeros, "z") != ex.add_initializer(signed, "nz")  # 1 / w tells them apart
+    assert ex.add_initializer(nans, "n") == ex.add_initializer(nans.copy(), "n2")  # the same bytes
+    assert ex.add_initializer(np.array(2.0, np.float32), "s") == ex.add_initializer(np.array(2.0, np.float32), "t")

@@ -31,6 +31,14 @@ def _content_key(array: np.ndarray) -> tuple[str, Shape, str]:
     return str(array.dtype), tuple(array.shape), hashlib.sha1(np.ascontiguousarray(sample).tobytes()).hexdigest()
 
 
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays of one dtype and shape hold the same bytes (a -0.0 is not a 0.0, a NaN is itself)."""
+    if a.dtype.kind in "OUSV":
+        return bool(np.array_equal(a, b))
+    return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                               np.ascontiguousarray(b).reshape(-1).view(np.uint8)))
+
+
 class _Exporter:
     """Implements :class:`eqsat.ops.ExportContext` while writing one model."""
 
@@ -61,7 +69,7 @@ class _Exporter:
     def _stored(self, array: np.ndarray) -> str | None:
         """The name of a stored array equal to ``array`` (same dtype, shape and bytes), if any."""
         for name in self._by_content.get(_content_key(array), ()):
-            if np.array_equal(self.initializers[name], array):
+            if _same_bytes(self.initializers[name], array):
                 return name
         return None
 
