@@ -228,3 +228,24 @@ def test_a_kernel_output_declared_with_symbolic_sizes_is_typed_by_running() -> N
     res = eqsat.optimize(model, time_limit=10)
     assert not res.kept_original and res.numeric is not None and res.numeric.ok
     assert [d.dim_param or d.dim_value for d in res.model.graph.output[0].type.tensor_type.shape.dim] == ["batch", 64]
+
+
+def test_bert_as_an_onnxruntime_session_saves_it_is_modelled_and_written_as_standard_onnx(tmp_path) -> None:
+    """onnxruntime's own fusions (a session's optimized graph at the extended level: FusedMatMul, BiasGelu,
+    FusedGemm on this BERT), not hand-built kernels: every one imports, and the written model is standard ONNX."""
+    import onnxruntime as ort
+
+    from eqsat.models.hf_bert import hf_bert
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(tmp_path / "saved.onnx")
+    so.log_severity_level = 3
+    original = hf_bert(transformers="4", dynamic=True, seq=16, hidden=64, heads=4, vocab=100)
+    ort.InferenceSession(original.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    saved = onnx.load(so.optimized_model_filepath)
+    assert {n.domain for n in saved.graph.node} >= {MS}
+    res = eqsat.optimize(saved, time_limit=20, dims={"sequence": 8})
+    assert not [k for k, _, _ in opaque_reasons(res.original) if ":" in k]
+    assert res.numeric is not None and res.numeric.ok
+    assert {n.domain for n in res.model.graph.node} <= {"", "ai.onnx"}
