@@ -27,6 +27,20 @@ LAYOUT_RULES: tuple[Rule, ...] = (
          ("(reshape :shape [(dim ?x 0) (dim ?x 1) (dim ?x 2)] (layernorm :axis 1 :epsilon ?eps "
           "(reshape :shape [(* (dim ?x 0) (dim ?x 1)) (dim ?x 2)] ?x) ?scale ?bias))",),
          conditions=("(= (rank ?x) 3)",)),
+    # a bias added to a 2-D product viewed as (batch, seq, hidden), as the product's rows before the view: where
+    # it meets the product, Gemm adds it in the product's kernel (onnxruntime runs a separate Add otherwise)
+    *(Rule(f"layout-bias-rows{suffix}", (lhs,),
+           ("(reshape :shape ?s (ewadd ?x (reshape :shape [1 (dim ?x 1)] ?c)))",),
+           conditions=("(= (rank ?x) 2)", "(= (rank ?c) 3)", "(= (dim ?c 0) 1)", "(= (dim ?c 1) 1)",
+                       "(= (dim ?c 2) (dim ?x 1))"))
+      for suffix, lhs in (("", "(ewadd (reshape :shape ?s ?x) ?c)"), ("-left", "(ewadd ?c (reshape :shape ?s ?x))"))),
+    *(Rule(f"layout-gemm-bias{suffix}", (lhs,), ("(gemm :trans_a ?ta :trans_b ?tb ?a ?b ?c)",),
+           conditions=("(= (rank ?c) 2)",))
+      for suffix, lhs in (("", "(ewadd (matmul_t :trans_a ?ta :trans_b ?tb ?a ?b) ?c)"),
+                          ("-left", "(ewadd ?c (matmul_t :trans_a ?ta :trans_b ?tb ?a ?b))"))),
+    *(Rule(f"layout-gemm-bias-matmul{suffix}", (lhs,), ("(gemm :trans_a 0 :trans_b 0 ?a ?b ?c)",),
+           conditions=("(= (rank ?a) 2)", "(= (rank ?b) 2)", "(= (rank ?c) 2)"))
+      for suffix, lhs in (("", "(ewadd (matmul ?a ?b) ?c)"), ("-left", "(ewadd ?c (matmul ?a ?b))"))),
     # NHWC convolutions with explicit layout conversions; conversions cancel between NHWC neighbours
     Rule("layout-conv-nhwc", (f"(conv2d {_CONV} ?x ?w ?b)",),
          (f"(transpose {TO_NCHW} (conv2d_nhwc {_CONV} (transpose {TO_NHWC} ?x) ?w ?b))",)),

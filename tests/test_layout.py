@@ -15,7 +15,7 @@ from eqsat.rules.rule import check_condition, evaluate, parse
 
 CONV = {"?st": (1, 1), "?pd": (1, 1, 1, 1), "?dl": (1, 1), "?g": 1, "?act": 0}
 LRN = {"?size": 5, "?alpha": 0.5, "?beta": 0.75, "?shift": 1.0}
-PARAMS = {*CONV, *LRN, "?eps"}  # parameter variables; the others are tensors
+PARAMS = {*CONV, *LRN, "?eps", "?s", "?ta", "?tb"}  # parameter variables; the others are tensors
 SHAPES = {
     "layout-matmul-ta": [{"?a": (4, 3), "?b": (4, 5)}, {"?a": (1, 6), "?b": (1, 2)}, {"?a": (7, 7), "?b": (7, 7)}],
     "layout-matmul-tb": [{"?a": (3, 4), "?b": (5, 4)}, {"?a": (6, 1), "?b": (2, 1)}, {"?a": (7, 7), "?b": (7, 7)}],
@@ -34,6 +34,16 @@ SHAPES = {
                               {"?eps": 0.1, "?x": (3, 1, 1), "?scale": (1,), "?bias": (1,)}],
     **{f"lrn-form-{f}": [{**LRN, "?x": (1, 6, 3, 3)}, {**LRN, "?size": 2, "?beta": 0.6, "?x": (2, 3, 4)},
                           {**LRN, "?size": 7, "?beta": 1.0, "?x": (1, 4, 2, 2, 2)}] for f in (1, 2)},
+    **{f"layout-bias-rows{side}": [{"?s": (2, 3, 4), "?x": (6, 4), "?c": (1, 1, 4)},
+                                     {"?s": (1, 5, 8), "?x": (5, 8), "?c": (1, 1, 8)},
+                                     {"?s": (3, 1, 2), "?x": (3, 2), "?c": (1, 1, 2)}] for side in ("", "-left")},
+    **{f"layout-gemm-bias{side}": [{"?ta": 0, "?tb": 1, "?a": (3, 4), "?b": (5, 4), "?c": (1, 5)},
+                                   {"?ta": 1, "?tb": 0, "?a": (4, 3), "?b": (4, 5), "?c": (3, 5)},
+                                   {"?ta": 1, "?tb": 1, "?a": (4, 1), "?b": (1, 4), "?c": (1, 1)}]
+       for side in ("", "-left")},
+    **{f"layout-gemm-bias-matmul{side}": [{"?a": (3, 4), "?b": (4, 5), "?c": (1, 5)},
+                                          {"?a": (3, 4), "?b": (4, 5), "?c": (3, 5)},
+                                          {"?a": (1, 6), "?b": (6, 2), "?c": (1, 2)}] for side in ("", "-left")},
     "layout-ewadd-nchw": [{"?a": (1, 4, 5, 3), "?b": (1, 4, 5, 3)}, {"?a": (2, 1, 1, 1), "?b": (2, 1, 1, 1)},
                           {"?a": (1, 2, 3, 4), "?b": (1, 2, 3, 4)}],
 }

@@ -221,7 +221,7 @@ def _transposed_weight_as_flag(n: Node, computed: Mapping[str, Node], shapes: Ma
 
     if n.op == "matmul" and all(len(shapes[i]) == 2 for i in n.inputs) and any(map(transposed, n.inputs)):
         n = make_node("matmul_t", {"trans_a": 0, "trans_b": 0}, n.inputs, n.output)
-    if n.op != "matmul_t":
+    if n.op not in ("matmul_t", "gemm"):
         return n
     p, inputs = n.p, list(n.inputs)
     for k, flag in enumerate(("trans_a", "trans_b")):

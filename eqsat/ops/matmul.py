@@ -209,3 +209,32 @@ MATMUL_T = _register(OpSpec(
                         S.eq(S.rank(_A), 2), S.eq(S.rank(_B), 2),
                         S.eq(S.dim(_A, 1 - S.param("trans_a")), S.dim(_B, S.param("trans_b")))),),
 ))
+
+
+# -- a 2-D product with a bias: Gemm's C -------------------------------------------------------------------
+
+def _gemm_shape(p: Params, a: Shape, b: Shape, c: Shape) -> Shape:
+    out = _matmul_t_shape(p, a, b)
+    require(c in ((1, out[1]), out), f"gemm: c of shape {c} is neither (1, {out[1]}) nor the output's {out}")
+    return out
+
+
+_C = S.shape("c")
+_GEMM_OUT = S.vec(S.dim(_A, S.param("trans_a")), S.dim(_B, 1 - S.param("trans_b")))
+
+GEMM = _register(OpSpec(
+    name="gemm", inputs=("a", "b", "c"), params=(("trans_a", "int"), ("trans_b", "int")),
+    doc="op(a) @ op(b) + c, c a row (1, n) broadcast over the rows or of the output's shape (ONNX Gemm with C; a "
+        "bias added in the product's kernel, not by a kernel of its own)",
+    shape_fn=_gemm_shape, numpy_fn=lambda p, a, b, c: _matmul_t_np(p, a, b) + c,
+    modular_fn=lambda p, a, b, c, m: (_matmul_t_np(p, np.asarray(a, dtype=object), np.asarray(b, dtype=object))
+                                      + np.asarray(c, dtype=object)) % m,
+    flops_fn=lambda p, ins, out: (2 * (ins[0][-2] if p["trans_a"] else ins[0][-1]) + 1) * math.prod(out),
+    export_fn=lambda p, ins, outs, ctx: [("Gemm", list(ins), list(outs),
+                                          {"transA": p["trans_a"], "transB": p["trans_b"]})],
+    # c is (1, n) or (m, n): its first dimension is 1 or m (a product that is zero: conditions have no "or")
+    shape_rules=(S.rule(_GEMM_OUT, S.eq(S.rank(_A), 2), S.eq(S.rank(_B), 2),
+                        S.eq(S.dim(_A, 1 - S.param("trans_a")), S.dim(_B, S.param("trans_b"))),
+                        S.eq(S.rank(_C), 2), S.eq(S.dim(_C, 1), S.dim(_B, 1 - S.param("trans_b"))),
+                        S.eq(0, (S.dim(_C, 0) - 1) * (S.dim(_C, 0) - S.dim(_A, S.param("trans_a"))))),),
+))
