@@ -98,3 +98,23 @@ def test_transposed_operand_matmul_exports_as_gemm() -> None:
     a = onnx_io.run_onnxruntime(models.bert_attention_block(), feeds)[0]
     b = onnx_io.run_onnxruntime(res.model, feeds)[0]
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_linear_layers_bias_is_added_in_its_gemm() -> None:
+    """A projection of (batch, seq, hidden) activations with a bias, as exporters write it (MatMul, then Add):
+    the bias goes into Gemm's C on the product's rows, and the model computes what it did."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["b", "m"], ["y"])]
+    g = helper.make_graph(nodes, "linear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 8])], inits)
+    res = optimize(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), time_limit=20)
+    assert not res.kept_original and res.cost_after < res.cost_before
+    gemms = [n for n in res.model.graph.node if n.op_type == "Gemm"]
+    assert len(gemms) == 1 and len(gemms[0].input) == 3 and "Add" not in {n.op_type for n in res.model.graph.node}
+    assert res.numeric is not None and res.numeric.ok
+    onnx.checker.check_model(res.model, full_check=True)
