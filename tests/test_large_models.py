@@ -158,3 +158,23 @@ def test_weights_equal_as_numbers_but_not_as_bytes_are_stored_apart() -> None:
     assert ex.add_initializer(zeros, "z") != ex.add_initializer(signed, "nz")  # 1 / w tells them apart
     assert ex.add_initializer(nans, "n") == ex.add_initializer(nans.copy(), "n2")  # the same bytes
     assert ex.add_initializer(np.array(2.0, np.float32), "s") == ex.add_initializer(np.array(2.0, np.float32), "t")
+
+
+def test_graphs_written_alike_hash_alike() -> None:
+    """The candidates' distinctness test: a product read through Gemm's flags, a flagless Gemm and a MatMul of
+    the same operands are one computation as written; a product with the other operand transposed is not."""
+    from eqsat.ir.graph import Graph, TensorInfo, graph_hash, make_node
+    from eqsat.onnx_io.export import as_written
+
+    w = np.random.default_rng(5).standard_normal((8, 8)).astype(np.float32)
+
+    def graph(*nodes) -> Graph:
+        return Graph((TensorInfo("x", (4, 8)),), {"W": w}, nodes, ("y",))
+
+    plain = graph(make_node("matmul", {}, ["x", "W"], "y"))
+    flagless = graph(make_node("matmul_t", {"trans_a": 0, "trans_b": 0}, ["x", "W"], "y"))
+    flipped = graph(make_node("transpose", {"perm": (1, 0)}, ["W"], "WT"),
+                    make_node("matmul_t", {"trans_a": 0, "trans_b": 1}, ["x", "WT"], "y"))
+    other = graph(make_node("matmul_t", {"trans_a": 0, "trans_b": 1}, ["x", "W"], "y"))
+    hashes = {graph_hash(as_written(g)) for g in (plain, flagless, flipped)}
+    assert len(hashes) == 1 and graph_hash(as_written(other)) not in hashes

@@ -99,19 +99,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     taken = {i.name for i in graph.inputs} | set(graph.weights) | {n.output for n in graph.nodes}
     ex = _Exporter(opset, taken, shapes)
     # weight-only work is precomputed (weight transforms cost nothing at run time), when a node reads it
-    computed: dict[str, Node] = {}
-    live: list[Node] = []
-    syms = graph_symbols(graph)
-    for n in graph.nodes:
-        # constants and weight transforms; not one as large as a symbol (a weight expanded to the batch): its
-        # size is known at run time only
-        if computed_from_weights(n.op, n.inputs, graph.weights.keys() | computed) and not (
-                syms and any(isinstance(d, Sym) for d in syms.decode_shape(shapes[n.output]))):
-            computed[n.output] = n
-        else:
-            live.append(n)
-    if opset >= 11:  # Gemm's flags (before 11, matmul_t is written with Transpose nodes)
-        live = [_transposed_weight_as_flag(n, computed, shapes) for n in live]
+    computed, live = _split_weight_work(graph, opset)
     consts = _Precomputed(graph.weights, computed)
     rename: dict[str, str] = {}
 
@@ -187,6 +175,39 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     if not large:
         _check(model, {}, full_check=True)
     return model
+
+
+def _split_weight_work(graph: Graph, opset: int) -> tuple[dict[str, Node], list[Node]]:
+    """The nodes export precomputes (weight-only work, by output) and the others, as written: a 2-D product
+    reading a weight's transpose reads the weight through Gemm's flag instead (from opset 11; before it,
+    matmul_t is written with Transpose nodes)."""
+    computed: dict[str, Node] = {}
+    live: list[Node] = []
+    syms = graph_symbols(graph)
+    shapes = graph.shapes
+    for n in graph.nodes:
+        # constants and weight transforms; not one as large as a symbol (a weight expanded to the batch): its
+        # size is known at run time only
+        if computed_from_weights(n.op, n.inputs, graph.weights.keys() | computed) and not (
+                syms and any(isinstance(d, Sym) for d in syms.decode_shape(shapes[n.output]))):
+            computed[n.output] = n
+        else:
+            live.append(n)
+    if opset >= 11:
+        live = [_transposed_weight_as_flag(n, computed, shapes) for n in live]
+    return computed, live
+
+
+def as_written(graph: Graph, opset: int | None = None) -> Graph:
+    """``graph`` with the rewrites :func:`to_onnx` makes as it writes (a transposed weight read through Gemm's
+    flag), a flagless 2-D product as matmul, and without what no output then needs: two graphs that compute
+    alike as written are equal here (``graph_hash``), as they are once the written model is imported again."""
+    computed, live = _split_weight_work(graph, opset or int(graph.meta.get("opset", 17)))
+    # a 2-D product with neither flag computes what matmul does (a MatMul or a Gemm: the same product)
+    live = [make_node("matmul", {}, n.inputs, n.output) if n.op == "matmul_t" and not n.p["trans_a"]
+            and not n.p["trans_b"] else n for n in live]
+    nodes = tuple(n for n in graph.nodes if n.output in computed) + tuple(live)
+    return Graph(graph.inputs, graph.weights, nodes, graph.outputs, graph.name, graph.meta).live()
 
 
 class _Precomputed(Mapping[str, np.ndarray]):

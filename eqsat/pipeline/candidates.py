@@ -19,6 +19,7 @@ from eqsat.engine.egraph import EGraph
 from eqsat.engine.readback import graph_from_selection
 from eqsat.extract import Extraction
 from eqsat.ir.graph import Graph, graph_hash
+from eqsat.onnx_io.export import as_written
 from eqsat.pipeline.result import CandidateTiming, LatencyCheck, Speedup
 
 #: Graphs extracted and timed end to end when the latency check runs and ``candidates`` is not given.
@@ -95,12 +96,12 @@ def other_candidates(extractions: Sequence[Extraction], egraph: EGraph, names: M
     """The extractions after the first (``extractions``, ranked from 1) as candidates: distinct graphs no
     costlier than the original (``original``: the graph the e-graph was built from; ``stitch``: that graph's
     read-backs as the whole model, where it is a reduction, :mod:`eqsat.ir.blocks`)."""
-    seen = {graph_hash(first)}
+    seen = {graph_hash(as_written(first))}  # graphs written alike (or alike but for Gemm's name) are one
     out = []
     for rank, e in enumerate(extractions, start=1):
         _, g = graph_from_selection(egraph, e.selection, original, names)
         g = stitch(g) if stitch else g
-        h = graph_hash(g)
+        h = graph_hash(as_written(g))
         cost = graph_cost(g, cost_model)
         if h in seen or cost > cost_before:
             continue
