@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 from eqsat.ir.graph import Graph, Node, computed_from_weights, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import graph_symbols
-from eqsat.onnx_io.protos import elem_type, eval_node, outer_names, rename_outer
+from eqsat.onnx_io.protos import all_graphs, elem_type, eval_node, lacks_onnx_schema, outer_names, rename_outer
 from eqsat.onnx_io.symbolic_export import may_hold_sizes, symbolize
 from eqsat.ops import Shape
 from eqsat.ops.dims import Sym
@@ -281,31 +281,18 @@ def _check(model: onnx.ModelProto, inits: Mapping[str, np.ndarray], full_check: 
     the weights as typed inputs the graph is checked and its shapes inferred exactly as with them, and the
     weights themselves are tensors numpy_helper writes, whose own checks (one data field, its size) hold by
     construction."""
-    unregistered = [n for g in _graphs(model.graph) for n in g.node
-                    if n.domain in ("", "ai.onnx") and not onnx.defs.has(n.op_type)]
+    unregistered = any(lacks_onnx_schema(n) for g in all_graphs(model.graph) for n in g.node)
     if inits or unregistered:
         checked = onnx.ModelProto()
         checked.CopyFrom(model)
         checked.graph.input.extend(helper.make_tensor_value_info(k, elem_type(str(v.dtype)), list(v.shape))
                                    for k, v in inits.items())
         if unregistered:
-            for g in _graphs(checked.graph):
-                for n in g.node:
-                    if n.domain in ("", "ai.onnx") and not onnx.defs.has(n.op_type):
-                        n.domain = _UNREGISTERED
+            for n in (n for g in all_graphs(checked.graph) for n in g.node if lacks_onnx_schema(n)):
+                n.domain = _UNREGISTERED
             checked.opset_import.append(helper.make_opsetid(_UNREGISTERED, 1))
         model = checked
     onnx.checker.check_model(model, full_check=full_check)
-
-
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """``graph`` and the control-flow bodies within it, at any depth."""
-    yield graph
-    for n in graph.node:
-        for a in n.attribute:
-            for body in ([a.g] if a.type == onnx.AttributeProto.GRAPH else
-                         a.graphs if a.type == onnx.AttributeProto.GRAPHS else []):
-                yield from _graphs(body)
 
 
 def _topo_order(nodes: Sequence[onnx.NodeProto], inputs: Sequence[onnx.ValueInfoProto],

@@ -29,6 +29,7 @@ from eqsat.onnx_io.protos import (
     format_dims,
     has_subgraph,
     input_shape_hint,
+    lacks_onnx_schema,
     np_dtype,
     outer_names,
     read_model,
@@ -392,7 +393,7 @@ def _run_types(imp: _Importer, nodes: Sequence[onnx.NodeProto], used: set[str],
     known = set(typed) | {vi.name for vi in declared} | set(imp.weights)
     untyped = [o for n in nodes for o in n.output if o and o in used and o not in known]
     # an operator of another domain, or one onnxruntime adds to the default domain (ONNX has no schema for it)
-    foreign = [n for n in nodes if n.domain not in ("", "ai.onnx") or not onnx.defs.has(n.op_type)]
+    foreign = [n for n in nodes if n.domain not in ("", "ai.onnx") or lacks_onnx_schema(n)]
     if not any(o in untyped for n in foreign for o in n.output):
         return []  # a shape that depends on the data (NonZero): running once would fix it wrongly
     if imp.ran is None:  # once an import: the inference passes after each round of folding ask again

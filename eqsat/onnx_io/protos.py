@@ -3,7 +3,7 @@ attributes, evaluating one node."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +150,25 @@ def _subgraphs(attrs: Sequence[onnx.AttributeProto]) -> list[onnx.GraphProto]:
         elif a.type == onnx.AttributeProto.GRAPHS:
             out.extend(a.graphs)
     return out
+
+
+def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and the control-flow bodies within it, at any depth."""
+    yield graph
+    for n in graph.node:
+        for body in _subgraphs(n.attribute):
+            yield from all_graphs(body)
+
+
+def nodes_within(node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """The nodes of ``node``'s control-flow bodies, at any depth (none for a node without a body)."""
+    return [m for body in _subgraphs(node.attribute) for g in all_graphs(body) for m in g.node]
+
+
+def lacks_onnx_schema(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is in the default domain but no ONNX operator: one onnxruntime adds there
+    (``SimplifiedLayerNormalization``), which ONNX's checker and shape inference do not know."""
+    return node.domain in ("", "ai.onnx") and not onnx.defs.has(node.op_type)
 
 
 def _defined(g: onnx.GraphProto) -> set[str]:

@@ -9,7 +9,15 @@ from pathlib import Path
 
 import onnx
 
-from eqsat.onnx_io.protos import declared_dims, format_dims, has_subgraph, input_shape_hint, np_dtype, read_model
+from eqsat.onnx_io.protos import (
+    declared_dims,
+    format_dims,
+    has_subgraph,
+    input_shape_hint,
+    nodes_within,
+    np_dtype,
+    read_model,
+)
 
 
 @dataclass(frozen=True)
@@ -65,18 +73,6 @@ def _op_key(node: onnx.NodeProto) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
 
 
-def _subgraph_nodes(node: onnx.NodeProto) -> list[onnx.NodeProto]:
-    out: list[onnx.NodeProto] = []
-    for a in node.attribute:
-        graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs) \
-            if a.type == onnx.AttributeProto.GRAPHS else []
-        for sub in graphs:
-            for n in sub.node:
-                out.append(n)
-                out.extend(_subgraph_nodes(n))
-    return out
-
-
 def _tensor_summary(vi: onnx.ValueInfoProto) -> TensorSummary:
     if not vi.type.HasField("tensor_type"):
         return TensorSummary(vi.name, None, vi.type.WhichOneof("value") or "unknown type")
@@ -99,7 +95,7 @@ def summarize_model(src: str | Path | bytes | onnx.ModelProto, *, label: str | N
     sub: Counter[str] = Counter()
     flow: list[str] = []
     for n in g.node:
-        inner = _subgraph_nodes(n)
+        inner = nodes_within(n)
         if inner or has_subgraph(n):
             flow.append(f"{n.op_type} {n.name!r} ({len(inner)} nodes inside)" if n.name
                         else f"{n.op_type} ({len(inner)} nodes inside)")
