@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from eqsat.ops.core import MAX_RANK, ONNX_IMPORTERS, ImportContext, IRNode, OnnxNode, _importer
-from eqsat.ops.elementwise import _align_rank
 from eqsat.ops.norm import _import_rms
 
 MS = "com.microsoft"
@@ -26,16 +25,10 @@ def _outputs_beyond(outs: list[str], keep: int) -> bool:
     return any(outs[keep:])
 
 
-def _sum(ctx: ImportContext, terms: list[str], out: str, res: list[IRNode]) -> str:
-    """Append to ``res`` the element-wise sum of ``terms`` (the first one's rank; the others right-aligned to it,
-    as numpy broadcasts), written to ``out``; returns ``out``."""
-    rank = len(ctx.shape(terms[0]))
-    acc = terms[0]
-    for k, t in enumerate(terms[1:]):
-        dst = out if k == len(terms) - 2 else ctx.fresh(f"{out}_part{k}")
-        res.append(("ewadd", {}, [acc, _align_rank(ctx, t, rank, res)], [dst]))
-        acc = dst
-    return acc
+def _sum(ctx: ImportContext, terms: list[str], out: str) -> list[IRNode]:
+    """The IR nodes of the element-wise sum of ``terms`` into ``out``, as ONNX ``Sum`` imports (numpy
+    broadcasting: lower ranks right-aligned)."""
+    return ONNX_IMPORTERS["Sum"](ctx, ("Sum", list(terms), [out], {}))
 
 
 def _skip_sum(ctx: ImportContext, node: OnnxNode, bias_at: int) -> tuple[list[IRNode], str] | None:
@@ -65,8 +58,7 @@ def _skip_sum(ctx: ImportContext, node: OnnxNode, bias_at: int) -> tuple[list[IR
             return ctx.unsupported(f"a bias of shape {tuple(ctx.shape(ins[bias_at]))}")
         terms.append(ins[bias_at])
     out = outs[3] if len(outs) > 3 and outs[3] else ctx.fresh(f"{outs[0]}_sum")
-    res: list[IRNode] = []
-    return res, _sum(ctx, terms, out, res)
+    return _sum(ctx, terms, out), out
 
 
 @_importer(f"{MS}:SkipLayerNormalization")
@@ -117,9 +109,10 @@ def _gelu_of_sum(approximate: int):
             return ctx.unsupported("a non-float input")
         if len(terms) > 1 and tuple(ctx.shape(terms[1])) != tuple(ctx.shape(terms[0]))[-1:]:
             return ctx.unsupported(f"a bias of shape {tuple(ctx.shape(terms[1]))}")
-        res: list[IRNode] = []
-        x = _sum(ctx, terms, ctx.fresh(f"{outs[0]}_biased"), res) if len(terms) > 1 else terms[0]
-        return res + [("gelu", {"approximate": approximate}, [x], [outs[0]])]
+        if len(terms) == 1:
+            return [("gelu", {"approximate": approximate}, terms, [outs[0]])]
+        x = ctx.fresh(f"{outs[0]}_biased")
+        return [*_sum(ctx, terms, x), ("gelu", {"approximate": approximate}, [x], [outs[0]])]
 
     imp.__doc__ = f"GELU ({'tanh' if approximate else 'erf'} form) of the input plus the optional bias (last axis)."
     return imp
