@@ -101,9 +101,11 @@ def other_candidates(extractions: Sequence[Extraction], egraph: EGraph, names: M
     for rank, e in enumerate(extractions, start=1):
         _, g = graph_from_selection(egraph, e.selection, original, names)
         g = stitch(g) if stitch else g
-        h = graph_hash(as_written(g))
         cost = graph_cost(g, cost_model)
-        if h in seen or cost > cost_before:
+        if cost > cost_before:
+            continue
+        h = graph_hash(as_written(g))
+        if h in seen:
             continue
         seen.add(h)
         out.append(Candidate(rank, g, cost, onnx_io.to_onnx(g)))
