@@ -146,10 +146,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _hand_written_rules() -> list[tuple[str, Any]]:
     """The rules written by hand, one entry per direction, each with the set it belongs to."""
     from eqsat.rules.layout import LAYOUT_RULES
+    from eqsat.rules.onnxruntime import ORT_KERNEL_RULES
     from eqsat.rules.starter import EXTRA_RULES, STARTER_RULES
 
     sets = [("extra rule, run by default beside the corpus", EXTRA_RULES),
             ("data-layout rule, run by default (optimize(layouts=False) leaves it out)", LAYOUT_RULES),
+            ("onnxruntime kernel rule, run with --target onnxruntime", ORT_KERNEL_RULES),
             ("starter rule, run with --rules starter (or when there is no corpus)", STARTER_RULES)]
     return [(label, d) for label, rules in sets for r in rules for d in r.directions()]
 

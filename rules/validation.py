@@ -111,9 +111,10 @@ class Symbolic:
         spec.shape(p, [np.shape(a) for a in args])
         chain = spec.runs_as(p) if spec.runs_as else None
         if chain:  # a fused form (conv2d with relu): its operators in turn, as the registry declares
-            y = self._apply(ops.get(chain[0][0]), ops.get(chain[0][0]).normalize(chain[0][1]), args)
-            for op, q in chain[1:]:
-                y = self._apply(ops.get(op), ops.get(op).normalize(q), [y])
+            y = None
+            for k, (op, q, *named) in enumerate(chain):
+                part_args = [y if i < 0 else args[i] for i in named[0]] if named else args if k == 0 else [y]
+                y = self._apply(ops.get(op), ops.get(op).normalize(q), part_args)
             return y
         return self._apply(spec, p, args)
 

@@ -160,7 +160,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                    solver=args.solver, input_shapes=shapes, dims=merged_dims(args.dim) or None,
                    dynamic=not args.static, check=not args.no_check,
                    dump_egraph=dump is not None, provenance=args.provenance, anytime=not args.no_anytime,
-                   reuse_blocks=not args.no_block_reuse,
+                   reuse_blocks=not args.no_block_reuse, target=args.target,
                    progress=say)  # the dump object only: written here
     # a model that keeps its weights as external data is written the same way (it may be too large for one file)
     external = res.external_data and not is_special_file(out)
@@ -394,6 +394,11 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--no-block-reuse", action="store_true",
                    help="saturate every repeated block (default: a model of repeated layers has one of them "
                         "optimized and the result written for all, with no rewrite across their boundaries)")
+    o.add_argument("--target", default="onnx", choices=["onnx", "onnxruntime"],
+                   help="what the output is written for: onnx (default: standard ONNX, any runtime) or onnxruntime "
+                        "(its fused com.microsoft kernels, SkipLayerNormalization, SkipSimplifiedLayerNormalization, "
+                        "BiasGelu and FastGelu, are alternatives, taken where the costs find them cheaper: with "
+                        "--costs measured; the analytic model keeps the portable form)")
     o.add_argument("--rules", default="default", choices=["default", "size4", "starter"],
                    help="default: the verified corpus (rules of up to three operators), the extra and layout "
                         "rules; size4: also the rules of four operators it cannot derive; starter: hand-written")

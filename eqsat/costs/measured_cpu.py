@@ -21,7 +21,7 @@ from eqsat import ops
 from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
 from eqsat.ir.names import NameAllocator
-from eqsat.onnx_io import opaque_node
+from eqsat.onnx_io import kernel_opsets, opaque_node, written_node
 from eqsat.ops import CostKey
 
 
@@ -69,8 +69,7 @@ def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
         graph_inputs.append(("in0_b", key.input_shapes[0]))
         ctx.shapes["in0_ctx"] = key.input_shapes[0]
         prod = ops.get(key.after)
-        nodes += [helper.make_node(t, i, o, **a)
-                  for t, i, o, a in prod.export_fn({}, ["in0", "in0_b"], ["in0_ctx"], ctx)]
+        nodes += [written_node(t, i, o, **a) for t, i, o, a in prod.export_fn({}, ["in0", "in0_b"], ["in0_ctx"], ctx)]
     blocked = [k for k in BLOCKED_OPERANDS.get(key.op, ()) if k not in key.weights]
     nodes += [helper.make_node("MaxPool", [f"in{k}"], [f"in{k}_blocked"], kernel_shape=[1, 1]) for k in blocked]
     for r in range(replicas):
@@ -83,12 +82,12 @@ def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
         ctx.shapes.update({ins[k]: key.input_shapes[k] for k in key.weights})
         out = "out" if replicas == 1 else f"out{r}"
         outs.append(out)
-        nodes += [helper.make_node(t, i, o, **a) for t, i, o, a in spec.export_fn(params, ins, [out], ctx)]
+        nodes += [written_node(t, i, o, **a) for t, i, o, a in spec.export_fn(params, ins, [out], ctx)]
     inits.update(ctx.initializers)
     g = helper.make_graph(nodes, "one", [helper.make_tensor_value_info(n, dt, list(sh)) for n, sh in graph_inputs],
                           [helper.make_tensor_value_info(o, dt, list(key.output_shape)) for o in outs],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", ctx.opset)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", ctx.opset), *kernel_opsets(nodes, ())])
     m.ir_version = 9
     onnx.checker.check_model(m)
     return m

@@ -3,7 +3,7 @@ The only package that turns protos into IR and back; imports ``eqsat.ir``, ``eqs
 
 from eqsat.onnx_io.axes import load_with_axes
 from eqsat.onnx_io.dynamic import fixed_input_shapes
-from eqsat.onnx_io.export import onnx_opaque_evaluator, opaque_node, to_onnx
+from eqsat.onnx_io.export import kernel_opsets, onnx_opaque_evaluator, opaque_node, to_onnx, written_node
 from eqsat.onnx_io.load import load_model, opaque_reasons
 from eqsat.onnx_io.protos import ModelNotFoundError, input_shape_hint, read_model, read_model_stored
 from eqsat.onnx_io.runtime import (
@@ -18,8 +18,8 @@ from eqsat.onnx_io.signature import carry_signature
 from eqsat.onnx_io.summary import ModelSummary, TensorSummary, summarize_model
 
 __all__ = ["INT_INPUT_BOUND", "ModelNotFoundError", "ModelSummary", "TensorSummary", "carry_signature",
-           "fixed_input_shapes", "load_with_axes",
+           "fixed_input_shapes", "kernel_opsets", "load_with_axes",
            "input_shape_hint", "int_input_bounds", "load_model", "onnx_opaque_evaluator", "opaque_node",
            "opaque_reasons", "random_feeds", "random_ints", "read_model", "read_model_stored", "run_onnxruntime",
            "onnxruntime_runner",
-           "summarize_model", "to_onnx"]
+           "summarize_model", "to_onnx", "written_node"]

@@ -136,7 +136,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
             if op_type == "Conv" and len(nins) == 3 and nins[2] in ex.initializers \
                     and not np.any(ex.initializers[nins[2]]):
                 nins = nins[:2]  # an all-zero bias is implied
-            nodes.append(helper.make_node(op_type, nins, nouts, name=ex.fresh(f"n_{n.op}"), **attrs))
+            nodes.append(written_node(op_type, nins, nouts, name=ex.fresh(f"n_{n.op}"), **attrs))
     outputs = []
     input_names = {i.name for i in graph.inputs}
     for o in graph.outputs:
@@ -154,6 +154,7 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     inits = {k: v for k, v in ex.initializers.items() if k in read}
     opsets = [helper.make_opsetid(d, v) for d, v in graph.meta.get("opset_imports", []) if d not in ("", "ai.onnx")]
     opsets.insert(0, helper.make_opsetid("", opset))
+    opsets += kernel_opsets(nodes, {o.domain for o in opsets})
     ir_version = int(graph.meta.get("ir_version") or 0) or onnx.helper.VERSION_TABLE[-1][1]
     ir_version = max(ir_version, 4)  # IR 4+: initializers need not be listed as graph inputs
     model = helper.make_model(helper.make_graph(_topo_order(nodes, inputs, inits), graph.name, inputs, outputs),
@@ -175,6 +176,21 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     if not large:
         _check(model, {}, full_check=True)
     return model
+
+
+def written_node(op_type: str, inputs: Sequence[str], outputs: Sequence[str], name: str | None = None,
+                 **attrs: Any) -> onnx.NodeProto:
+    """The node an operator's export writes as ``op_type``: ``"Add"``, or ``"com.microsoft:SkipLayerNormalization"``
+    for a kernel of another domain (:mod:`eqsat.ops.ort_kernels`)."""
+    domain, _, op = op_type.rpartition(":")
+    return helper.make_node(op, list(inputs), list(outputs), name=name, domain=domain or None, **attrs)
+
+
+def kernel_opsets(nodes: Iterable[onnx.NodeProto], present: Iterable[str]) -> list[onnx.OperatorSetIdProto]:
+    """The opset imports (version 1) the domains of ``nodes`` need beyond those ``present`` (the default domain
+    is always there): the kernels export writes in a runtime's own domain."""
+    have = {"", "ai.onnx", *present}
+    return [helper.make_opsetid(d, 1) for d in sorted({n.domain for n in nodes} - have)]
 
 
 def _split_weight_work(graph: Graph, opset: int) -> tuple[dict[str, Node], list[Node]]:

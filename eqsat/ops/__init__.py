@@ -16,6 +16,7 @@ attributes)`` tuples that :mod:`eqsat.onnx_io` turns into protobuf.
 # isort: off
 from eqsat.ops import elementwise, matmul, conv, layout, broadcast, pool, norm, lrn, softmax, reduce, opaque, consts  # noqa: E402
 from eqsat.ops import contrib  # noqa: E402,F401  (importers only: onnxruntime's fused kernels)
+from eqsat.ops import ort_kernels  # noqa: E402,F401  (those kernels as operators, for target onnxruntime)
 # isort: on
 from eqsat.ops.conv import _patches  # noqa: E402  (the verifier reads pooling windows the same way)
 from eqsat.ops.core import (

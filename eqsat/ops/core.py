@@ -260,7 +260,15 @@ class OpSpec:
     #: The operators this one runs as once exported, applied in a chain (``None``: itself): export writes a
     #: fused form back as those ONNX nodes. A cost model that does not see the runtime fuse them prices it as
     #: those nodes (:func:`runs_as_keys`), so it never shows as a gain; a measured one times what export writes.
-    runs_as: Callable[[Params], list[tuple[str, Params]] | None] | None = None
+    #: An entry may name its inputs, ``(op, params, positions)``: positions of this operator's inputs, ``-1`` for
+    #: the previous entry's output (a skip norm is an add of inputs 0 and 1, then a norm of it with inputs 2, 3).
+    runs_as: Callable[[Params], list[tuple[str, Params]] | list[tuple[str, Params, tuple[int, ...]]] | None] \
+        | None = None
+    #: The runtime whose own kernel this operator is (``"onnxruntime"``: export writes a ``com.microsoft`` node),
+    #: or ``""`` for an operator of portable ONNX. Rules make such an operator only for that target
+    #: (``optimize(target=...)``); a cost model that cannot see the kernel's speed prices it as its decomposition
+    #: (``runs_as``) and never prefers it.
+    runtime: str = ""
     #: How applications that share their first input merge into one (TASO's matmul/conv merges, n-way at
     #: once): given the parameters and input shapes, ``(concat axis of each other input, split axis of the
     #: output)``, or ``None`` where they cannot. Siblings merge when they have equal parameters and equal
@@ -426,14 +434,18 @@ def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
     if not chain:
         return (key,)
     keys = []
-    for k, (op, p) in enumerate(chain):
+    for k, (op, p, *named) in enumerate(chain):
         part = get(op)
-        # a later operator reads the previous output, and any other operand has the output's shape too (the
-        # residual of a conv2d_add)
-        first = key.input_shapes if part.variadic else key.input_shapes[:len(part.inputs)]
-        keys.append(part.cost_key(part.normalize(p), first if k == 0 else [key.output_shape] * len(part.inputs),
-                                  key.output_shape, key.dtype, key.layout,
-                                  [w for w in key.weights if w < len(first)] if k == 0 else ()))
+        if named:  # the inputs it names: this operator's, or (-1) the previous part's output
+            shapes = [key.output_shape if i < 0 else key.input_shapes[i] for i in named[0]]
+            weights = [j for j, i in enumerate(named[0]) if i in key.weights]
+        else:
+            # a later operator reads the previous output, and any other operand has the output's shape too (the
+            # residual of a conv2d_add)
+            first = key.input_shapes if part.variadic else key.input_shapes[:len(part.inputs)]
+            shapes = first if k == 0 else [key.output_shape] * len(part.inputs)
+            weights = [w for w in key.weights if w < len(first)] if k == 0 else []
+        keys.append(part.cost_key(part.normalize(p), shapes, key.output_shape, key.dtype, key.layout, weights))
     return tuple(keys)
 
 

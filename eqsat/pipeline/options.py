@@ -15,7 +15,12 @@ from eqsat.engine.limits import Limits, check_seconds
 from eqsat.extract import SOLVERS
 from eqsat.rules import corpus_or_starter
 from eqsat.rules.layout import LAYOUT_RULES
+from eqsat.rules.onnxruntime import ORT_KERNEL_RULES
 from eqsat.rules.rule import Rule
+
+#: What an optimized model is written for: portable ONNX, or onnxruntime (whose fused ``com.microsoft`` kernels
+#: then join the e-graph as alternatives: :mod:`eqsat.ops.ort_kernels`)
+TARGETS = ("onnx", "onnxruntime")
 
 
 @dataclass(frozen=True)
@@ -58,8 +63,16 @@ def default_rules(layouts: bool = True, max_ops: int = 3) -> list[Rule]:
     """The rules :func:`optimize` (and the CLI) use by default: the verified corpus and the hand-written
     extra rules, plus the data-layout rules unless ``layouts`` is False. ``max_ops=4`` adds the proved rules of
     four operators the corpus cannot derive (``optimize(model, rules=default_rules(max_ops=4))``, or
-    ``eqsat optimize --rules size4``)."""
+    ``eqsat optimize --rules size4``). The target's rules (:func:`target_rules`) come on top of these."""
     return corpus_or_starter(max_ops) + (list(LAYOUT_RULES) if layouts else [])
+
+
+def target_rules(target: str) -> list[Rule]:
+    """The rules a target adds to any rule set: for ``"onnxruntime"``, the equalities of its fused kernels with
+    their decompositions (:mod:`eqsat.rules.onnxruntime`); none for portable ONNX."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    return list(ORT_KERNEL_RULES) if target == "onnxruntime" else []
 
 
 @dataclass(frozen=True)
@@ -117,6 +130,13 @@ class OptimizeOptions:
     README gives measurements), and without ``dump_egraph`` nothing is recorded. ``progress`` receives one line
     of text per step, for a user watching.
 
+    ``target`` is what the optimized model is written for: ``"onnx"`` (the default), standard ONNX any runtime
+    loads; or ``"onnxruntime"``, where onnxruntime's fused kernels (``SkipLayerNormalization``,
+    ``SkipSimplifiedLayerNormalization``, ``BiasGelu``, ``FastGelu``: :mod:`eqsat.ops.ort_kernels`) join the
+    e-graph as alternatives equal to their decompositions, with the rules of :func:`target_rules` added to
+    ``rules``; the written model holds a kernel only where the cost model finds it cheaper (a measured model
+    times it; the analytic one cannot and keeps the portable form), and then runs only on onnxruntime.
+
     Invalid values raise ValueError (a negative, NaN or infinite limit: :class:`eqsat.engine.LimitError`, which
     names the limit and what it allows); a ``cost_model`` of another type raises TypeError.
     """
@@ -142,9 +162,11 @@ class OptimizeOptions:
     progress: Callable[[str], None] | None = None
     anytime: bool = True
     reuse_blocks: bool = True
+    target: str = "onnx"
 
     def __post_init__(self) -> None:
         check_seconds("time_limit", self.time_limit)
+        target_rules(self.target)  # checks the name
         if self.candidates is not None and self.candidates < 1:
             raise ValueError(f"candidates must be at least 1, got {self.candidates}")
         self.saturation_limits()  # checks the e-graph's limits

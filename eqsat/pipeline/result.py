@@ -159,6 +159,19 @@ class OptimizeResult:
     blocks: str = ""
     #: the model file kept its weights as external data (the CLI writes the optimized model the same way)
     external_data: bool = False
+    #: what the model was written for (``optimize(target=...)``), and the runtime kernels written, by type
+    target: str = "onnx"
+    kernels: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def target_note(self) -> str:
+        """What the target changed, in words ("" for portable ONNX)."""
+        if self.target == "onnx":
+            return ""
+        if not self.kernels:
+            return f"{self.target}: no fused kernel written (none cheaper than its decomposition under " \
+                   f"{self.cost_model or 'the cost model'})"
+        return f"{self.target}: wrote " + ", ".join(f"{k} x{n}" for k, n in sorted(self.kernels.items()))
 
     @property
     def dynamic_axes(self) -> str:
@@ -210,7 +223,7 @@ class OptimizeResult:
             "estimated_speedup": self.speedup, "kept_original": self.kept_original, "kept_reason": self.kept_reason,
             "decision": self.decision, "onnx_nodes": list(self.onnx_nodes), "bodies": list(self.bodies),
             "dynamic_axes": {"dims": dict(self.dims), "fixed_because": self.static_reason},
-            "repeated_blocks": self.blocks,
+            "repeated_blocks": self.blocks, "target": self.target, "kernels": dict(self.kernels),
             "saturation": {"iterations": len(self.iterations) - 1, "stop_reason": self.stop_reason},
             "egraph": {"enodes": self.egraph_size[0], "eclasses": self.egraph_size[1]},
             "extraction": {"status": self.solver_status, "bound": self.solver_bound, "gap": self.solver_gap},
@@ -246,6 +259,7 @@ class OptimizeResult:
             *([("control-flow bodies", "; ".join(self.bodies))] if self.bodies else []),
             *([("dynamic axes", self.dynamic_axes)] if self.dynamic_axes else []),
             *([("repeated blocks", self.blocks)] if self.blocks else []),
+            *([("target", self.target_note)] if self.target_note else []),
             ("ONNX nodes before/after", f"{self.onnx_nodes[0]} / {self.onnx_nodes[1]}"),
             ("saturation", f"{len(self.iterations) - 1} iterations, stopped: {self.stop_reason}"),
             ("e-graph", f"{self.egraph_size[0]} e-nodes, {self.egraph_size[1]} e-classes"),

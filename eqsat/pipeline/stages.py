@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ from eqsat.ir.blocks import Reduction, reduce_repeats
 from eqsat.ir.graph import Graph
 from eqsat.ir.symbols import SymbolicShapeError, graph_symbols, representative
 from eqsat.ops import CostKey
+from eqsat.ops.ort_kernels import kernel_type
 from eqsat.pipeline import candidates
 from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, opaque_cost_keys, price_nodes
 from eqsat.pipeline.bodies import BodyResult, optimize_bodies
@@ -56,7 +58,14 @@ from eqsat.pipeline.check import (
     describe_reference,
     sizes_to_check,
 )
-from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, OptimizeOptions, default_rules, time_shares
+from eqsat.pipeline.options import (
+    BODY_SHARE,
+    SNAPSHOT_EXACT_SHARE,
+    OptimizeOptions,
+    default_rules,
+    target_rules,
+    time_shares,
+)
 from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult
 from eqsat.rules.rule import Rule
 
@@ -176,8 +185,10 @@ def _import(s: State) -> Graph:
 
 
 def choose_rules(s: State) -> None:
-    """The rules given, or the default ones."""
+    """The rules given, or the default ones, and the target's."""
     s.rules = list(s.options.rules) if s.options.rules is not None else default_rules(s.options.layouts)
+    names = {r.name for r in s.rules}
+    s.rules += [r for r in target_rules(s.options.target) if r.name not in names]
 
 
 def saturate(s: State) -> None:
@@ -436,7 +447,8 @@ def report(s: State) -> None:
         egraph_size=sat.egraph.tensor_size, kept_reason=s.kept_reason,
         cost_counts=counts, bodies=[str(b) for b in s.bodies], dims=representative(s.graph),
         static_reason=s.static_reason, blocks="" if s.reduction is None else s.reduction.describe(),
-        external_data=s.external_data)
+        external_data=s.external_data, target=s.options.target,
+        kernels={} if s.kept else dict(Counter(kernel_type(n.op) for n in s.new_graph.nodes if n.spec.runtime)))
 
 
 @dataclass(frozen=True)

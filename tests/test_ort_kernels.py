@@ -1,0 +1,176 @@
+"""Target onnxruntime: its fused kernels as alternatives in the e-graph. Every equality holds numerically in both
+directions (the kernels' own semantics against onnxruntime are in tests/test_ops.py's cases), a model is written
+with the kernels where the costs favour them and without them otherwise, and the default target never writes
+them."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import eqsat
+from eqsat import ops
+from eqsat.cli.app import build_parser
+from eqsat.costs import AnalyticCostModel
+from eqsat.costs.measured_cpu import one_node_model
+from eqsat.onnx_io import run_onnxruntime
+from eqsat.pipeline.options import OptimizeOptions, target_rules
+from eqsat.rules.onnxruntime import ORT_KERNEL_RULES
+from eqsat.rules.rule import check_condition, evaluate, parse
+
+MS = "com.microsoft"
+PARAMS = {"?eps"}
+_SKIP = [{"?eps": 1e-5, "?x": (2, 3, 8), "?c": (2, 3, 8), "?g": (8,), "?b": (8,)},
+         {"?eps": 1e-12, "?x": (1, 5, 16), "?c": (1, 5, 16), "?g": (16,), "?b": (16,)},
+         {"?eps": 0.1, "?x": (3, 1, 1), "?c": (3, 1, 1), "?g": (1,), "?b": (1,)}]
+_GELU = {2: [{"?x": (4, 8), "?c": (1, 8)}, {"?x": (1, 3), "?c": (1, 3)}, {"?x": (5, 1), "?c": (1, 1)}],
+         3: [{"?x": (2, 3, 8), "?c": (1, 1, 8)}, {"?x": (1, 4, 6), "?c": (1, 1, 6)},
+             {"?x": (3, 1, 2), "?c": (1, 1, 2)}]}
+SHAPES = {
+    **{f"ort-skip-layernorm{side}": _SKIP for side in ("", "-left")},
+    **{f"ort-skip-rmsnorm{side}": [{k: v for k, v in s.items() if k != "?b"} for s in _SKIP]
+       for side in ("", "-left")},
+    **{f"ort-{kind}-gelu-rank{rank}{side}": _GELU[rank]
+       for kind in ("bias", "fast") for rank in (2, 3) for side in ("", "-left")},
+}
+
+
+def test_every_kernel_rule_has_shape_sets_and_only_the_onnxruntime_target_adds_them() -> None:
+    assert {r.name for r in ORT_KERNEL_RULES} == set(SHAPES)
+    assert target_rules("onnx") == [] and target_rules("onnxruntime") == list(ORT_KERNEL_RULES)
+    made = {op for r in ORT_KERNEL_RULES for op in ops.REGISTRY if r.rhs[0].startswith(f"({op} ")}
+    assert made == {n for n, s in ops.REGISTRY.items() if s.runtime == "onnxruntime"}
+
+
+@pytest.mark.parametrize("rule", ORT_KERNEL_RULES, ids=lambda r: r.name)
+def test_kernel_equality_holds_both_ways(rule) -> None:
+    rng = np.random.default_rng(0)
+    for binding in SHAPES[rule.name]:
+        env = {k: (rng.standard_normal(v) if k not in PARAMS else v) for k, v in binding.items()}
+        assert all(check_condition(c, env) for c in rule.conditions)
+        lhs, rhs = parse(rule.lhs[0]), parse(rule.rhs[0])
+        # the decomposition computes what the kernel does, and the kernel what the decomposition does
+        np.testing.assert_allclose(evaluate(lhs, env), evaluate(rhs, env), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(evaluate(rhs, env), evaluate(lhs, env), rtol=1e-9, atol=1e-9)
+
+
+def test_a_kernels_rule_does_not_fire_outside_its_contract() -> None:
+    # a skip broadcast over the batch, a bias that is not a row: the conditions refuse them
+    skip = next(r for r in ORT_KERNEL_RULES if r.name == "ort-skip-layernorm")
+    env = {"?x": np.zeros((2, 3, 8)), "?c": np.zeros((1, 3, 8))}
+    assert not all(check_condition(c, env) for c in skip.conditions)
+    gelu = next(r for r in ORT_KERNEL_RULES if r.name == "ort-bias-gelu-rank3")
+    env = {"?x": np.zeros((2, 3, 8)), "?c": np.zeros((2, 1, 8))}
+    assert not all(check_condition(c, env) for c in gelu.conditions)
+
+
+class _CheapKernels(AnalyticCostModel):
+    """A runtime whose fused kernels are much faster than their parts (as onnxruntime's are on some GPUs)."""
+
+    name = "cheap-kernels"
+
+    def cost(self, key):
+        c = super().cost(key)
+        return c * 0.1 if key.op.startswith("ort_") else c
+
+
+def _block(batch: int | str = 2, h: int = 16) -> onnx.ModelProto:
+    """A transformer block's float work as an exporter writes it: a residual add and a layer norm, a biased
+    projection, GELU (erf), another projection whose bias feeds a tanh GELU, a residual add and an RMS norm."""
+    rng = np.random.default_rng(3)
+    w = {n: rng.standard_normal(s).astype(np.float32) * 0.3 for n, s in
+         (("g", (h,)), ("b", (h,)), ("W1", (h, h)), ("B1", (h,)), ("W2", (h, h)), ("B2", (h,)), ("g2", (h,)))}
+    nodes = [helper.make_node("Add", ["x", "r"], ["s"]),
+             helper.make_node("LayerNormalization", ["s", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+             helper.make_node("MatMul", ["n", "W1"], ["p"]), helper.make_node("Add", ["p", "B1"], ["pb"]),
+             helper.make_node("Gelu", ["pb"], ["a"]),
+             helper.make_node("MatMul", ["a", "W2"], ["q"]), helper.make_node("Add", ["B2", "q"], ["qb"]),
+             helper.make_node("Gelu", ["qb"], ["t"], approximate="tanh"),
+             helper.make_node("Add", ["t", "n"], ["u"]),
+             helper.make_node("RMSNormalization", ["u", "g2"], ["y"], axis=-1, epsilon=1e-6)]
+    io = [batch, 5, h]
+    g = helper.make_graph(nodes, "block", [helper.make_tensor_value_info(n, TensorProto.FLOAT, io) for n in "xr"],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, io)],
+                          [numpy_helper.from_array(v, k) for k, v in w.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+
+
+def _kernels_written(model: onnx.ModelProto) -> set[str]:
+    return {n.op_type for n in model.graph.node if n.domain == MS}
+
+
+@pytest.mark.parametrize("batch", [2, "batch"])
+def test_kernels_are_written_where_cheaper_and_the_model_stays_equal(batch: int | str) -> None:
+    res = eqsat.optimize(_block(batch), target="onnxruntime", cost_model=_CheapKernels(), time_limit=30,
+                         dims={"batch": 2} if batch == "batch" else None)
+    assert _kernels_written(res.model) == {"SkipLayerNormalization", "BiasGelu", "FastGelu",
+                                           "SkipSimplifiedLayerNormalization"}
+    assert any(o.domain == MS and o.version == 1 for o in res.model.opset_import)
+    assert res.kernels == dict.fromkeys(_kernels_written(res.model), 1) and res.to_dict()["target"] == "onnxruntime"
+    assert "target                   onnxruntime: wrote BiasGelu x1, FastGelu x1," in res.summary()
+    assert res.numeric is not None and res.numeric.ok
+    onnx.checker.check_model(res.model)
+    # the written kernels compute what the original does, run by onnxruntime
+    rng = np.random.default_rng(1)
+    feeds = {n: rng.standard_normal((3, 5, 16)).astype(np.float32) for n in "xr"} if batch == "batch" else \
+        {n: rng.standard_normal((2, 5, 16)).astype(np.float32) for n in "xr"}
+    np.testing.assert_allclose(run_onnxruntime(res.model, feeds)[0], run_onnxruntime(_block(batch), feeds)[0],
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_the_portable_form_is_kept_by_the_default_target_and_by_costs_that_cannot_see_the_kernels() -> None:
+    portable = eqsat.optimize(_block(), cost_model=_CheapKernels(), time_limit=30)  # target onnx: no kernel rules
+    assert not _kernels_written(portable.model) and not any(o.domain == MS for o in portable.model.opset_import)
+    analytic = eqsat.optimize(_block(), target="onnxruntime", time_limit=30)
+    assert not _kernels_written(analytic.model)  # priced as their parts and a hair more
+    assert analytic.target_note == ("onnxruntime: no fused kernel written (none cheaper than its decomposition "
+                                    "under analytic)") and portable.target_note == ""
+    key = ops.get("ort_skip_layernorm").cost_keys({"epsilon": 1e-5}, [(2, 5, 16)] * 2 + [(16,)] * 2, (2, 5, 16),
+                                                  weights=(2, 3))[0]
+    parts = ops.runs_as_keys(key)
+    assert [k.op for k in parts] == ["ewadd", "layernorm"]
+    assert parts[1].input_shapes == ((2, 5, 16), (16,), (16,)) and parts[1].weights == (1, 2)
+    model = AnalyticCostModel()
+    assert model.cost(key) > sum(model.cost(k) for k in parts)
+    assert round((model.cost(key) - sum(model.cost(k) for k in parts)) * 1e6) > 0  # seen by extraction
+
+
+def test_a_model_holding_kernels_comes_back_portable_or_with_the_kernels() -> None:
+    """The other direction: the kernels of a model from onnxruntime's optimizer import as their decompositions
+    (tests/test_contrib_ops.py writes such a model as standard ONNX where that gains), and come back for onnxruntime
+    where they pay. For the default target there is nothing cheaper here: the model is kept as given."""
+    rng = np.random.default_rng(5)
+    h = 16
+    w = {n: rng.standard_normal(s).astype(np.float32) * 0.3 for n, s in (("g", (h,)), ("b", (h,)), ("c", (h,)))}
+    nodes = [helper.make_node("SkipLayerNormalization", ["x", "r", "g", "b"], ["n"], domain=MS, epsilon=1e-5),
+             helper.make_node("BiasGelu", ["n", "c"], ["y"], domain=MS)]
+    g = helper.make_graph(nodes, "k", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 4, h]) for n in "xr"],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, h])],
+                          [numpy_helper.from_array(v, k) for k, v in w.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid(MS, 1)])
+    portable = eqsat.optimize(model, cost_model=_CheapKernels(), time_limit=30)
+    assert portable.kept_original and portable.cost_after == pytest.approx(portable.cost_before)
+    again = eqsat.optimize(model, target="onnxruntime", cost_model=_CheapKernels(), time_limit=30)
+    assert not again.kept_original and again.cost_after < again.cost_before
+    assert _kernels_written(again.model) == {"SkipLayerNormalization", "BiasGelu"} and again.numeric.ok
+
+
+def test_a_measured_model_times_the_kernel_onnxruntime_runs() -> None:
+    spec = ops.get("ort_fast_gelu")
+    (key,) = spec.cost_keys({}, [(1, 4, 8), (8,)], (1, 4, 8), weights=(1,))
+    m = one_node_model(key)
+    assert [(n.domain, n.op_type) for n in m.graph.node] == [(MS, "FastGelu")]
+    x = np.random.default_rng(0).standard_normal((1, 4, 8)).astype(np.float32)
+    bias = numpy_helper.to_array(m.graph.initializer[0])
+    np.testing.assert_allclose(run_onnxruntime(m, {"in0": x})[0], spec.evaluate({}, [x, bias]), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_an_unknown_target_is_refused_before_anything_runs() -> None:
+    with pytest.raises(ValueError, match="unknown target 'tensorrt'; choose one of onnx, onnxruntime"):
+        OptimizeOptions(target="tensorrt")
+    args = build_parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx", "--target", "onnxruntime"])
+    assert args.target == "onnxruntime"
+    assert build_parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx"]).target == "onnx"
