@@ -1,22 +1,30 @@
-"""Measured GPU costs through CuPy: cuDNN convolutions, cuBLAS matrix products, CuPy kernels for the rest.
+"""Measured GPU costs through CuPy: cuBLAS matrix products, cuDNN convolutions and pools, CuPy kernels for the rest.
 
 CuPy is imported lazily: this module imports (and the rest of eqsat works) without CuPy or a GPU.
-Convolutions go through CuPy's cuDNN wrapper with ``auto_tune=True`` so cuDNN picks its fastest algorithm,
-as TASO does; pools through cuDNN pooling; transposed-operand products (``matmul_t``) through cuBLAS with
-the transpose flags their layout implies. A fused bias and relu is measured as the convolution plus CuPy's
-in-place bias/relu kernels (CuPy's wrapper does not expose cuDNN's fused conv+bias+activation call), and
-NHWC convolutions fall back to the analytic model (the wrapper only takes NCHW). Each configuration is
-warmed up, then timed with CUDA events over repeated launches; the median is reported.
+Convolutions and pools go through cuDNN, as TASO's do: through CuPy's wrapper up to CuPy 13 (``auto_tune=True``,
+so cuDNN picks its fastest algorithm), or, from CuPy 14 (which removed its cuDNN support), through PyTorch's where
+PyTorch is installed (``torch.backends.cudnn.benchmark``, the same autotuning), on the same arrays through DLPack.
+Transposed-operand products (``matmul_t``) go through cuBLAS with the transpose flags their layout implies. A fused
+bias and relu is measured as the convolution plus CuPy's in-place relu. Each configuration is warmed up, then
+timed with CUDA events over repeated launches; the median is reported.
+
+An operator with no kernel here (NHWC convolutions, a reference numpy cannot run on CuPy arrays, convolutions
+with no cuDNN at hand) is priced by a roofline of this GPU, calibrated when the model is made: the bandwidth a
+large element-wise add reaches, the FP32 rate of a large matrix product and the time of an empty launch
+(:func:`calibrate`). The CPU analytic model, which it replaced, priced such operators hundreds of times slower
+than the measured ones beside them.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from eqsat import ops
-from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
+from eqsat.costs.gpu_sim import GpuSimCostModel
 from eqsat.ops import CostKey
 
 
@@ -32,11 +40,60 @@ def _cupy() -> Any:
 
 
 def _cudnn() -> Any:
+    """CuPy's cuDNN wrapper, or None (CuPy 14 removed it; an older CuPy built without cuDNN lacks it too)."""
     try:
         from cupyx import cudnn
     except ImportError:
-        from cupy import cudnn
+        try:
+            from cupy import cudnn
+        except ImportError:
+            return None
     return cudnn
+
+
+def _torch_cuda() -> Any:
+    """PyTorch with CUDA and cuDNN, set to autotune its convolution algorithms; None where it is not installed or
+    has no GPU."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not (torch.cuda.is_available() and torch.backends.cudnn.is_available()):
+        return None
+    torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest algorithm per shape, as CuPy's auto_tune did
+    return torch
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What this GPU reaches, measured: FP32 matrix-product rate, memory bandwidth, one empty launch."""
+
+    gflops: float
+    bandwidth_gbs: float
+    launch_ms: float
+    resident_threads: int
+
+    def roofline(self) -> GpuSimCostModel:
+        """The roofline of :mod:`eqsat.costs.gpu_sim` at these figures (their efficiency is already reached)."""
+        return GpuSimCostModel(peak_gflops=self.gflops, bandwidth_gbs=self.bandwidth_gbs,
+                               launch_overhead_ms=self.launch_ms, memory_efficiency=1.0,
+                               resident_threads=self.resident_threads)
+
+
+def calibrate(cp: Any, timer: Any) -> Calibration:
+    """Time a 4096-cube float32 product, an add of two vectors of 2^26 floats (two read, one written) and an add
+    of one float on the current GPU (``timer(fn)``: the median ms of ``fn``)."""
+    n = 4096
+    a, b = cp.ones((n, n), dtype=cp.float32), cp.ones((n, n), dtype=cp.float32)
+    gemm_ms = timer(lambda: cp.matmul(a, b))
+    x, y = cp.ones(1 << 26, dtype=cp.float32), cp.ones(1 << 26, dtype=cp.float32)
+    add_ms = timer(lambda: cp.add(x, y))
+    one = cp.ones(1, dtype=cp.float32)
+    launch_ms = timer(lambda: cp.add(one, one))
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    threads = int(props["multiProcessorCount"]) * int(props["maxThreadsPerMultiProcessor"])
+    return Calibration(gflops=2 * n ** 3 / (gemm_ms * 1e6), bandwidth_gbs=3 * x.nbytes / (add_ms * 1e6),
+                       launch_ms=launch_ms, resident_threads=threads)
 
 
 def _symmetric_pads(cp: Any, x: Any, pads: tuple[int, ...], fill: float) -> tuple[Any, tuple[int, int]]:
@@ -58,7 +115,15 @@ class CupyCostModel(CostModel):
         self.cp = _cupy()
         self.warmup = warmup
         self.repeats = repeats
-        self._fallback = AnalyticCostModel()
+        self._cudnn = _cudnn()
+        self._torch = None if self._cudnn is not None else _torch_cuda()
+        self.calibration = calibrate(self.cp, self._time)
+        self._fallback = self.calibration.roofline()
+
+    @property
+    def cudnn_backend(self) -> str:
+        """Which cuDNN convolutions and pools run through: ``"cupy"``, ``"torch"``, or ``""`` (the roofline)."""
+        return "cupy" if self._cudnn is not None else "torch" if self._torch is not None else ""
 
     def _kernel(self, key: CostKey) -> Any:
         cp = self.cp
@@ -67,18 +132,7 @@ class CupyCostModel(CostModel):
         xs = [rng.standard_normal(s, dtype=cp.float32) for s in key.input_shapes]
         op = key.op
         if op == "conv2d":
-            cudnn = _cudnn()
-            x, w, b = xs
-            y = cp.empty(key.output_shape, dtype=cp.float32)
-            x, pad = _symmetric_pads(cp, x, p["pads"], 0.0)
-
-            def conv() -> None:
-                cudnn.convolution_forward(x, w, b, y, pad, p["strides"], p["dilations"], p["groups"],
-                                          auto_tune=True, tensor_core="auto")
-                if p["act"] == 1:
-                    cp.maximum(y, 0, out=y)
-
-            return conv
+            return self._conv(key, xs, p)
         table = {
             "matmul": lambda: cp.matmul(xs[0], xs[1]),
             "ewadd": lambda: cp.add(xs[0], xs[1]),
@@ -98,7 +152,9 @@ class CupyCostModel(CostModel):
             b = xs[1].T if p["trans_b"] else xs[1]
             return lambda: cp.matmul(a, b)
         if op in ("maxpool", "avgpool") and len(key.input_shapes[0]) == 4:
-            return self._pool(key, xs[0], p)
+            if self._cudnn is not None:
+                return self._pool(key, xs[0], p)
+            return self._torch_pool(key, xs[0], p) if self._torch is not None else None
         if op == "split":
             idx = [slice(None)] * len(key.input_shapes[0])
             idx[p["axis"]] = slice(p["start"], p["start"] + p["size"])
@@ -123,9 +179,50 @@ class CupyCostModel(CostModel):
             return None
         return run if type(out).__module__.startswith("cupy") else None
 
+    def _conv(self, key: CostKey, xs: list[Any], p: dict[str, Any]) -> Callable[[], Any] | None:
+        """A cuDNN convolution (then the fused relu): CuPy's, else PyTorch's; None without cuDNN."""
+        cp = self.cp
+        x, w, b = xs
+        x, pad = _symmetric_pads(cp, x, p["pads"], 0.0)
+        relu = p["act"] == 1
+        if self._cudnn is not None:
+            cudnn = self._cudnn
+            y = cp.empty(key.output_shape, dtype=cp.float32)
+
+            def conv() -> None:
+                cudnn.convolution_forward(x, w, b, y, pad, p["strides"], p["dilations"], p["groups"],
+                                          auto_tune=True, tensor_core="auto")
+                if relu:
+                    cp.maximum(y, 0, out=y)
+
+            return conv
+        torch = self._torch
+        if torch is None:
+            return None
+        tx, tw, tb = (torch.from_dlpack(a) for a in (x, w, b))
+        f = torch.nn.functional
+
+        def torch_conv() -> None:
+            with torch.no_grad():
+                y = f.conv2d(tx, tw, tb, tuple(p["strides"]), pad, tuple(p["dilations"]), p["groups"])
+                if relu:
+                    y.relu_()
+
+        return torch_conv
+
+    def _torch_pool(self, key: CostKey, x: Any, p: dict[str, Any]) -> Callable[[], Any]:
+        """PyTorch's cuDNN pooling (asymmetric pads applied to the input first, see :func:`_symmetric_pads`)."""
+        cp, torch = self.cp, self._torch
+        x, pad = _symmetric_pads(cp, x, p["pads"], -cp.inf if key.op == "maxpool" else 0.0)
+        tx, f = torch.from_dlpack(x), torch.nn.functional
+        if key.op == "maxpool":
+            return lambda: f.max_pool2d(tx, tuple(p["kernel"]), tuple(p["strides"]), pad)
+        return lambda: f.avg_pool2d(tx, tuple(p["kernel"]), tuple(p["strides"]), pad,
+                                    count_include_pad=bool(p["count_include_pad"]))
+
     def _pool(self, key: CostKey, x: Any, p: dict[str, Any]) -> Any:
         """cuDNN pooling (asymmetric pads applied to the input first, see :func:`_symmetric_pads`)."""
-        cp, cudnn = self.cp, _cudnn()
+        cp, cudnn = self.cp, self._cudnn
         try:
             from cupy_backends.cuda.libs import cudnn as libcudnn
         except ImportError:
@@ -142,18 +239,24 @@ class CupyCostModel(CostModel):
         return lambda: cudnn.pooling_forward(x, y, tuple(p["kernel"]), tuple(p["strides"]), pad, mode)
 
     def cost(self, key: CostKey) -> float:
-        """Measure one configuration (ms); operators without a GPU kernel here use the analytic model."""
+        """Measure one configuration (ms); operators without a GPU kernel here are priced by this GPU's
+        calibrated roofline."""
         if key.op == "reshape":
             return 0.0
         fn = self._kernel(key) if key.op != "opaque" else None
         if fn is None:
             return self._fallback.cost(key)
+        return self._time(fn)
+
+    def _time(self, fn: Callable[[], Any]) -> float:
+        """The median ms of ``fn`` over ``repeats`` launches after ``warmup``, by CUDA events on the default
+        stream (which PyTorch's kernels run on too)."""
         cp = self.cp
         for _ in range(self.warmup):
             fn()
         start, end = cp.cuda.Event(), cp.cuda.Event()
         times = []
-        for _ in range(self.repeats):
+        for _ in range(max(self.repeats, 1)):
             start.record()
             fn()
             end.record()
@@ -165,10 +268,12 @@ class CupyCostModel(CostModel):
         """GPU name, driver, CUDA runtime, cuDNN and CuPy versions."""
         cp = self.cp
         props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-        try:
-            cudnn_version = str(_cudnn().get_build_version())
-        except Exception:
-            cudnn_version = "unknown"
+        if self._cudnn is not None:
+            cudnn_version = f"cupy {self._cudnn.get_build_version()}"
+        elif self._torch is not None:
+            cudnn_version = f"torch {self._torch.__version__}, cuDNN {self._torch.backends.cudnn.version()}"
+        else:
+            cudnn_version = "none (convolutions and pools priced by the calibrated roofline)"
         return {"model": self.name, "gpu": props["name"].decode() if isinstance(props["name"], bytes)
                 else str(props["name"]), "driver": str(cp.cuda.runtime.driverGetVersion()),
                 "cuda_runtime": str(cp.cuda.runtime.runtimeGetVersion()), "cudnn": cudnn_version,
