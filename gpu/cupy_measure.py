@@ -5,11 +5,12 @@ Convolutions and pools go through cuDNN, as TASO's do: through CuPy's wrapper up
 so cuDNN picks its fastest algorithm), or, from CuPy 14 (which removed its cuDNN support), through PyTorch's where
 PyTorch is installed (``torch.backends.cudnn.benchmark``, the same autotuning), on the same arrays through DLPack.
 Transposed-operand products (``matmul_t``) go through cuBLAS with the transpose flags their layout implies. A fused
-bias and relu is measured as the convolution plus CuPy's in-place relu. Each configuration is warmed up, then
-timed with CUDA events over repeated launches; the median is reported.
+bias and relu is measured as the convolution plus an in-place relu, a residual add (``conv2d_add``) as an in-place
+add; NHWC convolutions run as PyTorch's channels-last tensors (cuDNN's NHWC kernels). Each configuration is
+warmed up, then timed with CUDA events over repeated launches; the median is reported.
 
-An operator with no kernel here (NHWC convolutions, a reference numpy cannot run on CuPy arrays, convolutions
-with no cuDNN at hand) is priced by a roofline of this GPU, calibrated when the model is made: the bandwidth a
+An operator with no kernel here (a reference numpy cannot run on CuPy arrays, convolutions with no cuDNN at hand,
+NHWC ones without PyTorch) is priced by a roofline of this GPU, calibrated when the model is made: the bandwidth a
 large element-wise add reaches, the FP32 rate of a large matrix product and the time of an empty launch
 (:func:`calibrate`). The CPU analytic model, which it replaced, priced such operators hundreds of times slower
 than the measured ones beside them.
@@ -131,7 +132,7 @@ class CupyCostModel(CostModel):
         rng = cp.random.default_rng(0)
         xs = [rng.standard_normal(s, dtype=cp.float32) for s in key.input_shapes]
         op = key.op
-        if op == "conv2d":
+        if op in ("conv2d", "conv2d_add", "conv2d_nhwc"):
             return self._conv(key, xs, p)
         table = {
             "matmul": lambda: cp.matmul(xs[0], xs[1]),
@@ -180,11 +181,22 @@ class CupyCostModel(CostModel):
         return run if type(out).__module__.startswith("cupy") else None
 
     def _conv(self, key: CostKey, xs: list[Any], p: dict[str, Any]) -> Callable[[], Any] | None:
-        """A cuDNN convolution (then the fused relu): CuPy's, else PyTorch's; None without cuDNN."""
+        """A cuDNN convolution, then a residual add (``conv2d_add``) and the fused relu: CuPy's cuDNN, else
+        PyTorch's (which also runs ``conv2d_nhwc`` in cuDNN's NHWC layout, as channels-last tensors); None
+        without cuDNN."""
         cp = self.cp
-        x, w, b = xs
-        x, pad = _symmetric_pads(cp, x, p["pads"], 0.0)
+        x, w, b, *residual = xs
+        nhwc = key.op == "conv2d_nhwc"
+        if nhwc and self._torch is None:
+            return None  # CuPy's wrapper takes NCHW only
         relu = p["act"] == 1
+        if not nhwc:
+            x, pad = _symmetric_pads(cp, x, p["pads"], 0.0)
+        elif p["pads"][0] != p["pads"][2] or p["pads"][1] != p["pads"][3]:
+            x = cp.pad(x, ((0, 0), (p["pads"][0], p["pads"][2]), (p["pads"][1], p["pads"][3]), (0, 0)))
+            pad = (0, 0)
+        else:
+            pad = (p["pads"][0], p["pads"][1])
         if self._cudnn is not None:
             cudnn = self._cudnn
             y = cp.empty(key.output_shape, dtype=cp.float32)
@@ -192,6 +204,8 @@ class CupyCostModel(CostModel):
             def conv() -> None:
                 cudnn.convolution_forward(x, w, b, y, pad, p["strides"], p["dilations"], p["groups"],
                                           auto_tune=True, tensor_core="auto")
+                if residual:
+                    cp.add(y, residual[0], out=y)
                 if relu:
                     cp.maximum(y, 0, out=y)
 
@@ -200,13 +214,20 @@ class CupyCostModel(CostModel):
         if torch is None:
             return None
         tx, tw, tb = (torch.from_dlpack(a) for a in (x, w, b))
+        if nhwc:  # an NCHW view of the NHWC data, and the kernel in the same layout
+            tx = tx.permute(0, 3, 1, 2)
+            tw = tw.contiguous(memory_format=torch.channels_last)
+        tz = torch.from_dlpack(residual[0]) if residual else None
         f = torch.nn.functional
 
-        def torch_conv() -> None:
+        def torch_conv() -> Any:  # the result, in the key's layout (a test checks its shape)
             with torch.no_grad():
                 y = f.conv2d(tx, tw, tb, tuple(p["strides"]), pad, tuple(p["dilations"]), p["groups"])
+                if tz is not None:
+                    y.add_(tz)
                 if relu:
                     y.relu_()
+            return y.permute(0, 2, 3, 1) if nhwc else y
 
         return torch_conv
 

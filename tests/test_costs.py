@@ -111,6 +111,13 @@ def test_cupy_model_on_a_gpu() -> None:
     assert m.cost(_conv(1)) > 0
     # convolutions run through cuDNN where CuPy (up to 13) or PyTorch offers it
     assert (m._kernel(_conv(1)) is not None) == bool(m.cudnn_backend)
+    if m.cudnn_backend == "torch":  # a residual add, and cuDNN's NHWC layout, each with the key's output shape
+        for op, shapes, out in (("conv2d_add", [(1, 16, 32, 32), (8, 16, 3, 3), (8,), (1, 8, 16, 16)], (1, 8, 16, 16)),
+                                ("conv2d_nhwc", [(2, 32, 32, 16), (8, 16, 3, 3), (8,)], (2, 16, 16, 8))):
+            spec = ops.get(op)
+            key = spec.cost_key(spec.normalize({"pads": (1, 1, 1, 1), "strides": (2, 2)}), shapes, out)
+            fn = m._kernel(key)
+            assert fn is not None and tuple(fn().shape) == out and m.cost(key) > 0, op
     # an operator with no kernel here is priced by this GPU's calibrated roofline, on the scale of the measured
     # ones (the CPU analytic model it replaced priced such operators tens to hundreds of times above them)
     c = m.calibration
