@@ -166,7 +166,8 @@ def replay(args: argparse.Namespace) -> None:
             f"Python (an empty launch takes {measured['calibration']['launch_ms'] * 1e3:.1f} us there), so a graph "
             f"of fewer kernels gains more here than in a runtime that launches them from C++ or a CUDA graph. "
             f"The last columns price with the same measured costs the graph `gpu-sim` chose, and count the "
-            f"configurations of the replayed runs that were not measured (priced by the roofline).\n\n")
+            f"configurations of the replayed runs that were not measured (opaque ONNX nodes, which CuPy's model cannot "
+            f"run, such as hf_bert's mask arithmetic; priced by the roofline).\n\n")
     table = ("| model | cost before (ms) | after (ms) | speedup | gpu-sim's predicted speedup | gpu-sim's choice "
              "under the measured costs | configurations not measured | numeric check |\n"
              "|---|---|---|---|---|---|---|---|\n")
