@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import geomean, ran_as, save_results  # noqa: E402
+from _common import geomean, parse_sizes, ran_as, save_results  # noqa: E402
 
 from eqsat.costs.base import CostModel  # noqa: E402
 from eqsat.ops import CostKey  # noqa: E402
@@ -87,14 +87,25 @@ class Replayed(CostModel):
         return ms
 
 
-def _models(names: list[str]) -> dict[str, Any]:
+def _models(names: list[str], dims: str = "") -> dict[str, tuple[Any, dict[str, Any]]]:
+    """Name -> (builder, ``optimize``'s keywords) of each model: a built-in model's name, or an ONNX file, whose
+    symbolic dimensions named in ``dims`` (``NAME=SIZE,...``) are costed at those sizes."""
+    import onnx
+
     from eqsat.models.registry import builtin_models
 
-    known = builtin_models()
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise SystemExit(f"unknown model(s) {', '.join(unknown)}; built-in: {', '.join(known)}")
-    return {n: known[n] for n in names}
+    known, sizes, out = builtin_models(), parse_sizes(dims), {}
+    for name in names:
+        if name in known:
+            out[name] = (known[name], {})
+        elif name.endswith(".onnx") and Path(name).is_file():
+            model = onnx.load(name, load_external_data=False)
+            symbols = {d.dim_param for i in model.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}
+            kw = {"dims": {k: v for k, v in sizes.items() if k in symbols}} if symbols & set(sizes) else {}
+            out[Path(name).stem] = (lambda path=name: onnx.load(path), kw)
+        else:
+            raise SystemExit(f"unknown model {name!r}: neither an ONNX file nor built-in ({', '.join(known)})")
+    return out
 
 
 def collect(args: argparse.Namespace) -> None:
@@ -102,9 +113,9 @@ def collect(args: argparse.Namespace) -> None:
     from eqsat.costs import get_cost_model
 
     rec = Recording(get_cost_model("gpu-sim"))
-    for name, build in _models(args.models).items():
+    for name, (build, kw) in _models(args.models, args.dims).items():
         t = time.perf_counter()
-        eqsat.optimize(build(), cost_model=rec, time_limit=TIME_LIMIT)
+        eqsat.optimize(build(), cost_model=rec, time_limit=TIME_LIMIT, **kw)
         print(f"{name}: {len(rec.keys)} configurations so far ({time.perf_counter() - t:.1f} s)", flush=True)
     # an opaque node's configuration is the ONNX node itself, which CuPy's model cannot run: the roofline's
     keys = sorted((k for k in rec.keys if k.op != "opaque"), key=lambda k: k.as_str())
@@ -140,13 +151,13 @@ def replay(args: argparse.Namespace) -> None:
 
     measured = json.loads(Path(args.measured).read_text(encoding="utf-8"))
     rows = []
-    for name, build in _models(args.models).items():
+    for name, (build, kw) in _models(args.models, args.dims).items():
         gpu = Replayed(measured)
-        res = eqsat.optimize(build(), cost_model=gpu, time_limit=TIME_LIMIT)
-        sim = eqsat.optimize(build(), cost_model=get_cost_model("gpu-sim"), time_limit=TIME_LIMIT)
+        res = eqsat.optimize(build(), cost_model=gpu, time_limit=TIME_LIMIT, **kw)
+        sim = eqsat.optimize(build(), cost_model=get_cost_model("gpu-sim"), time_limit=TIME_LIMIT, **kw)
         # the graph gpu-sim chose, priced by the measured costs (its ONNX re-imported: the same graph)
         sim_on_gpu = eqsat.optimize(sim.model, cost_model=Replayed(measured), iter_limit=0, time_limit=TIME_LIMIT,
-                                    check=False).cost_before
+                                    check=False, **kw).cost_before
         rows.append({"model": name, "before_ms": res.cost_before, "after_ms": res.cost_after,
                      "speedup": res.speedup, "sim_speedup": sim.speedup,
                      "sim_choice_speedup_on_gpu": res.cost_before / sim_on_gpu if sim_on_gpu else None,
@@ -179,21 +190,24 @@ def replay(args: argparse.Namespace) -> None:
               f"gpu-sim's choices priced by them {geomean([r['sim_choice_speedup_on_gpu'] for r in rows]):.3f}x.\n")
     print(head + table)
     if args.out:
-        save_results(args.out, "gpu_replay", head, table, {"measured": args.measured, "rows": rows})
+        save_results(args.out, args.stem, head, table, {"measured": args.measured, "rows": rows})
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="step", required=True)
     c = sub.add_parser("collect", help="optimize under gpu-sim here; save every configuration priced")
-    c.add_argument("models", nargs="+")
+    c.add_argument("models", nargs="+", help="built-in models' names or ONNX files")
     c.add_argument("--keys", required=True, help="JSON file to write")
+    c.add_argument("--dims", default="", help="sizes of the files' symbolic dimensions, NAME=SIZE,...")
     m = sub.add_parser("measure", help="on the GPU machine: time every configuration")
     m.add_argument("keys")
     m.add_argument("--out", required=True, help="JSON file to write")
     r = sub.add_parser("replay", help="optimize with the measured times; compare with gpu-sim")
     r.add_argument("measured")
-    r.add_argument("models", nargs="+")
+    r.add_argument("models", nargs="+", help="built-in models' names or ONNX files")
+    r.add_argument("--dims", default="", help="sizes of the files' symbolic dimensions, NAME=SIZE,...")
+    r.add_argument("--stem", default="gpu_replay", help="results files' name (default gpu_replay)")
     r.add_argument("--out", default=None, help="results folder (default: print only)")
     args = ap.parse_args()
     {"collect": collect, "measure": measure, "replay": replay}[args.step](args)
