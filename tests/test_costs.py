@@ -111,13 +111,13 @@ def test_cupy_model_on_a_gpu() -> None:
     assert m.cost(_conv(1)) > 0
     # convolutions run through cuDNN where CuPy (up to 13) or PyTorch offers it
     assert (m._kernel(_conv(1)) is not None) == bool(m.cudnn_backend)
-    if m.cudnn_backend == "torch":  # a residual add, and cuDNN's NHWC layout, each with the key's output shape
-        for op, shapes, out in (("conv2d_add", [(1, 16, 32, 32), (8, 16, 3, 3), (8,), (1, 8, 16, 16)], (1, 8, 16, 16)),
-                                ("conv2d_nhwc", [(2, 32, 32, 16), (8, 16, 3, 3), (8,)], (2, 16, 16, 8))):
-            spec = ops.get(op)
-            key = spec.cost_key(spec.normalize({"pads": (1, 1, 1, 1), "strides": (2, 2)}), shapes, out)
-            fn = m._kernel(key)
-            assert fn is not None and tuple(fn().shape) == out and m.cost(key) > 0, op
+    if m.cudnn_backend == "torch":  # a residual add after the convolution, with the key's output shape
+        spec = ops.get("conv2d_add")
+        out = (1, 8, 16, 16)
+        key = spec.cost_key(spec.normalize({"pads": (1, 1, 1, 1), "strides": (2, 2)}),
+                            [(1, 16, 32, 32), (8, 16, 3, 3), (8,), out], out)
+        fn = m._kernel(key)
+        assert fn is not None and tuple(fn().shape) == out and m.cost(key) > 0
     # an operator with no kernel here is priced by this GPU's calibrated roofline, on the scale of the measured
     # ones (the CPU analytic model it replaced priced such operators tens to hundreds of times above them)
     c = m.calibration
@@ -353,6 +353,28 @@ def test_the_gpu_fallback_is_a_roofline_at_the_calibrated_figures() -> None:
         import cupy  # noqa: F401
     except ImportError:
         assert _cudnn() is None
+
+
+def test_the_gpu_model_prices_what_export_writes(monkeypatch) -> None:
+    """An NHWC convolution as its transposes and NCHW convolution, an onnxruntime kernel as its parts and a hair
+    more: checked with every configuration priced by the roofline (no GPU here)."""
+    from eqsat.costs.analytic import KERNEL_MARGIN_MS
+    from eqsat.gpu.cupy_measure import Calibration, CupyCostModel, nhwc_conv_as_written
+
+    m = object.__new__(CupyCostModel)  # no CuPy here: the model's timing replaced by its roofline
+    m._fallback = Calibration(gflops=50_000.0, bandwidth_gbs=2_000.0, launch_ms=0.01, resident_threads=10**5).roofline()
+    monkeypatch.setattr(m, "_kernel", lambda key: None)
+    nhwc = ops.get("conv2d_nhwc")
+    key = nhwc.cost_key(nhwc.normalize({"pads": (1, 1, 1, 1), "strides": (2, 2), "act": 1}),
+                        [(2, 32, 32, 16), (8, 16, 3, 3), (8,)], (2, 16, 16, 8), weights=(1, 2))
+    into, conv, back = nhwc_conv_as_written(key)
+    assert (into.input_shapes, into.output_shape) == (((2, 32, 32, 16),), (2, 16, 32, 32))
+    assert conv.op == "conv2d" and conv.input_shapes[0] == (2, 16, 32, 32) and conv.output_shape == (2, 8, 16, 16)
+    assert dict(conv.params)["act"] == 1 and conv.weights == (1, 2) and back.output_shape == (2, 16, 16, 8)
+    assert m.cost(key) == pytest.approx(sum(m._fallback.cost(k) for k in (into, conv, back)))
+    skip = ops.get("ort_skip_layernorm")
+    k = skip.cost_key({"epsilon": 1e-5}, [(1, 8, 64), (1, 8, 64), (64,), (64,)], (1, 8, 64), weights=(2, 3))
+    assert m.cost(k) == pytest.approx(sum(m._fallback.cost(p) for p in ops.runs_as_keys(k)) + KERNEL_MARGIN_MS)
 
 
 def test_every_cost_model_implements_the_protocol(tmp_path) -> None:

@@ -174,3 +174,27 @@ def test_an_unknown_target_is_refused_before_anything_runs() -> None:
     args = build_parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx", "--target", "onnxruntime"])
     assert args.target == "onnxruntime"
     assert build_parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx"]).target == "onnx"
+
+
+def test_a_kernel_written_in_a_control_flow_body_is_declared_and_reported() -> None:
+    h = 16
+    rng = np.random.default_rng(0)
+    w = {n: rng.standard_normal(h).astype(np.float32) for n in "gb"}
+
+    def io(n: str) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 5, h])
+
+    then = helper.make_graph([helper.make_node("Add", ["x", "r"], ["s"]),
+                              helper.make_node("LayerNormalization", ["s", "g", "b"], ["t_out"], axis=-1,
+                                               epsilon=1e-5)], "then", [], [io("t_out")])
+    other = helper.make_graph([helper.make_node("Sub", ["x", "r"], ["e_out"])], "else", [], [io("e_out")])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], "m",
+                          [io("x"), io("r"), helper.make_tensor_value_info("c", TensorProto.BOOL, [])], [io("y")],
+                          [numpy_helper.from_array(v, k) for k, v in w.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    res = eqsat.optimize(model, target="onnxruntime", cost_model=_CheapKernels(), time_limit=30)
+    body = [n for a in res.model.graph.node[0].attribute if a.name == "then_branch" for n in a.g.node]
+    assert [(n.domain, n.op_type) for n in body] == [(MS, "SkipLayerNormalization")]
+    assert any(o.domain == MS for o in res.model.opset_import)
+    onnx.checker.check_model(res.model)
+    assert res.kernels == {"SkipLayerNormalization": 1} and res.numeric.ok

@@ -14,7 +14,15 @@ from onnx import helper, numpy_helper
 from eqsat.ir.graph import Graph, Node, computed_from_weights, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import graph_symbols
-from eqsat.onnx_io.protos import all_graphs, elem_type, eval_node, lacks_onnx_schema, outer_names, rename_outer
+from eqsat.onnx_io.protos import (
+    all_graphs,
+    elem_type,
+    eval_node,
+    lacks_onnx_schema,
+    nodes_within,
+    outer_names,
+    rename_outer,
+)
 from eqsat.onnx_io.symbolic_export import may_hold_sizes, symbolize
 from eqsat.ops import Shape
 from eqsat.ops.dims import Sym
@@ -190,7 +198,8 @@ def kernel_opsets(nodes: Iterable[onnx.NodeProto], present: Iterable[str]) -> li
     """The opset imports (version 1) the domains of ``nodes`` need beyond those ``present`` (the default domain
     is always there): the kernels export writes in a runtime's own domain."""
     have = {"", "ai.onnx", *present}
-    return [helper.make_opsetid(d, 1) for d in sorted({n.domain for n in nodes} - have)]
+    domains = {m.domain for n in nodes for m in (n, *nodes_within(n))}  # a body's kernels count too
+    return [helper.make_opsetid(d, 1) for d in sorted(domains - have)]
 
 
 def _split_weight_work(graph: Graph, opset: int) -> tuple[dict[str, Node], list[Node]]:

@@ -37,6 +37,8 @@ class BodyResult:
     attr: str
     cost_before: float
     cost_after: float
+    #: the runtime kernels written in it, by type (``optimize(target="onnxruntime")``)
+    kernels: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def __str__(self) -> str:
         return f"{self.node} {self.attr} {self.cost_before:.6g} -> {self.cost_after:.6g} ms"
@@ -132,5 +134,8 @@ def optimize_bodies(model: onnx.ModelProto, options: OptimizeOptions, seconds: f
         body.name = attr.g.name
         _prefix_defined(body, f"{attr.name}{k}/")
         attr.g.CopyFrom(body)
-        done.append(BodyResult(what, attr.name, res.cost_before, res.cost_after))
+        # a kernel of another domain written in the body (target onnxruntime) needs its opset in the model
+        have = {o.domain for o in out.opset_import}
+        out.opset_import.extend(o for o in res.model.opset_import if o.domain not in have)
+        done.append(BodyResult(what, attr.name, res.cost_before, res.cost_after, dict(res.kernels)))
     return (out, done) if done else (model, [])

@@ -448,7 +448,16 @@ def report(s: State) -> None:
         cost_counts=counts, bodies=[str(b) for b in s.bodies], dims=representative(s.graph),
         static_reason=s.static_reason, blocks="" if s.reduction is None else s.reduction.describe(),
         external_data=s.external_data, target=s.options.target,
-        kernels={} if s.kept else dict(Counter(kernel_type(n.op) for n in s.new_graph.nodes if n.spec.runtime)))
+        kernels=_kernels_written(s))
+
+
+def _kernels_written(s: State) -> dict[str, int]:
+    """The runtime kernels the written model holds that this run wrote, by type: the main graph's, unless the
+    original was kept, and its control-flow bodies'."""
+    counts = Counter() if s.kept else Counter(kernel_type(n.op) for n in s.new_graph.nodes if n.spec.runtime)
+    for b in s.bodies:
+        counts.update(b.kernels)
+    return dict(counts)
 
 
 @dataclass(frozen=True)
