@@ -170,3 +170,20 @@ def test_a_warm_cache_gives_saturation_the_time_measuring_no_longer_needs(tmp_pa
     assert shares_at_load() == time_shares(True, warm=False) and time_shares(True).saturation == 0.25
     optimize(model, cost_model=cached, verify_latency=False, time_limit=20)  # fills the cache
     assert shares_at_load() == time_shares(True, warm=True) and time_shares(True, warm=True).saturation == 0.4
+
+
+def test_an_untimed_runtime_kernel_is_estimated_as_its_parts_as_priced() -> None:
+    """Scaled as one operator beside timed parts, onnxruntime's kernel could look cheaper than them by the
+    estimate's error alone; it is its parts as priced (timed here) and a hair more."""
+    from eqsat.costs.analytic import KERNEL_MARGIN_MS
+
+    clock = [0.0]
+    model = FakeMeasured(clock)
+    spec = ops.get("ort_skip_layernorm")
+    kernel = spec.cost_key({"epsilon": 1e-5}, [(4, 64, 256)] * 2 + [(256,)] * 2, (4, 64, 256), weights=(2, 3))
+    parts = ops.runs_as_keys(kernel)
+    first = list(parts)  # the parts are timed; the deadline leaves the kernel estimated
+    p = price_within(model, [*parts, kernel, _mm(8)], deadline=2.5, first=first, clock=lambda: clock[0])
+    assert set(p.timed) == set(parts) and kernel in p.estimated
+    assert p.costs[kernel] == pytest.approx(sum(p.costs[k] for k in parts) + KERNEL_MARGIN_MS)
+    assert PricedCostModel(p, model).cost(kernel) == pytest.approx(p.costs[kernel])
