@@ -125,13 +125,15 @@ def collect(args: argparse.Namespace) -> None:
 
 def measure(args: argparse.Namespace) -> None:
     from eqsat.gpu import CupyCostModel
+    from eqsat.gpu.cupy_measure import nhwc_conv_as_written
 
     m = CupyCostModel()
     keys = [key_from_json(d) for d in json.loads(Path(args.keys).read_text(encoding="utf-8"))]
     costs, t0 = [], time.perf_counter()
     for k, key in enumerate(keys):
         # timed as a kernel, or priced from ones (an NHWC convolution as what export writes), or a view (free)
-        kernel = key.op == "conv2d_nhwc" or key.op not in ("reshape", "opaque") and m._kernel(key) is not None
+        timed = nhwc_conv_as_written(key)[1] if key.op == "conv2d_nhwc" else key
+        kernel = key.op not in ("reshape", "opaque") and m._kernel(timed) is not None
         costs.append({"key": key.as_str(), "op": key.op, "ms": m.cost(key), "kernel": kernel})
         if (k + 1) % 200 == 0:
             print(f"{k + 1}/{len(keys)} in {time.perf_counter() - t0:.0f} s", flush=True)

@@ -363,6 +363,7 @@ def test_the_gpu_model_prices_what_export_writes(monkeypatch) -> None:
 
     m = object.__new__(CupyCostModel)  # no CuPy here: the model's timing replaced by its roofline
     m._fallback = Calibration(gflops=50_000.0, bandwidth_gbs=2_000.0, launch_ms=0.01, resident_threads=10**5).roofline()
+    m._timed = {}
     monkeypatch.setattr(m, "_kernel", lambda key: None)
     nhwc = ops.get("conv2d_nhwc")
     key = nhwc.cost_key(nhwc.normalize({"pads": (1, 1, 1, 1), "strides": (2, 2), "act": 1}),
@@ -375,6 +376,15 @@ def test_the_gpu_model_prices_what_export_writes(monkeypatch) -> None:
     skip = ops.get("ort_skip_layernorm")
     k = skip.cost_key({"epsilon": 1e-5}, [(1, 8, 64), (1, 8, 64), (64,), (64,)], (1, 8, 64), weights=(2, 3))
     assert m.cost(k) == pytest.approx(sum(m._fallback.cost(p) for p in ops.runs_as_keys(k)) + KERNEL_MARGIN_MS)
+    # timings are kept: a kernel's parts are priced at the values the graph's own copies of them got, so timing
+    # noise cannot make the kernel cheaper than its parts
+    noisy = iter([1.0, 5.0, 2.0, 7.0])
+    monkeypatch.setattr(m, "_kernel", lambda key: (lambda: None))
+    monkeypatch.setattr(m, "_time", lambda fn: next(noisy))
+    m._timed = {}
+    add, norm = ops.runs_as_keys(k)
+    assert (m.cost(add), m.cost(norm)) == (1.0, 5.0)
+    assert m.cost(k) == pytest.approx(1.0 + 5.0 + KERNEL_MARGIN_MS) and m.cost(add) == 1.0
 
 
 def test_every_cost_model_implements_the_protocol(tmp_path) -> None:
