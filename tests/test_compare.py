@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import onnx
 import pytest
@@ -111,16 +110,11 @@ def test_cli_compares_a_built_in_model_and_writes_json(tmp_path, capsys) -> None
         assert 0.0 <= m["seconds_to_best"] <= m["seconds"], name
 
 
-def test_the_benchmark_renders_the_clis_json(tmp_path, capsys, monkeypatch) -> None:
+def test_the_benchmark_renders_the_clis_json(tmp_path, capsys) -> None:
     """benchmarks/compare.py --render reads the files eqsat compare --json writes (it read only its own)."""
-    import importlib.util
+    from _benchmarks import load_benchmark
 
-    bench_dir = Path(__file__).resolve().parent.parent / "benchmarks"
-    monkeypatch.syspath_prepend(str(bench_dir))  # the script imports its sibling _common
-    spec = importlib.util.spec_from_file_location("eqsat_compare_benchmark", bench_dir / "compare.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("compare")
     cli_json = tmp_path / "two.json"
     assert main(["compare", "two_matmul_shared_input", "--methods", "eqsat,backtracking", "--budget", "1", "--json",
                  str(cli_json), "-q"]) == 0

@@ -3,10 +3,8 @@ columns, ``eqsat compare --plot`` (eqsat.search.comparison_plot) and ``benchmark
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -22,18 +20,13 @@ from eqsat.search.traces import (
     with_reach_fields,
 )
 
-BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
-
 
 @pytest.fixture
-def bench(monkeypatch):
-    """benchmarks/compare.py as a module (it imports its sibling _common)."""
-    monkeypatch.syspath_prepend(str(BENCH_DIR))
-    spec = importlib.util.spec_from_file_location("eqsat_compare_benchmark_report", BENCH_DIR / "compare.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench():
+    """benchmarks/compare.py as a module."""
+    from _benchmarks import load_benchmark
+
+    return load_benchmark("compare")
 
 
 # ---------------------------------------------------------------------------------------------------------

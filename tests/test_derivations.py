@@ -11,8 +11,6 @@ from the algebraic properties (TASO's Table 2 style), not taken from any rule se
 from __future__ import annotations
 
 import functools
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -242,12 +240,9 @@ def test_linear_rules_are_proved() -> None:
 
 
 def _growth_module() -> Any:
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "growth.py"
-    spec = importlib.util.spec_from_file_location("eqsat_growth_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from _benchmarks import load_benchmark
+
+    return load_benchmark("growth")
 
 
 @pytest.mark.slow  # every graph of benchmarks/growth.py saturated with the default rules

@@ -3,27 +3,14 @@ answers from the GPU's times, pricing what was not measured by the saved rooflin
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
+from _benchmarks import load_benchmark
 
 from eqsat import ops
 
-PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_replay.py"
-
-
-def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("eqsat_gpu_replay_benchmark", PATH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gr = _bench()
+gr = load_benchmark("gpu_replay")
 
 
 def _keys() -> list[ops.CostKey]:

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _benchmarks import load_benchmark
 
-PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "speedup.py"
-
-
-def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("eqsat_speedup_benchmark", PATH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-sp = _bench()
+sp = load_benchmark("speedup")
 
 
 def row(model: str, threads: int, speedup: float | None, cold: float | None = 1.0, warm: float | None = 0.5,
@@ -142,9 +130,7 @@ def test_prediction_quality_pairs_originals_and_optimized_models() -> None:
 
 
 def test_spearman_handles_ties_and_reversals() -> None:
-    import sys
-    sys.path.insert(0, str(PATH.parent))
-    from _common import ranks, spearman
+    from _common import ranks, spearman  # on sys.path since load_benchmark
 
     assert list(ranks([3.0, 1.0, 3.0, 2.0])) == [2.5, 0.0, 2.5, 1.0]
     assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
