@@ -3,6 +3,8 @@ the original does (both run in onnxruntime on the same random inputs)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 
@@ -25,3 +27,17 @@ def assert_same_outputs(original: onnx.ModelProto, exported: onnx.ModelProto, se
     for r, o in zip(ref, got, strict=True):
         assert r.shape == o.shape
         np.testing.assert_allclose(o, r, rtol=tol, atol=tol)
+
+
+def assert_rule_holds(rule: Any, bindings: list[dict[str, Any]], params: set[str]) -> None:
+    """Every direction of ``rule`` computes the same on each binding: its variables in ``params`` take the
+    binding's values, the others random tensors of the binding's shapes (which its conditions must accept)."""
+    from eqsat.rules.rule import check_condition, evaluate, parse
+
+    rng = np.random.default_rng(0)
+    for binding in bindings:
+        env = {k: (rng.standard_normal(v) if k not in params else v) for k, v in binding.items()}
+        assert all(check_condition(c, env) for c in rule.conditions), (rule.name, binding)
+        for d in rule.directions():
+            left, right = evaluate(parse(d.lhs[0]), env), evaluate(parse(d.rhs[0]), env)
+            np.testing.assert_allclose(left, right, rtol=1e-9, atol=1e-9, err_msg=f"{d.name} {binding}")
