@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eqsat import ops
-from eqsat.costs.analytic import KERNEL_MARGIN_MS
+from eqsat.costs.analytic import kernel_as_parts
 from eqsat.costs.base import CostModel
 from eqsat.costs.gpu_sim import GpuSimCostModel
 from eqsat.ops import CostKey
@@ -98,7 +98,7 @@ class Calibration:
                                resident_threads=self.resident_threads)
 
 
-def calibrate(cp: Any, timer: Any) -> Calibration:
+def calibrate(cp: Any, timer: Callable[[Callable[[], Any]], float]) -> Calibration:
     """Time a 4096-cube float32 product, an add of two vectors of 2^26 floats (two read, one written) and an add
     of one float on the current GPU (``timer(fn)``: the median ms of ``fn``)."""
     n = 4096
@@ -273,10 +273,11 @@ class CupyCostModel(CostModel):
             return 0.0
         if key.op == "conv2d_nhwc":  # ONNX has no NHWC convolution: what runs is what export writes
             return sum(self.cost(k) for k in nhwc_conv_as_written(key))
-        if key.op != "opaque" and ops.get(key.op).runtime:
-            # onnxruntime's own kernel, which CuPy cannot run: priced as what it fuses and a hair more, so that
-            # a cost of another kind (the roofline's) never makes it look cheaper than its timed parts
-            return sum(self.cost(k) for k in ops.runs_as_keys(key)) + KERNEL_MARGIN_MS
+        # onnxruntime's own kernel, which CuPy cannot run: what it fuses, so that a cost of another kind (the
+        # roofline's) never makes it look cheaper than its timed parts
+        kernel = kernel_as_parts(key, self.cost)
+        if kernel is not None:
+            return kernel
         if key not in self._timed:
             fn = self._kernel(key) if key.op != "opaque" else None
             self._timed[key] = self._fallback.cost(key) if fn is None else self._time(fn)

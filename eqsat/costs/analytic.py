@@ -6,17 +6,27 @@ with one device's figures, and :class:`eqsat.costs.gpu_sim.GpuSimCostModel` with
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from eqsat import ops
 from eqsat.costs.base import CostModel
 from eqsat.ops import CostKey
 
 _BYTES = {"float32": 4, "float16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1, "uint8": 1, "int8": 1}
-#: how much more than its decomposition a runtime's own kernel costs here (see AnalyticCostModel.cost): a tenth
+#: how much more than its decomposition a runtime's own kernel costs (:func:`kernel_as_parts`): a tenth
 #: of a microsecond, which extraction's integer costs (nanoseconds) still tell apart
 KERNEL_MARGIN_MS = 1e-4
 #: views: a runtime can alias them, so they cost nothing (TASO's model does the same)
 VIEWS = frozenset({"reshape", "split"})
+
+
+def kernel_as_parts(key: CostKey, price: Callable[[CostKey], float]) -> float | None:
+    """A runtime's own kernel (``OpSpec.runtime``) priced by a model that does not see its speed: its parts
+    (``runs_as``) under ``price`` and a hair more (:data:`KERNEL_MARGIN_MS`), so it is never preferred to them
+    by a tie or by pricing of another kind; None for any other configuration."""
+    if key.op == "opaque" or not ops.get(key.op).runtime:
+        return None
+    return sum(price(k) for k in ops.runs_as_keys(key)) + KERNEL_MARGIN_MS
 
 
 def work(key: CostKey) -> tuple[float, int, int]:
@@ -58,11 +68,12 @@ class AnalyticCostModel(CostModel):
     def cost(self, key: CostKey) -> float:
         """Roofline estimate for one configuration; a fused form (conv with relu) is priced as the operators
         export writes it as, since nothing here models a runtime fusing them."""
+        kernel = kernel_as_parts(key, self.cost)  # a runtime's kernel: its speed is not modelled
+        if kernel is not None:
+            return kernel
         parts = ops.runs_as_keys(key)
         if parts != (key,):
-            # a runtime's own kernel (OpSpec.runtime): its speed is not modelled, so a hair over its parts keeps
-            # the portable form where the two tie
-            return sum(self.cost(k) for k in parts) + (KERNEL_MARGIN_MS if ops.get(key.op).runtime else 0.0)
+            return sum(self.cost(k) for k in parts)
         if key.op in VIEWS:
             return 0.0
         return self.kernel_ms(key, *work(key))

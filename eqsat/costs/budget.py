@@ -16,8 +16,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from eqsat import ops
-from eqsat.costs.analytic import KERNEL_MARGIN_MS, AnalyticCostModel
+from eqsat.costs.analytic import AnalyticCostModel, kernel_as_parts
 from eqsat.costs.base import CostModel, Progress
 from eqsat.ops import CostKey
 
@@ -147,7 +146,5 @@ def _estimate(key: CostKey, priced: Mapping[CostKey, float], scales: Mapping[str
     """The scaled analytic estimate of a configuration not timed. A runtime's own kernel (``OpSpec.runtime``) is
     its parts as priced (timed, or estimated in turn) and a hair more, as the analytic model has it: scaled as one
     operator beside parts that were timed, it could look cheaper than they are by the estimate's error alone."""
-    if key.op != "opaque" and ops.get(key.op).runtime:
-        return sum(priced[k] if k in priced else _estimate(k, priced, scales, analytic)
-                   for k in ops.runs_as_keys(key)) + KERNEL_MARGIN_MS
-    return scales.get(key.op, scales["*"]) * analytic(key)
+    kernel = kernel_as_parts(key, lambda k: priced[k] if k in priced else _estimate(k, priced, scales, analytic))
+    return kernel if kernel is not None else scales.get(key.op, scales["*"]) * analytic(key)

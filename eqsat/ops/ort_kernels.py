@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 
 from eqsat.ops import shapes as S
+from eqsat.ops.contrib import MS
 from eqsat.ops.core import REGISTRY, ExportContext, OnnxNode, OpSpec, Params, Shape, _register, require
 from eqsat.ops.elementwise import _gelu_np
 from eqsat.ops.norm import _ln_np, _rms_np
 
-MS = "com.microsoft"
 RUNTIME = "onnxruntime"
 #: the rank of the (batch, sequence, hidden) activations the skip norms take
 _SKIP_RANK = 3
@@ -103,9 +103,6 @@ def _bias_gelu(name: str, op_type: str, approximate: int, form: str) -> OpSpec:
 
 ORT_BIAS_GELU = _bias_gelu("ort_bias_gelu", "BiasGelu", 0, "exact (erf)")
 ORT_FAST_GELU = _bias_gelu("ort_fast_gelu", "FastGelu", 1, "tanh")
-
-#: the registry operators that are onnxruntime kernels
-KERNELS = (ORT_SKIP_LAYERNORM, ORT_SKIP_RMSNORM, ORT_BIAS_GELU, ORT_FAST_GELU)
 
 
 def kernel_type(name: str) -> str:
