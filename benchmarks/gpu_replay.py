@@ -43,11 +43,13 @@ def _tupled(v: Any) -> Any:
 
 
 def key_to_json(k: CostKey) -> dict[str, Any]:
+    """A configuration as JSON-ready data (:func:`key_from_json` reads it back)."""
     return {"op": k.op, "params": [[n, v] for n, v in k.params], "inputs": k.input_shapes, "output": k.output_shape,
             "dtype": k.dtype, "layout": k.layout, "weights": k.weights, "after": k.after}
 
 
 def key_from_json(d: dict[str, Any]) -> CostKey:
+    """The configuration :func:`key_to_json` wrote."""
     return CostKey(d["op"], tuple((n, _tupled(v)) for n, v in d["params"]), _tupled(d["inputs"]),
                    _tupled(d["output"]), d["dtype"], d["layout"], _tupled(d["weights"]), d["after"])
 
@@ -109,6 +111,7 @@ def _models(names: list[str], dims: str = "") -> dict[str, tuple[Any, dict[str, 
 
 
 def collect(args: argparse.Namespace) -> None:
+    """Step 1, here: optimize each model under gpu-sim and save every configuration priced."""
     import eqsat
     from eqsat.costs import get_cost_model
 
@@ -124,6 +127,7 @@ def collect(args: argparse.Namespace) -> None:
 
 
 def measure(args: argparse.Namespace) -> None:
+    """Step 2, on the GPU machine: time each configuration and save the times."""
     from eqsat.gpu import CupyCostModel
     from eqsat.gpu.cupy_measure import nhwc_conv_as_written
 
@@ -149,6 +153,7 @@ def measure(args: argparse.Namespace) -> None:
 
 
 def replay(args: argparse.Namespace) -> None:
+    """Step 3, here: optimize each model with the times; compare with gpu-sim's choices."""
     import eqsat
     from eqsat.costs import get_cost_model, graph_cost
 
