@@ -44,6 +44,9 @@ STARTER_RULES: tuple[Rule, ...] = (
     Rule("split-concat-second", ("(split ?ax ?s ?n (concat ?ax ?a ?b))",), ("?b",),
          conditions=("(= ?s (dim ?a ?ax))",)),
     Rule("concat-of-splits", ("(concat ?ax (split ?ax 0 ?n ?x) (split ?ax ?n ?m ?x))",), ("?x",)),
+    # import writes an Identity, or a Cast of float32 to float32, as a reshape to the same shape: the tensor itself,
+    # so that patterns across it match (a legacy export's attention casts its softmax to float32)
+    Rule("reshape-identity", ("(reshape ?sh ?x)",), ("?x",), conditions=("(= (shape ?x) ?sh)",)),
     Rule("transpose-matmul", ("(transpose [1 0] (matmul ?a ?b))",),
          ("(matmul (transpose [1 0] ?b) (transpose [1 0] ?a))",), bidirectional=True),
     # two-output rules
@@ -75,6 +78,7 @@ LINEAR_RULES: tuple[Rule, ...] = (
 #: Hand-written rules added to the generated corpus by default, tested numerically like every other rule:
 #: rules over operators outside the generator's TASO operator set (batch-norm folding, conv + residual add
 #: fusion), the two halves of a split concatenated back (the generator only splits the concatenations it
-#: built), and input linearity.
+#: built), a reshape to the shape its input has, and input linearity.
 EXTRA_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in (
-    "conv-batchnorm-fold", "concat-of-splits", "conv-add-fuse", "conv-add-relu-fuse")) + LINEAR_RULES
+    "conv-batchnorm-fold", "concat-of-splits", "reshape-identity", "conv-add-fuse", "conv-add-relu-fuse")) \
+    + LINEAR_RULES

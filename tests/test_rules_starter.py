@@ -65,6 +65,7 @@ SHAPES: dict[str, list[dict]] = {
                             {"?ax": 2, "?s": 1, "?n": 3, "?a": (1, 2, 1), "?b": (1, 2, 3)}],
     "concat-of-splits": [{"?ax": 0, "?n": 2, "?m": 3, "?x": (5, 3)}, {"?ax": 1, "?n": 1, "?m": 3, "?x": (2, 4)},
                          {"?ax": 2, "?n": 2, "?m": 2, "?x": (1, 3, 4)}],
+    "reshape-identity": [{"?sh": (2, 3), "?x": (2, 3)}, {"?sh": (1, 4, 1), "?x": (1, 4, 1)}, {"?sh": (5,), "?x": (5,)}],
     "transpose-matmul": [{"?a": (3, 4), "?b": (4, 5)}, {"?a": (1, 7), "?b": (7, 2)}, {"?a": (6, 6), "?b": (6, 6)}],
     "fuse-matmul-shared-lhs": [{"?x": (3, 4), "?w1": (4, 5), "?w2": (4, 2)},
                                {"?x": (8, 8), "?w1": (8, 8), "?w2": (8, 8)},
@@ -80,7 +81,7 @@ SHAPES: dict[str, list[dict]] = {
 def _bind(binding: dict, rng: np.random.Generator) -> dict:
     env = {}
     for k, v in binding.items():
-        if k in CONV or not isinstance(v, tuple) or k in ("?p",):
+        if k in CONV or not isinstance(v, tuple) or k in ("?p", "?sh"):
             env[k] = v
         elif k == "?v":  # a variance
             env[k] = rng.uniform(0.5, 1.5, v)
