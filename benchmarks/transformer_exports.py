@@ -21,12 +21,13 @@ ViT, 2 layers each, with torch's dynamo and TorchScript exporters):
 Targets of issue 29: no opaque float operator but ``Gather``; a geometric-mean speedup of at least 1.3x, none
 below 0.99x; optimize time at most 30 s.
 
-Saves ``transformer_exports.{md,json}`` and ``transformer_exports.png`` (with matplotlib). (Not
+Saves ``transformer_exports.{md,json}`` and ``transformer_exports.png`` (with matplotlib), or with ``--target
+onnxruntime`` (the measured runs may write onnxruntime's fused kernels) ``transformer_exports_onnxruntime.*``. (Not
 ``transformers.py``: the exports script, run from this folder, imports Hugging Face ``transformers``, which a
 file of that name here would shadow.)
 
 Usage: python benchmarks/transformer_exports.py EXPORTS/*.onnx [--dims batch=1,sequence=128] [--time-limit 60]
-       [--ort-python /tmp/torchenv/bin/python] [--out benchmarks/results]
+       [--ort-python /tmp/torchenv/bin/python] [--target onnx|onnxruntime] [--out benchmarks/results]
        python benchmarks/transformer_exports.py --render benchmarks/results/transformer_exports.json  (plot only)
 """
 
@@ -91,8 +92,9 @@ def transformer_optimizer(path: str, python: str) -> Any | None:
         return onnx.load(str(out))
 
 
-def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str) -> dict[str, Any]:
-    """One model: opaque operators, both optimizations, and the end-to-end timings."""
+def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str, target: str = "onnx") -> dict[str, Any]:
+    """One model: opaque operators, both optimizations, and the end-to-end timings (the measured runs for
+    ``target``)."""
     from _ort_profile import ceiling, kernel_times, summary
 
     import eqsat
@@ -111,7 +113,7 @@ def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str) -> 
     analytic = eqsat.optimize(model, dims=at or None, time_limit=time_limit)
     analytic_s = time.perf_counter() - t
     t = time.perf_counter()
-    measured = eqsat.optimize(model, dims=at or None, cost_model="measured", time_limit=time_limit)
+    measured = eqsat.optimize(model, dims=at or None, cost_model="measured", time_limit=time_limit, target=target)
     measured_s = time.perf_counter() - t
     feeds = trial_feeds(model, 0, sizes=measured.dims or at)
     times_1, share = kernel_times(model, feeds, threads=1)
@@ -119,7 +121,8 @@ def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str) -> 
     models = [model, measured.model]
     chained = None
     if ort_opt is not None:  # and eqsat run over the optimizer's output (its fused kernels imported)
-        chained = eqsat.optimize(ort_opt, dims=at or None, cost_model="measured", time_limit=time_limit)
+        chained = eqsat.optimize(ort_opt, dims=at or None, cost_model="measured", time_limit=time_limit,
+                                 target=target)
         models += [ort_opt, chained.model]
     speedups, ort_speedups, chained_speedups = {}, {}, {}
     for threads in (1, 2):
@@ -138,11 +141,16 @@ def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str) -> 
             "analytic": {"seconds": analytic_s, "stop": str(analytic.stop_reason), "cost_before": analytic.cost_before,
                          "cost_after": analytic.cost_after},
             "measured": {"seconds": measured_s, "cost_before": measured.cost_before,
-                         "cost_after": measured.cost_after, "written": measured.decision},
+                         "cost_after": measured.cost_after, "written": measured.decision,
+                         "kernels": measured.kernels},
             "speedup": speedups, "ort_transformer_optimizer": ort_speedups,
             "ort_optimizer_then_eqsat": chained_speedups,
             "ort_optimizer_then_eqsat_opaque": {} if chained is None else
             {k: n for k, n, _ in opaque_reasons(chained.original) if ":" in k or k == "SimplifiedLayerNormalization"}}
+
+
+def _kernels(kernels: dict[str, int] | None) -> str:
+    return "; kernels " + _ops(kernels) if kernels else ""
 
 
 def _ops(counts: dict[str, int]) -> str:
@@ -162,7 +170,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         out.append(f"| {r['model']} | {_ops(r['opaque_float'])} | {_ops(r['opaque_float_leaves'])} "
                    f"| {r['opaque_sizes_masks']} "
                    f"| {a['seconds']:.1f} s, {a['stop']}, {a['cost_before']:.4g} -> {a['cost_after']:.4g} ms "
-                   f"| {m['seconds']:.1f} s, {m['written']} |")
+                   f"| {m['seconds']:.1f} s, {m['written']}{_kernels(m.get('kernels'))} |")
     out += ["", "| model | eqsat, 1 thread | eqsat, 2 threads | onnxruntime's transformer optimizer, 1 thread "
             "| its 2 threads | the optimizer, then eqsat, 1 thread | its 2 threads | fused kernels left opaque "
             "| ceiling, 1 thread (weight products' share) | largest other kernels, ms |", "|---" * 10 + "|"]
@@ -238,6 +246,9 @@ def main() -> int:
     ap.add_argument("--ort-python", default=sys.executable,
                     help="the Python that runs onnxruntime's transformer optimizer (it needs torch: the exports' "
                          "environment; default this one)")
+    ap.add_argument("--target", default="onnx", choices=("onnx", "onnxruntime"),
+                    help="the measured runs' target (onnxruntime: its fused kernels may be written); results go "
+                         "to transformer_exports_onnxruntime.* for it")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
     if args.render:
@@ -251,15 +262,16 @@ def main() -> int:
     rows = []
     for m in args.models:
         print(f"{m} ...", file=sys.stderr, flush=True)
-        rows.append(run(m, dims, args.time_limit, args.ort_python))
+        rows.append(run(m, dims, args.time_limit, args.ort_python, args.target))
     text = table(rows)
     print(text)
+    stem = "transformer_exports" + ("" if args.target == "onnx" else f"_{args.target}")
     head = (f"# The models users export today\n\nCommand: {ran_as()}; time limit {args.time_limit:g} s per run. "
             "End-to-end: the original and the written model (measured costs) in "
             "interleaved rounds at the sizes given, onnxruntime at its default level, median of the per-round "
             "ratios [95 % interval].\n\n")
-    save_results(args.out, "transformer_exports", head, text, rows)
-    plot(rows, Path(args.out) / "transformer_exports.png")
+    save_results(args.out, stem, head, text, rows)
+    plot(rows, Path(args.out) / f"{stem}.png")
     return 0
 
 

@@ -22,27 +22,33 @@ from eqsat.rules.onnxruntime import ORT_KERNEL_RULES
 from eqsat.rules.rule import check_condition
 
 MS = "com.microsoft"
-PARAMS = {"?eps"}
+PARAMS = {"?eps", "?sp"}
 _SKIP = [{"?eps": 1e-5, "?x": (2, 3, 8), "?c": (2, 3, 8), "?g": (8,), "?b": (8,)},
          {"?eps": 1e-12, "?x": (1, 5, 16), "?c": (1, 5, 16), "?g": (16,), "?b": (16,)},
          {"?eps": 0.1, "?x": (3, 1, 1), "?c": (3, 1, 1), "?g": (1,), "?b": (1,)}]
 _GELU = {2: [{"?x": (4, 8), "?c": (1, 8)}, {"?x": (1, 3), "?c": (1, 3)}, {"?x": (5, 1), "?c": (1, 1)}],
          3: [{"?x": (2, 3, 8), "?c": (1, 1, 8)}, {"?x": (1, 4, 6), "?c": (1, 1, 6)},
              {"?x": (3, 1, 2), "?c": (1, 1, 2)}]}
+_MHA = [{"?sp": (2, 5, 4, 8), "?q": (2, 5, 32), "?k": (2, 5, 32), "?v": (2, 5, 32), "?s": (), "?m": (2, 1, 5, 5)},
+        {"?sp": (1, 7, 2, 3), "?q": (1, 7, 6), "?k": (1, 7, 6), "?v": (1, 7, 6), "?s": (), "?m": (1, 2, 7, 7)},
+        {"?sp": (3, 1, 1, 4), "?q": (3, 1, 4), "?k": (3, 1, 4), "?v": (3, 1, 4), "?s": (), "?m": (1, 1, 1, 1)}]
 SHAPES = {
     **{f"ort-skip-layernorm{side}": _SKIP for side in ("", "-left")},
     **{f"ort-skip-rmsnorm{side}": [{k: v for k, v in s.items() if k != "?b"} for s in _SKIP]
        for side in ("", "-left")},
     **{f"ort-{kind}-gelu-rank{rank}{side}": _GELU[rank]
        for kind in ("bias", "fast") for rank in (2, 3) for side in ("", "-left")},
+    "ort-mha": [{k: v for k, v in s.items() if k != "?m"} for s in _MHA],
+    "ort-mha-bias": _MHA, "ort-mha-bias-left": _MHA,
 }
 
 
 def test_every_kernel_rule_has_shape_sets_and_only_the_onnxruntime_target_adds_them() -> None:
     assert {r.name for r in ORT_KERNEL_RULES} == set(SHAPES)
     assert target_rules("onnx") == [] and target_rules("onnxruntime") == list(ORT_KERNEL_RULES)
-    made = {op for r in ORT_KERNEL_RULES for op in ops.REGISTRY if r.rhs[0].startswith(f"({op} ")}
-    assert made == {n for n, s in ops.REGISTRY.items() if s.runtime == "onnxruntime"}
+    made = {op for r in ORT_KERNEL_RULES for op in ops.REGISTRY if f"({op} " in r.rhs[0]}
+    assert {op for op in made if ops.REGISTRY[op].runtime} == \
+        {n for n, s in ops.REGISTRY.items() if s.runtime == "onnxruntime"}
 
 
 @pytest.mark.parametrize("rule", ORT_KERNEL_RULES, ids=lambda r: r.name)
@@ -114,6 +120,77 @@ def test_kernels_are_written_where_cheaper_and_the_model_stays_equal(batch: int 
         {n: rng.standard_normal((2, 5, 16)).astype(np.float32) for n in "xr"}
     np.testing.assert_allclose(run_onnxruntime(res.model, feeds)[0], run_onnxruntime(_block(batch), feeds)[0],
                                rtol=1e-4, atol=1e-5)
+
+
+def _attention(batch: int | str = 2, seq: int = 5, heads: int = 4, size: int = 8, mask: str = "right",
+               cast: bool = False) -> onnx.ModelProto:
+    """Self-attention as the exporters write it: three projections, each reshaped to heads and transposed (the
+    key to (batch, heads, size, sequence)), scores scaled by a scalar constant, an additive mask input on the
+    ``mask`` side of the add (or none), softmax, optionally the legacy exporter's float-to-float Cast, the product
+    with the values, the heads merged back, an output projection."""
+    d = heads * size
+    rng = np.random.default_rng(7)
+    w = {n: rng.standard_normal((d, d)).astype(np.float32) * 0.3 for n in ("Wq", "Wk", "Wv", "Wo")}
+    w |= {"bq": rng.standard_normal(d).astype(np.float32), "scale": np.array(size ** -0.5, np.float32),
+          "split": np.array([0, 0, heads, size], np.int64), "merge": np.array([0, 0, d], np.int64)}
+    nodes = [helper.make_node("MatMul", ["x", "Wq"], ["q0"]), helper.make_node("Add", ["q0", "bq"], ["q"]),
+             helper.make_node("MatMul", ["x", "Wk"], ["k"]), helper.make_node("MatMul", ["x", "Wv"], ["v"])]
+    for t, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        nodes += [helper.make_node("Reshape", [t, "split"], [t + "4"]),
+                  helper.make_node("Transpose", [t + "4"], [t + "h"], perm=perm)]
+    nodes += [helper.make_node("MatMul", ["qh", "kh"], ["s0"]), helper.make_node("Mul", ["s0", "scale"], ["s"])]
+    if mask != "none":
+        nodes.append(helper.make_node("Add", ["s", "m"] if mask == "right" else ["m", "s"], ["sm"]))
+    nodes.append(helper.make_node("Softmax", ["sm" if mask != "none" else "s"], ["p"], axis=-1))
+    if cast:
+        nodes.append(helper.make_node("Cast", ["p"], ["pc"], to=TensorProto.FLOAT))
+    nodes += [helper.make_node("MatMul", ["pc" if cast else "p", "vh"], ["o"]),
+              helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["ot", "merge"], ["om"]), helper.make_node("MatMul", ["om", "Wo"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, d])]
+    if mask != "none":
+        inputs.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, [batch, 1, seq, seq]))
+    g = helper.make_graph(nodes, "attention", inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, d])],
+                          [numpy_helper.from_array(v, k) for k, v in w.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("form", [{}, {"mask": "left"}, {"mask": "none", "cast": True}, {"batch": "batch"}],
+                         ids=["mask", "mask-left", "no-mask-cast", "dynamic-batch"])
+def test_attention_is_written_as_multi_head_attention_where_cheaper(form: dict) -> None:
+    model = _attention(**form)
+    dims = {"batch": 2} if form.get("batch") else None
+    res = eqsat.optimize(model, target="onnxruntime", cost_model=_CheapKernels(), time_limit=30, dims=dims)
+    (node,) = [n for n in res.model.graph.node if n.domain == MS]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert node.op_type == "MultiHeadAttention" and attrs == {"num_heads": 4, "scale": 1.0}
+    # the mask is the kernel's attention_bias (input 5)
+    assert len(node.input) == (3 if form.get("mask") == "none" else 6) and res.kernels == {"MultiHeadAttention": 1}
+    assert res.numeric is not None and res.numeric.ok
+    # onnxruntime runs the kernel to what the original computes, a fully masked row (NaN) included
+    rng = np.random.default_rng(2)
+    feeds = {"x": rng.standard_normal((3, 5, 32)).astype(np.float32)}
+    if form.get("mask") != "none":
+        m = np.where(rng.random((3, 1, 5, 5)) < 0.3, -np.inf, 0).astype(np.float32)
+        m[0, 0, 1] = -np.inf
+        feeds["m"] = m
+    if not form.get("batch"):
+        feeds = {k: v[:2] for k, v in feeds.items()}
+    got, want = run_onnxruntime(res.model, feeds)[0], run_onnxruntime(model, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert np.isnan(want).any() == (form.get("mask") != "none")
+    # priced as its parts, the kernel is never written
+    assert not eqsat.optimize(model, target="onnxruntime", time_limit=30, dims=dims).kernels
+
+
+def test_attention_outside_the_kernels_contract_is_left_alone() -> None:
+    # a padding mask of one row per sequence, (batch, 1, 1, keys), broadcast over the queries: the kernel's
+    # attention_bias has a row per query, (batch or 1, heads or 1, queries, keys)
+    model = _attention()
+    model.graph.input[1].type.tensor_type.shape.dim[2].dim_value = 1
+    res = eqsat.optimize(model, target="onnxruntime", cost_model=_CheapKernels(), time_limit=30)
+    assert "MultiHeadAttention" not in res.kernels and res.numeric is not None and res.numeric.ok
 
 
 def test_the_portable_form_is_kept_by_the_default_target_and_by_costs_that_cannot_see_the_kernels() -> None:

@@ -50,7 +50,7 @@ BATCH, SEQ = Sym.var("batch"), Sym.var("seq")
 SYMBOL_VALUES = (1, 2, 3, 4, 7, 13)
 #: parameters that carry a size, rewritten with the input dimension they match
 SIZE_PARAMS = {"reshape": ("shape",), "expand": ("shape",), "opaque": ("shape",), "const_iewmul": ("shape",),
-               "const_zero": ("shape",)}
+               "const_zero": ("shape",), "ort_mha": ("split",), "ort_mha_bias": ("split",)}
 
 
 def test_the_cases_cover_every_operator() -> None:

@@ -261,7 +261,8 @@ class OpSpec:
     #: fused form back as those ONNX nodes. A cost model that does not see the runtime fuse them prices it as
     #: those nodes (:func:`runs_as_keys`), so it never shows as a gain; a measured one times what export writes.
     #: An entry may name its inputs, ``(op, params, positions)``: positions of this operator's inputs, ``-1`` for
-    #: the previous entry's output (a skip norm is an add of inputs 0 and 1, then a norm of it with inputs 2, 3).
+    #: the previous entry's output, ``-2`` the one before, and so on (a skip norm is an add of inputs 0 and 1, then
+    #: a norm of it with inputs 2, 3); each such entry's output has the shape its operator gives it.
     runs_as: Callable[[Params], list[tuple[str, Params]] | list[tuple[str, Params, tuple[int, ...]]] | None] \
         | None = None
     #: The runtime whose own kernel this operator is (``"onnxruntime"``: export writes a ``com.microsoft`` node),
@@ -433,19 +434,29 @@ def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
     chain = spec.runs_as(params) if spec.runs_as else None
     if not chain:
         return (key,)
-    keys = []
+    keys: list[CostKey] = []
+    outs: list[Shape] = []  # each part's output shape
     for k, (op, p, *named) in enumerate(chain):
         part = get(op)
-        if named:  # the inputs it names: this operator's, or (-1) the previous part's output
-            shapes = [key.output_shape if i < 0 else key.input_shapes[i] for i in named[0]]
-            weights = [j for j, i in enumerate(named[0]) if i in key.weights]
+        p = part.normalize(p)
+        if named:  # the inputs it names: this operator's, or (-j) the output of the part j before this one
+            shapes = [outs[k + i] if i < 0 else key.input_shapes[i] for i in named[0]]
+            weights = [j for j, i in enumerate(named[0]) if i >= 0 and i in key.weights]
+            out = key.output_shape
+            if k < len(chain) - 1:
+                try:
+                    out = part.shape(p, shapes)
+                except OpError:  # operands ONNX broadcasts but the IR reshapes first (a bias of rank 1)
+                    pass
         else:
             # a later operator reads the previous output, and any other operand has the output's shape too (the
             # residual of a conv2d_add)
             first = key.input_shapes if part.variadic else key.input_shapes[:len(part.inputs)]
             shapes = first if k == 0 else [key.output_shape] * len(part.inputs)
             weights = [w for w in key.weights if w < len(first)] if k == 0 else []
-        keys.append(part.cost_key(part.normalize(p), shapes, key.output_shape, key.dtype, key.layout, weights))
+            out = key.output_shape
+        outs.append(out)
+        keys.append(part.cost_key(p, shapes, out, key.dtype, key.layout, weights))
     return tuple(keys)
 
 
