@@ -269,7 +269,7 @@ def main() -> int:
     head = (f"# The models users export today\n\nCommand: {ran_as()}; time limit {args.time_limit:g} s per run. "
             "End-to-end: the original and the written model (measured costs) in "
             "interleaved rounds at the sizes given, onnxruntime at its default level, median of the per-round "
-            "ratios [95 % interval].\n\n")
+            f"ratios [95 % interval]. Target of the measured runs: {args.target}.\n\n")
     save_results(args.out, stem, head, text, rows)
     plot(rows, Path(args.out) / f"{stem}.png")
     return 0

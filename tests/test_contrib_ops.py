@@ -100,6 +100,14 @@ def _kernels(shape: tuple[int, ...]) -> dict[str, tuple[onnx.ModelProto, dict[st
         kernels["SkipLayerNormalization, a skip of one batch"] = (
             _kernel("SkipLayerNormalization", ["x", "t", "g", "b"], ["y"], eps,
                     {"x": list(shape), "t": [1, *shape[1:]]}, {"g": gamma, "b": beta}), {"x": x, "t": skip[:1]})
+        qkv = {n: list(shape) for n in "qkv"}
+        feeds = {n: rng.standard_normal(shape).astype(np.float32) for n in "qkv"}
+        mask = np.where(rng.random((1, 4, shape[1], shape[1])) < 0.3, -1e4, 0).astype(np.float32)
+        kernels["MultiHeadAttention, default scale"] = (
+            _kernel("MultiHeadAttention", ["q", "k", "v"], ["y"], {"num_heads": 4}, qkv, {}), feeds)
+        kernels["MultiHeadAttention, scale, attention bias"] = (
+            _kernel("MultiHeadAttention", ["q", "k", "v", "", "", "m"], ["y"], {"num_heads": 4, "scale": 0.3},
+                    {**qkv, "m": list(mask.shape)}, {}), {**feeds, "m": mask})
     return kernels
 
 
@@ -173,6 +181,38 @@ def test_a_fused_kernel_outside_what_is_imported_stays_opaque_with_the_reason(op
                            {"x": [4, h], "s": [4, h]}, {"g": np.ones(h, np.float32), "b": np.zeros(h, np.float32)}))
     ((key, count, reason),) = opaque_reasons(g)
     assert key == f"{MS}:{op}" and why in reason and count == 1
+
+
+@pytest.mark.parametrize(("ins", "kv", "why"), [
+    (["q", "k", "v", "b"], 5, "a projection bias"),
+    (["q", "k", "v"], 7, "got (2, 5, 16) with 4 heads"),  # cross-attention: 7 keys for 5 queries
+])
+def test_attention_outside_what_is_imported_stays_opaque_with_the_reason(ins: list[str], kv: int, why: str) -> None:
+    # (configurations onnxruntime runs, which types the kernel's output)
+    inputs = {"q": [2, 5, 16], "k": [2, kv, 16], "v": [2, kv, 16]}
+    g = load_model(_kernel("MultiHeadAttention", ins, ["y"], {"num_heads": 4}, inputs,
+                           {"b": np.zeros(48, np.float32)} if "b" in ins else {}))
+    ((key, count, reason),) = opaque_reasons(g)
+    assert key == f"{MS}:MultiHeadAttention" and why in reason and count == 1
+
+
+def test_a_model_holding_attention_is_written_portable_or_with_the_kernel() -> None:
+    from test_ort_kernels import _CheapKernels
+
+    rng = np.random.default_rng(4)
+    w = {n: (rng.standard_normal((32, 32)) * 0.3).astype(np.float32) for n in ("Wq", "Wk", "Wv")}
+    nodes = [helper.make_node("MatMul", ["x", f"W{n}"], [n]) for n in "qkv"]
+    nodes.append(helper.make_node("MultiHeadAttention", ["q", "k", "v", "", "", "m"], ["y"], domain=MS,
+                                  num_heads=4))
+    g = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 32]),
+                                               helper.make_tensor_value_info("m", TensorProto.FLOAT, [2, 1, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 32])],
+                          [numpy_helper.from_array(v, k) for k, v in w.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    portable = eqsat.optimize(model, cost_model=_CheapKernels(), time_limit=30)
+    assert not any(n.domain == MS for n in portable.model.graph.node) and portable.numeric.ok
+    fused = eqsat.optimize(model, target="onnxruntime", cost_model=_CheapKernels(), time_limit=30)
+    assert fused.kernels == {"MultiHeadAttention": 1} and fused.numeric.ok
 
 
 def test_a_model_from_onnxruntimes_optimizer_is_written_as_standard_onnx() -> None:

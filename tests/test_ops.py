@@ -52,6 +52,8 @@ CASES = [
     ("ort_mha", {"split": (1, 3, 2, 3)}, [(1, 3, 6)] * 3 + [()]),
     ("ort_mha_bias", {"split": (2, 5, 4, 8)}, [(2, 5, 32)] * 3 + [(), (2, 1, 5, 5)]),
     ("ort_mha_bias", {"split": (1, 4, 2, 3)}, [(1, 4, 6)] * 3 + [(), (1, 2, 4, 4)]),
+    ("ort_mha_bias", {"split": (2, 5, 4, 8)}, [(2, 5, 32)] * 3 + [(), (1, 4, 5, 5)]),  # one mask for the batch
+    ("ort_mha_bias", {"split": (3, 2, 2, 2)}, [(3, 2, 4)] * 3 + [(), (1, 1, 2, 2)]),
     ("conv2d", {"pads": (1, 1, 1, 1)}, [(1, 3, 8, 8), (4, 3, 3, 3), (4,)]),
     ("conv2d", {"strides": (2, 2), "act": 1}, [(2, 4, 9, 9), (6, 4, 3, 3), (6,)]),
     ("conv2d", {"dilations": (2, 2), "pads": (2, 2, 2, 2), "groups": 2}, [(1, 4, 8, 8), (6, 2, 3, 3), (6,)]),
@@ -164,6 +166,11 @@ def test_shape_rules_as_data_give_the_registry_shape(op: str, params: dict, shap
     ("concat", {"axis": 1}, [(2, 3), (3, 3)]),
     ("split", {"axis": 1, "start": 2, "size": 5}, [(4, 6)]),
     ("smul", {}, [(3, 4), (1,)]),
+    ("ort_mha", {"split": (5, 2, 4, 8)}, [(2, 5, 32)] * 3 + [()]),  # batch and sequence swapped
+    ("ort_mha", {"split": (2, 5, 4, 8)}, [(2, 5, 32), (2, 5, 32), (2, 5, 16), ()]),
+    ("ort_mha", {"split": (2, 5, 4, 8)}, [(2, 5, 32)] * 3 + [(1,)]),
+    ("ort_mha_bias", {"split": (2, 5, 4, 8)}, [(2, 5, 32)] * 3 + [(), (2, 4, 1, 5)]),  # a row for all queries
+    ("ort_mha_bias", {"split": (2, 5, 4, 8)}, [(2, 5, 32)] * 3 + [(), (2, 2, 5, 5)]),
 ])
 def test_shape_rules_reject_what_the_registry_rejects(op: str, params: dict, shapes: list) -> None:
     spec = ops.get(op)

@@ -397,7 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--target", default="onnx", choices=["onnx", "onnxruntime"],
                    help="what the output is written for: onnx (default: standard ONNX, any runtime) or onnxruntime "
                         "(its fused com.microsoft kernels, SkipLayerNormalization, SkipSimplifiedLayerNormalization, "
-                        "BiasGelu and FastGelu, are alternatives, taken where the costs find them cheaper: with "
+                        "BiasGelu, FastGelu and MultiHeadAttention, are alternatives, taken where the costs find "
+                        "them cheaper: with "
                         "--costs measured; the analytic model keeps the portable form)")
     o.add_argument("--rules", default="default", choices=["default", "size4", "starter"],
                    help="default: the verified corpus (rules of up to three operators), the extra and layout "

@@ -122,6 +122,50 @@ _importer(f"{MS}:BiasGelu", f"{MS}:Gelu")(_gelu_of_sum(0))
 _importer(f"{MS}:FastGelu")(_gelu_of_sum(1))
 
 
+@_importer(f"{MS}:MultiHeadAttention")
+def _import_multi_head_attention(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    """Self-attention over separate query, key and value of one shape ``(batch, sequence, hidden)``: each split
+    into ``num_heads`` heads, ``softmax(q k^T * scale + attention_bias) v`` over the keys, the heads merged back;
+    ``scale`` defaults to 1/sqrt(head size), ``attention_bias`` (input 5, optional) is
+    ``(batch or 1, heads or 1, sequence, sequence)``. Not imported: packed inputs, a projection bias, a key
+    padding mask, past state, the present outputs, causal (``unidirectional``) attention."""
+    _, ins, outs, attrs = node
+    ins = [*ins, *[""] * (6 - len(ins))]
+    if any(ins[3:5]) or any(ins[6:]) or any(outs[1:]):
+        return ctx.unsupported("a projection bias, key padding mask, past or present state")
+    if int(attrs.get("unidirectional", 0)):
+        return ctx.unsupported("causal (unidirectional) attention")
+    q, k, v, mask = ins[0], ins[1], ins[2], ins[5]
+    if not (k and v) or not all(ctx.is_float(i) for i in (q, k, v, mask) if i):
+        return ctx.unsupported("packed query, key and value, or a non-float input")
+    shape = tuple(ctx.shape(q))
+    heads = int(attrs.get("num_heads", 0))
+    if len(shape) != 3 or tuple(ctx.shape(k)) != shape or tuple(ctx.shape(v)) != shape \
+            or not isinstance(shape[2], int) or heads <= 0 or shape[2] % heads:
+        return ctx.unsupported(f"query, key and value of shapes other than one (batch, sequence, heads * size), "
+                               f"got {shape} with {heads} heads")
+    split = (shape[0], shape[1], heads, shape[2] // heads)
+    if mask:
+        m = tuple(ctx.shape(mask))
+        if len(m) != 4 or m[2:] != (shape[1], shape[1]) or m[0] not in (1, shape[0]) or m[1] not in (1, heads):
+            return ctx.unsupported(f"an attention bias of shape {m}")
+    scale = float(attrs.get("scale", 0.0)) or float(split[3]) ** -0.5
+    t = {n: ctx.fresh(f"{outs[0]}_{n}") for n in ("q", "qh", "k", "kt", "v", "vh", "s", "ss", "sm", "p", "o", "ot")}
+    nodes: list[IRNode] = []
+    for x, (r, h), perm in ((q, ("q", "qh"), (0, 2, 1, 3)), (k, ("k", "kt"), (0, 2, 3, 1)),
+                            (v, ("v", "vh"), (0, 2, 1, 3))):
+        nodes += [("reshape", {"shape": split}, [x], [t[r]]), ("transpose", {"perm": perm}, [t[r]], [t[h]])]
+    nodes += [("matmul", {}, [t["qh"], t["kt"]], [t["s"]]),
+              ("smul", {}, [t["s"], ctx.add_weight(np.array(scale, np.float32), f"{outs[0]}_scale")], [t["ss"]])]
+    logits = t["ss"]
+    if mask:
+        nodes.append(("ewadd", {}, [t["ss"], mask], [t["sm"]]))
+        logits = t["sm"]
+    return [*nodes, ("softmax", {"axis": 3}, [logits], [t["p"]]), ("matmul", {}, [t["p"], t["vh"]], [t["o"]]),
+            ("transpose", {"perm": (0, 2, 1, 3)}, [t["o"]], [t["ot"]]),
+            ("reshape", {"shape": shape}, [t["ot"]], [outs[0]])]
+
+
 @_importer(f"{MS}:FusedMatMul")
 def _import_fused_matmul(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     """``alpha * op(A) @ op(B)``, ``op`` swapping the last two axes where ``transA`` / ``transB`` is set; the

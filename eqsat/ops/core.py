@@ -440,6 +440,7 @@ def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
         part = get(op)
         p = part.normalize(p)
         if named:  # the inputs it names: this operator's, or (-j) the output of the part j before this one
+            assert all(k + i >= 0 for i in named[0]), f"{key.op}: part {k} reads a part before the first"
             shapes = [outs[k + i] if i < 0 else key.input_shapes[i] for i in named[0]]
             weights = [j for j, i in enumerate(named[0]) if i >= 0 and i in key.weights]
             out = key.output_shape
@@ -447,7 +448,7 @@ def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
                 try:
                     out = part.shape(p, shapes)
                 except OpError:  # operands ONNX broadcasts but the IR reshapes first (a bias of rank 1)
-                    pass
+                    out = tuple(np.broadcast_shapes(*shapes))  # raises where they do not broadcast either
         else:
             # a later operator reads the previous output, and any other operand has the output's shape too (the
             # residual of a conv2d_add)

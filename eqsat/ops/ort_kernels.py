@@ -143,16 +143,19 @@ def _mha_np(split: tuple[int, ...], q: np.ndarray, k: np.ndarray, v: np.ndarray,
     return (p @ heads(v)).transpose(_HEADS).reshape(q.shape)
 
 
-def _mha_shape(op: str, split: tuple, q: Shape, k: Shape, v: Shape, scale: Shape, bias: Shape | None = None) -> Shape:
+def _mha_shape(op: str, split: tuple[int, ...], q: Shape, k: Shape, v: Shape, scale: Shape,
+               bias: Shape | None = None) -> Shape:
     require(len(split) == 4, f"{op}: split must be (batch, sequence, heads, head size), got {split}")
     b, s, n, h = split
+    # (at a symbolic model's generic point every size is an int: a hidden size that is itself dynamic, which no
+    # exporter writes, passes here, and export, which cannot write a symbolic head count, keeps the original)
     require(isinstance(n, int) and isinstance(h, int), f"{op}: the heads and their size must be known, got {split}")
     require(q == (b, s, n * h), f"{op}: the query {q} is not (batch, sequence, heads * head size) for {split}")
     require(k == q and v == q, f"{op}: key {k} and value {v} must have the query's shape {q} (self-attention)")
     require(scale == (), f"{op}: the scale must be a scalar, got {scale}")
     if bias is not None:
         require(len(bias) == 4 and bias[2:] == (s, s)
-                and (isinstance(bias[0], int) and bias[0] == 1 or bias[0] == b) and bias[1] in (1, n),
+                and ((isinstance(bias[0], int) and bias[0] == 1) or bias[0] == b) and bias[1] in (1, n),
                 f"{op}: the attention bias must be (batch or 1, heads or 1, sequence, sequence), got {bias}")
     return q
 
@@ -189,6 +192,7 @@ def _mha_flops(split: tuple[int, ...], out: Shape) -> float:
 def _mha_parts(p: Params, bias: bool) -> list[tuple[str, Params, tuple[int, ...]]]:
     split = p["split"]
     b, s, n, h = split
+
     def heads(i: int, perm: tuple[int, ...] = _HEADS) -> list[tuple[str, Params, tuple[int, ...]]]:
         return [("reshape", {"shape": split}, (i,)), ("transpose", {"perm": perm}, (-1,))]
 
@@ -204,7 +208,7 @@ def _mha(name: str, bias: bool) -> OpSpec:
         name=name, inputs=inputs, params=(("split", "ints"),), runtime=RUNTIME,
         doc="onnxruntime's MultiHeadAttention on self-attention as exporters write it: query, key and value "
             "(batch, sequence, hidden) each split into heads by reshaping to split = (batch, sequence, heads, "
-            f"head size) and moving the heads before the sequence, then softmax(q k^T * scale"
+            "head size) and moving the heads before the sequence, then softmax(q k^T * scale"
             f"{' + bias' if bias else ''}) v over the last axis, the heads merged back to (batch, sequence, "
             "hidden). scale is a scalar tensor (written as a Mul on the query)"
             + (", bias of shape (batch or 1, heads or 1, sequence, sequence) (the kernel's attention_bias: an "
