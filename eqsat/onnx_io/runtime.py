@@ -87,9 +87,11 @@ def onnxruntime_runner(model: onnx.ModelProto, outputs: Sequence[str] = ()
     """:func:`run_onnxruntime` for several feeds: one session, made once. The run gives each graph output, then
     each tensor of ``outputs`` that is not one, by name.
 
-    The session reads the model's weights from memory rather than from a serialized copy of the model: a 440 MB
-    BERT took 1.2 s to serialize and 0.5 s to parse, longer than the runs themselves."""
-    skeleton, weights = _without_weights(model)
+    The session takes the model's large weights as inputs, fed from memory with every run, rather than as
+    initializers: a 440 MB BERT took 1.2 s to serialize and 0.5 s to parse, and onnxruntime copies initializers
+    it is given from memory (0.25 s), longer than the runs themselves. With graph optimizations off, a weight fed
+    as an input computes what the initializer does."""
+    skeleton, weights = _weights_as_inputs(model)
     have = {o.name for o in skeleton.graph.output}
     skeleton.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in dict.fromkeys(outputs)
                                  if n not in have)
@@ -100,13 +102,11 @@ def onnxruntime_runner(model: onnx.ModelProto, outputs: Sequence[str] = ()
     # packing the weights of products for the GEMM kernel took 0.47 s of a 12-layer BERT's session (0.08 s
     # without), to speed up runs that are few here
     so.add_session_config_entry("session.disable_prepacking", "1")
-    if weights:
-        so.add_external_initializers(list(weights), list(weights.values()))
     sess = ort.InferenceSession(skeleton.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = {i.name for i in (*sess.get_inputs(), *sess.get_overridable_initializers())}
+    names = {i.name for i in (*sess.get_inputs(), *sess.get_overridable_initializers())} - weights.keys()
     out_names = [o.name for o in sess.get_outputs()]
-    return lambda feeds: dict(zip(out_names, sess.run(None, {k: v for k, v in feeds.items() if k in names}),
-                                  strict=True))
+    return lambda feeds: dict(zip(out_names, sess.run(None, {**{k: v for k, v in feeds.items() if k in names},
+                                                            **weights}), strict=True))
 
 
 #: weights of at least this many bytes go to onnxruntime from memory (smaller ones, shapes and scalars that
@@ -119,14 +119,13 @@ _PLAIN_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.
                           onnx.TensorProto.UINT32, onnx.TensorProto.UINT64, onnx.TensorProto.BOOL})
 
 
-def _without_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, ort.OrtValue]]:
-    """A copy of ``model`` whose large main-graph weights are references to external data, and those weights
-    as onnxruntime values (``SessionOptions.add_external_initializers`` takes them; it checks each one's name,
-    type and shape against its reference). ``model`` is not changed."""
+def _weights_as_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A copy of ``model`` whose large main-graph weights are graph inputs instead, and those weights as arrays
+    (onnxruntime checks each one's type and shape against its input when it is fed). ``model`` is not changed."""
     skeleton = onnx.ModelProto()
     _copy_fields(model, skeleton, skip="graph")
     _copy_fields(model.graph, skeleton.graph, skip="initializer")
-    weights: dict[str, ort.OrtValue] = {}
+    weights: dict[str, np.ndarray] = {}
     inputs = {i.name for i in model.graph.input}  # a weight that is also an input is a default a feed overrides
     for t in model.graph.initializer:
         # the size from the dims: reading raw_data copies it
@@ -135,14 +134,8 @@ def _without_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str,
                 or math.prod(t.dims) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize < _WEIGHT_BYTES:
             skeleton.graph.initializer.append(t)
             continue
-        array = numpy_helper.to_array(t)
-        weights[t.name] = ort.OrtValue.ortvalue_from_numpy(array)  # holds the array: alive as long as the value
-        ref = skeleton.graph.initializer.add()
-        ref.name, ref.data_type, ref.data_location = t.name, t.data_type, onnx.TensorProto.EXTERNAL
-        ref.dims.extend(t.dims)
-        for key, value in (("location", "in-memory"), ("offset", "0"), ("length", str(array.nbytes))):
-            entry = ref.external_data.add()
-            entry.key, entry.value = key, value
+        weights[t.name] = numpy_helper.to_array(t)
+        skeleton.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     return skeleton, weights
 
 
