@@ -82,12 +82,13 @@ def test_a_large_dynamic_model_gets_its_sizes_before_its_weights(monkeypatch: py
 
 
 def test_the_runner_takes_every_kind_of_weight_as_a_plain_session_does() -> None:
-    """float16, boolean and int64 weights; one a control-flow body reads from the main graph; one that is also a
-    graph input, which a feed overrides."""
+    """float16, boolean and int64 weights; one an If body reads from the main graph, one a Loop body reads that is
+    also a graph output; one that is also a graph input, which a feed overrides."""
     rng = np.random.default_rng(0)
     weights = {"W": rng.standard_normal((64, 64)).astype(np.float32),
                "H": rng.standard_normal((64, 64)).astype(np.float16),
-               "B": rng.integers(0, 2, (64, 64)).astype(bool), "T": rng.integers(0, 100, (1000, 8))}
+               "B": rng.integers(0, 2, (64, 64)).astype(bool), "T": rng.integers(0, 100, (1000, 8)),
+               "L": rng.standard_normal((64, 64)).astype(np.float32) * 0.1, "two": np.array(2, dtype=np.int64)}
     body = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["t"])], "then", [],
                              [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
     other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
@@ -95,13 +96,23 @@ def test_the_runner_takes_every_kind_of_weight_as_a_plain_session_does() -> None
     nodes = [helper.make_node("Cast", ["H"], ["hf"], to=TensorProto.FLOAT),
              helper.make_node("Where", ["B", "hf", "x"], ["w"]),
              helper.make_node("If", ["c"], ["i"], then_branch=body, else_branch=other),
-             helper.make_node("Add", ["w", "i"], ["y"]), helper.make_node("Gather", ["T", "idx"], ["g"])]
+             helper.make_node("Add", ["w", "i"], ["y"]), helper.make_node("Gather", ["T", "idx"], ["g"]),
+             helper.make_node("Loop", ["two", "", "x"], ["lp"], body=helper.make_graph(
+                 [helper.make_node("Identity", ["cond"], ["cond_out"]),
+                  helper.make_node("MatMul", ["v", "L"], ["v_out"])],
+                 "loop", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                          helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                          helper.make_tensor_value_info("v", TensorProto.FLOAT, None)],
+                 [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+                  helper.make_tensor_value_info("v_out", TensorProto.FLOAT, None)]))]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64]),
               helper.make_tensor_value_info("c", TensorProto.BOOL, []),
               helper.make_tensor_value_info("idx", TensorProto.INT64, [3]),
               helper.make_tensor_value_info("W", TensorProto.FLOAT, [64, 64])]  # overridable
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64]),
-               helper.make_tensor_value_info("g", TensorProto.INT64, [3, 8])]
+               helper.make_tensor_value_info("g", TensorProto.INT64, [3, 8]),
+               helper.make_tensor_value_info("lp", TensorProto.FLOAT, [64, 64]),
+               helper.make_tensor_value_info("L", TensorProto.FLOAT, [64, 64])]
     g = helper.make_graph(nodes, "kinds", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in weights.items()])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     so = ort.SessionOptions()

@@ -89,8 +89,9 @@ def onnxruntime_runner(model: onnx.ModelProto, outputs: Sequence[str] = ()
 
     The session takes the model's large weights as inputs, fed from memory with every run, rather than as
     initializers: a 440 MB BERT took 1.2 s to serialize and 0.5 s to parse, and onnxruntime copies initializers
-    it is given from memory (0.25 s), longer than the runs themselves. With graph optimizations off, a weight fed
-    as an input computes what the initializer does."""
+    it is given from memory (0.25 s), longer than the runs themselves. With graph optimizations and the packing of
+    weights off, a weight fed as an input computes what the initializer does (packed, a 4-bit MatMulNBits at
+    accuracy level 4 computes differently: both models of a check run unpacked)."""
     skeleton, weights = _weights_as_inputs(model)
     have = {o.name for o in skeleton.graph.output}
     skeleton.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in dict.fromkeys(outputs)
@@ -99,8 +100,8 @@ def onnxruntime_runner(model: onnx.ModelProto, outputs: Sequence[str] = ()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.intra_op_num_threads = 2
     so.log_severity_level = 4  # a failed run raises, and the caller says why in its own words
-    # packing the weights of products for the GEMM kernel took 0.47 s of a 12-layer BERT's session (0.08 s
-    # without), to speed up runs that are few here
+    # no weight is packed for its kernel: those fed as inputs cannot be, so the small ones kept as initializers
+    # are computed the same way (packing is also what took most of a session's start before)
     so.add_session_config_entry("session.disable_prepacking", "1")
     sess = ort.InferenceSession(skeleton.SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = {i.name for i in (*sess.get_inputs(), *sess.get_overridable_initializers())} - weights.keys()
