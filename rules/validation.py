@@ -111,11 +111,12 @@ class Symbolic:
         spec.shape(p, [np.shape(a) for a in args])
         chain = spec.runs_as(p) if spec.runs_as else None
         if chain:  # a fused form (conv2d with relu): its operators in turn, as the registry declares
-            y = None
+            outs: list[np.ndarray] = []
             for k, (op, q, *named) in enumerate(chain):
-                part_args = [y if i < 0 else args[i] for i in named[0]] if named else args if k == 0 else [y]
-                y = self._apply(ops.get(op), ops.get(op).normalize(q), part_args)
-            return y
+                part_args = ops.runs_as_operands(named[0], k, args, outs) if named else args if k == 0 \
+                    else [outs[-1]]
+                outs.append(self._apply(ops.get(op), ops.get(op).normalize(q), part_args))
+            return outs[-1]
         return self._apply(spec, p, args)
 
     def _apply(self, spec: ops.OpSpec, p: Mapping[str, Any], args: list[np.ndarray]) -> np.ndarray:

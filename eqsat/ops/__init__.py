@@ -50,6 +50,8 @@ from eqsat.ops.core import (
     get,
     require,
     runs_as_keys,
+    runs_as_nodes,
+    runs_as_operands,
 )
 
 __all__ = [
@@ -57,7 +59,8 @@ __all__ = [
     "GenContext", "GenTensor", "GeneratorForm", "ImportContext", "IRNode",
     "LAYOUT_PERMS", "LAYOUT_TARGETS", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Ranks", "Shape",
     "SymDim", "SymShape", "Uninterpreted", "Z3Context",
-    "get", "require", "runs_as_keys", "ops_for_generator", "broadcast", "conv", "consts", "elementwise", "layout",
+    "get", "require", "runs_as_keys", "runs_as_nodes", "runs_as_operands", "ops_for_generator", "broadcast", "conv",
+    "consts", "elementwise", "layout",
     "matmul", "lrn", "norm", "opaque", "pool", "reduce", "softmax", "_patches",
 ]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from eqsat.ops.core import MAX_RANK, ONNX_IMPORTERS, ImportContext, IRNode, OnnxNode, _importer
+from eqsat.ops.core import MAX_RANK, ONNX_IMPORTERS, ImportContext, IRNode, OnnxNode, _importer, runs_as_nodes
 from eqsat.ops.norm import _import_rms
 
 MS = "com.microsoft"
@@ -149,21 +149,11 @@ def _import_multi_head_attention(ctx: ImportContext, node: OnnxNode) -> list[IRN
         m = tuple(ctx.shape(mask))
         if len(m) != 4 or m[2:] != (shape[1], shape[1]) or m[0] not in (1, shape[0]) or m[1] not in (1, heads):
             return ctx.unsupported(f"an attention bias of shape {m}")
-    scale = float(attrs.get("scale", 0.0)) or float(split[3]) ** -0.5
-    t = {n: ctx.fresh(f"{outs[0]}_{n}") for n in ("q", "qh", "k", "kt", "v", "vh", "s", "ss", "sm", "p", "o", "ot")}
-    nodes: list[IRNode] = []
-    for x, (r, h), perm in ((q, ("q", "qh"), (0, 2, 1, 3)), (k, ("k", "kt"), (0, 2, 3, 1)),
-                            (v, ("v", "vh"), (0, 2, 1, 3))):
-        nodes += [("reshape", {"shape": split}, [x], [t[r]]), ("transpose", {"perm": perm}, [t[r]], [t[h]])]
-    nodes += [("matmul", {}, [t["qh"], t["kt"]], [t["s"]]),
-              ("smul", {}, [t["s"], ctx.add_weight(np.array(scale, np.float32), f"{outs[0]}_scale")], [t["ss"]])]
-    logits = t["ss"]
-    if mask:
-        nodes.append(("ewadd", {}, [t["ss"], mask], [t["sm"]]))
-        logits = t["sm"]
-    return [*nodes, ("softmax", {"axis": 3}, [logits], [t["p"]]), ("matmul", {}, [t["p"], t["vh"]], [t["o"]]),
-            ("transpose", {"perm": (0, 2, 1, 3)}, [t["o"]], [t["ot"]]),
-            ("reshape", {"shape": shape}, [t["ot"]], [outs[0]])]
+    scale = ctx.add_weight(np.array(float(attrs.get("scale", 0.0)) or split[3] ** -0.5, np.float32),
+                           f"{outs[0]}_scale")
+    # what the kernel operator of target onnxruntime runs as (eqsat.ops.ort_kernels): one description of it
+    return runs_as_nodes("ort_mha_bias" if mask else "ort_mha", {"split": split},
+                         [q, k, v, scale, *([mask] if mask else [])], outs[0], lambda h: ctx.fresh(f"{outs[0]}_{h}"))
 
 
 @_importer(f"{MS}:FusedMatMul")

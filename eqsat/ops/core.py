@@ -439,9 +439,8 @@ def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
     for k, (op, p, *named) in enumerate(chain):
         part = get(op)
         p = part.normalize(p)
-        if named:  # the inputs it names: this operator's, or (-j) the output of the part j before this one
-            assert all(k + i >= 0 for i in named[0]), f"{key.op}: part {k} reads a part before the first"
-            shapes = [outs[k + i] if i < 0 else key.input_shapes[i] for i in named[0]]
+        if named:  # the inputs it names: this operator's, or earlier parts' outputs
+            shapes = runs_as_operands(named[0], k, key.input_shapes, outs)
             weights = [j for j, i in enumerate(named[0]) if i >= 0 and i in key.weights]
             out = key.output_shape
             if k < len(chain) - 1:
@@ -459,6 +458,30 @@ def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
         outs.append(out)
         keys.append(part.cost_key(p, shapes, out, key.dtype, key.layout, weights))
     return tuple(keys)
+
+
+def runs_as_operands(positions: Sequence[int], k: int, inputs: Sequence[Any], outputs: Sequence[Any]) -> list[Any]:
+    """The operands of part ``k`` of a ``runs_as`` chain whose entries name them (``OpSpec.runs_as``): for each
+    position ``i``, the operator's input ``inputs[i]``, or for ``-j`` the output of the part ``j`` before this one
+    (``outputs``: the parts' outputs so far). Inputs and outputs may be shapes, tensors or names."""
+    assert all(k + i >= 0 for i in positions), f"part {k} reads a part before the first"
+    return [outputs[k + i] if i < 0 else inputs[i] for i in positions]
+
+
+def runs_as_nodes(name: str, params: Params, inputs: Sequence[str], output: str,
+                  fresh: Callable[[str], str]) -> list[IRNode]:
+    """The IR nodes operator ``name`` runs as (its ``runs_as`` chain, whose entries name their inputs) on the
+    tensors ``inputs``, the last one writing ``output``; ``fresh(hint)`` names each tensor between them."""
+    spec = get(name)
+    chain = spec.runs_as(spec.normalize(params)) if spec.runs_as else None
+    assert chain and all(len(part) == 3 for part in chain), f"{name}: no runs_as chain that names its inputs"
+    nodes: list[IRNode] = []
+    outs: list[str] = []
+    for k, (op, p, positions) in enumerate(chain):
+        out = output if k == len(chain) - 1 else fresh(op)
+        nodes.append((op, dict(p), runs_as_operands(positions, k, inputs, outs), [out]))
+        outs.append(out)
+    return nodes
 
 
 REGISTRY: dict[str, OpSpec] = {}

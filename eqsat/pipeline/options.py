@@ -132,7 +132,8 @@ class OptimizeOptions:
 
     ``target`` is what the optimized model is written for: ``"onnx"`` (the default), standard ONNX any runtime
     loads; or ``"onnxruntime"``, where onnxruntime's fused kernels (``SkipLayerNormalization``,
-    ``SkipSimplifiedLayerNormalization``, ``BiasGelu``, ``FastGelu``: :mod:`eqsat.ops.ort_kernels`) join the
+    ``SkipSimplifiedLayerNormalization``, ``BiasGelu``, ``FastGelu``, ``MultiHeadAttention``:
+    :mod:`eqsat.ops.ort_kernels`) join the
     e-graph as alternatives equal to their decompositions, with the rules of :func:`target_rules` added to
     ``rules``; the written model holds a kernel only where the cost model finds it cheaper (a measured model
     times it; the analytic one cannot and keeps the portable form), and then runs only on onnxruntime.
