@@ -647,6 +647,7 @@ def _load_in_chromium(exe: str, url: str, wait: float = 60.0, probe: str = "null
         os.close(from_chrome[0])
 
 
+@pytest.mark.slow  # a cold Chromium start alone takes 3 to 25 s
 @pytest.mark.skipif(_CHROMIUM is None, reason="no headless Chromium (chromium, chromium-browser, google-chrome or "
                     "chromium-headless-shell) is installed: the page is not loaded in a browser")
 def test_view_loads_in_chromium_without_errors_and_draws_nodes(runs: dict[str, Any], tmp_path: Path,
