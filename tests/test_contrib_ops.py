@@ -196,6 +196,36 @@ def test_attention_outside_what_is_imported_stays_opaque_with_the_reason(ins: li
     assert key == f"{MS}:MultiHeadAttention" and why in reason and count == 1
 
 
+def test_attention_of_a_dynamic_hidden_size_stays_opaque_and_the_model_computes_what_it_did() -> None:
+    """The default scale is 1/sqrt(head size): of a dynamic hidden size it is known only at run time, so the
+    node is not imported (once it was, with the scale of the symbol's generic value baked in)."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(9)
+    w = {n: rng.standard_normal((16, 16)).astype(np.float32) for n in ("W1", "W2")}
+    nodes = [helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain=MS, num_heads=1),
+             helper.make_node("MatMul", ["x", "W1"], ["a"]), helper.make_node("MatMul", ["x", "W2"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["z"])]  # two products sharing x: a rewrite worth writing
+    g = helper.make_graph(nodes, "dynamic_hidden",
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 5, "d"]) for n in "qkv"]
+                          + [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, "d"]),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
+                          [numpy_helper.from_array(v, k) for k, v in w.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    ((key, _, reason),) = opaque_reasons(load_model(model, symbolic=True))
+    assert key == f"{MS}:MultiHeadAttention" and "a fixed hidden size" in reason
+    for target in ("onnx", "onnxruntime"):
+        res = eqsat.optimize(model, target=target, dims={"d": 16}, time_limit=30)
+        assert res.numeric.ok
+        for d in (16, 24):
+            feeds = {n: rng.standard_normal((2, 5, d)).astype(np.float32) for n in "qkv"}
+            feeds["x"] = rng.standard_normal((8, 16)).astype(np.float32)
+            want, got = (ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+                         .run(["y"], feeds)[0] for m in (model, res.model))
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{target}, d={d}")
+
+
 def test_a_model_holding_attention_is_written_portable_or_with_the_kernel() -> None:
     from test_ort_kernels import _CheapKernels
 

@@ -153,6 +153,14 @@ def test_several_random_input_sets_are_used() -> None:
     assert not check_equal(model, abs_model).ok
 
 
+def test_a_scalar_input_is_fed_in_every_input_set() -> None:
+    """A rank-0 float input (a scale fed in): every distribution gives it a 0-d array, as onnxruntime takes."""
+    model = make_model([helper.make_node("Mul", ["x", "s"], ["y"])], [f32("x", (2, 4)), f32("s", ())],
+                       [f32("y", (2, 4))])
+    report = check_equal(model, model)
+    assert report.ok and report.ran and report.trials == 3
+
+
 def _custom_op_model() -> onnx.ModelProto:
     m = make_model([helper.make_node("MatMul", ["x", "w"], ["h"]),
                     helper.make_node("Mystery", ["h"], ["y"], domain="com.example")],

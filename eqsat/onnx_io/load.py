@@ -91,6 +91,9 @@ class _Importer:
             return str(self.weights[name].dtype) in _FLOAT_TYPES
         return self.types.get(name, (None, ""))[1] in _FLOAT_TYPES
 
+    def is_static(self, size: int) -> bool:
+        return not isinstance(self.syms.decode(size), Sym)
+
     def const(self, name: str) -> np.ndarray | None:
         return self.weights.get(name)
 

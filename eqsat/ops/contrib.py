@@ -141,9 +141,9 @@ def _import_multi_head_attention(ctx: ImportContext, node: OnnxNode) -> list[IRN
     shape = tuple(ctx.shape(q))
     heads = int(attrs.get("num_heads", 0))
     if len(shape) != 3 or tuple(ctx.shape(k)) != shape or tuple(ctx.shape(v)) != shape \
-            or not isinstance(shape[2], int) or heads <= 0 or shape[2] % heads:
-        return ctx.unsupported(f"query, key and value of shapes other than one (batch, sequence, heads * size), "
-                               f"got {shape} with {heads} heads")
+            or not ctx.is_static(shape[2]) or heads <= 0 or shape[2] % heads:
+        return ctx.unsupported(f"query, key and value of shapes other than one (batch, sequence, heads * size) "
+                               f"of a fixed hidden size, got {shape} with {heads} heads")
     split = (shape[0], shape[1], heads, shape[2] // heads)
     if mask:
         m = tuple(ctx.shape(mask))

@@ -139,7 +139,7 @@ def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0, sizes: Mappin
         if dt.kind == "f":
             x = {"normal": lambda s: rng.standard_normal(s), "uniform": lambda s: rng.random(s),
                  "small": lambda s: 0.01 * rng.standard_normal(s)}[kind](shape)
-            feeds[name] = x.astype(dt)
+            feeds[name] = np.asarray(x).astype(dt)  # arithmetic on a 0-d array gives a scalar: onnxruntime wants arrays
         elif dt.kind == "b":
             feeds[name] = rng.integers(0, 2, shape).astype(bool)
         else:
