@@ -20,6 +20,11 @@ LAYOUT_RULES: tuple[Rule, ...] = (
     Rule("layout-matmul-transposed-product", ("(matmul ?a ?b)",), ("(transpose [1 0] (matmul_t 1 1 ?b ?a))",),
          conditions=("(= (rank ?a) 2)",)),
     Rule("transpose-transpose-2d", ("(transpose [1 0] (transpose [1 0] ?x))",), ("?x",)),
+    # an attention key moved to heads first, then its last two axes swapped (PyTorch code's
+    # `k.transpose(1, 2)` ... `k.transpose(-1, -2)`), as the one move exporters also write, which the
+    # MultiHeadAttention kernel rule matches
+    Rule("transpose-transpose-key", ("(transpose [0 1 3 2] (transpose [0 2 1 3] ?x))",),
+         ("(transpose [0 2 3 1] ?x)",)),
     # a layer norm over the last axis of (batch, seq, hidden) as one over the rows of a (batch * seq, hidden)
     # view: the same arithmetic; runtimes treat the two differently (onnxruntime fuses a residual add into a
     # 3-D layer norm only)

@@ -125,11 +125,12 @@ def test_kernels_are_written_where_cheaper_and_the_model_stays_equal(batch: int 
 
 
 def _attention(batch: int | str = 2, seq: int = 5, heads: int = 4, size: int = 8, mask: str = "right",
-               cast: bool = False) -> onnx.ModelProto:
+               cast: bool = False, key_twice: bool = False) -> onnx.ModelProto:
     """Self-attention as the exporters write it: three projections, each reshaped to heads and transposed (the
     key to (batch, heads, size, sequence)), scores scaled by a scalar constant, an additive mask input on the
     ``mask`` side of the add (or none), softmax, optionally the legacy exporter's float-to-float Cast, the product
-    with the values, the heads merged back, an output projection."""
+    with the values, the heads merged back, an output projection. ``key_twice``: the key moved to heads first
+    like the others, then its last two axes swapped (two transposes, as PyTorch code writes it)."""
     d = heads * size
     rng = np.random.default_rng(7)
     w = {n: rng.standard_normal((d, d)).astype(np.float32) * 0.3 for n in ("Wq", "Wk", "Wv", "Wo")}
@@ -138,8 +139,12 @@ def _attention(batch: int | str = 2, seq: int = 5, heads: int = 4, size: int = 8
     nodes = [helper.make_node("MatMul", ["x", "Wq"], ["q0"]), helper.make_node("Add", ["q0", "bq"], ["q"]),
              helper.make_node("MatMul", ["x", "Wk"], ["k"]), helper.make_node("MatMul", ["x", "Wv"], ["v"])]
     for t, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
-        nodes += [helper.make_node("Reshape", [t, "split"], [t + "4"]),
-                  helper.make_node("Transpose", [t + "4"], [t + "h"], perm=perm)]
+        nodes += [helper.make_node("Reshape", [t, "split"], [t + "4"])]
+        if t == "k" and key_twice:
+            nodes += [helper.make_node("Transpose", ["k4"], ["k4t"], perm=[0, 2, 1, 3]),
+                      helper.make_node("Transpose", ["k4t"], ["kh"], perm=[0, 1, 3, 2])]
+        else:
+            nodes.append(helper.make_node("Transpose", [t + "4"], [t + "h"], perm=perm))
     nodes += [helper.make_node("MatMul", ["qh", "kh"], ["s0"]), helper.make_node("Mul", ["s0", "scale"], ["s"])]
     if mask != "none":
         nodes.append(helper.make_node("Add", ["s", "m"] if mask == "right" else ["m", "s"], ["sm"]))
@@ -158,8 +163,9 @@ def _attention(batch: int | str = 2, seq: int = 5, heads: int = 4, size: int = 8
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("form", [{}, {"mask": "left"}, {"mask": "none", "cast": True}, {"batch": "batch"}],
-                         ids=["mask", "mask-left", "no-mask-cast", "dynamic-batch"])
+@pytest.mark.parametrize("form", [{}, {"mask": "left"}, {"mask": "none", "cast": True}, {"batch": "batch"},
+                                  {"key_twice": True}],
+                         ids=["mask", "mask-left", "no-mask-cast", "dynamic-batch", "key-transposed-twice"])
 def test_attention_is_written_as_multi_head_attention_where_cheaper(form: dict) -> None:
     model = _attention(**form)
     dims = {"batch": 2} if form.get("batch") else None
