@@ -112,9 +112,8 @@ class Symbolic:
         chain = spec.runs_as(p) if spec.runs_as else None
         if chain:  # a fused form (conv2d with relu): its operators in turn, as the registry declares
             outs: list[np.ndarray] = []
-            for k, (op, q, *named) in enumerate(chain):
-                part_args = ops.runs_as_operands(named[0], k, args, outs) if named else args if k == 0 \
-                    else [outs[-1]]
+            for k, (op, q, positions) in enumerate(chain):
+                part_args = ops.runs_as_operands(positions, k, args, outs)
                 outs.append(self._apply(ops.get(op), ops.get(op).normalize(q), part_args))
             return outs[-1]
         return self._apply(spec, p, args)

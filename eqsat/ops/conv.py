@@ -185,7 +185,8 @@ CONV2D = _register(OpSpec(
     shape_fn=_conv_shape, numpy_fn=_conv_np, modular_fn=_conv_mod,
     flops_fn=lambda p, ins, out: 2 * math.prod(out) * ins[1][1] * ins[1][2] * ins[1][3],
     export_fn=_conv_export,
-    runs_as=lambda p: [("conv2d", {**p, "act": ACT_NONE}), ("relu", {})] if p["act"] == ACT_RELU else None,
+    runs_as=lambda p: [("conv2d", {**p, "act": ACT_NONE}, (0, 1, 2)), ("relu", {}, (-1,))] if p["act"] == ACT_RELU
+    else None,
     # output channels of one input: kernels and biases stack, the output splits by channel
     sibling_merge=lambda p, ins: ((0, 0), 1) if p["groups"] == 1 else None,
     shape_rules=_conv_rules(1),
@@ -227,8 +228,8 @@ CONV2D_ADD = _register(OpSpec(
     shape_fn=_conv_add_shape, numpy_fn=_conv_add_np, modular_fn=None,  # not a generator operator
     flops_fn=lambda p, ins, out: CONV2D.flops(p, ins[:3], out) + math.prod(out),
     export_fn=_conv_add_export,
-    runs_as=lambda p: [("conv2d", {**p, "act": ACT_NONE}), ("ewadd", {})] + (
-        [("relu", {})] if p["act"] == ACT_RELU else []),
+    runs_as=lambda p: [("conv2d", {**p, "act": ACT_NONE}, (0, 1, 2)), ("ewadd", {}, (-1, 3))] + (
+        [("relu", {}, (-1,))] if p["act"] == ACT_RELU else []),
     shape_rules=tuple(S.rule(r.result, *r.when, S.eq(S.shape("r"), r.result)) for r in _conv_rules(1)),
 ))
 
@@ -342,6 +343,7 @@ CONV2D_NHWC = _register(OpSpec(
     modular_fn=lambda p, x, w, b, m: np.transpose(
         _conv_mod(p, np.transpose(np.asarray(x, dtype=object), (0, 3, 1, 2)), w, b, m), (0, 2, 3, 1)),
     flops_fn=CONV2D.flops_fn, export_fn=_conv_nhwc_export,
-    runs_as=lambda p: [("conv2d_nhwc", {**p, "act": ACT_NONE}), ("relu", {})] if p["act"] == ACT_RELU else None,
+    runs_as=lambda p: [("conv2d_nhwc", {**p, "act": ACT_NONE}, (0, 1, 2)), ("relu", {}, (-1,))]
+    if p["act"] == ACT_RELU else None,
     shape_rules=_conv_rules(3),
 ))

@@ -266,11 +266,10 @@ class OpSpec:
     #: The operators this one runs as once exported, applied in a chain (``None``: itself): export writes a
     #: fused form back as those ONNX nodes. A cost model that does not see the runtime fuse them prices it as
     #: those nodes (:func:`runs_as_keys`), so it never shows as a gain; a measured one times what export writes.
-    #: An entry may name its inputs, ``(op, params, positions)``: positions of this operator's inputs, ``-1`` for
+    #: Each entry names its inputs, ``(op, params, positions)``: positions of this operator's inputs, ``-1`` for
     #: the previous entry's output, ``-2`` the one before, and so on (a skip norm is an add of inputs 0 and 1, then
-    #: a norm of it with inputs 2, 3); each such entry's output has the shape its operator gives it.
-    runs_as: Callable[[Params], list[tuple[str, Params]] | list[tuple[str, Params, tuple[int, ...]]] | None] \
-        | None = None
+    #: a norm of it with inputs 2, 3); each entry's output has the shape its operator gives it.
+    runs_as: Callable[[Params], list[tuple[str, Params, tuple[int, ...]]] | None] | None = None
     #: The runtime whose own kernel this operator is (``"onnxruntime"``: export writes a ``com.microsoft`` node),
     #: or ``""`` for an operator of portable ONNX. Rules make such an operator only for that target
     #: (``optimize(target=...)``); a cost model that cannot see the kernel's speed prices it as its decomposition
@@ -430,9 +429,8 @@ def _params_form(spec: OpSpec, form: GeneratorForm) -> GeneratorForm:
 
 def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
     """The keys of the operators a configuration runs as once exported, when nothing fuses them (see
-    ``OpSpec.runs_as``: a conv with fused relu is a conv and a relu); ``(key,)`` when it runs as itself. The
-    first of a chain takes the inputs (a conv's only), each later one the previous output (and, for a binary
-    one, another operand of the output's shape: a residual)."""
+    ``OpSpec.runs_as``: a conv with fused relu is a conv and a relu); ``(key,)`` when it runs as itself. Each
+    part's operands are those its entry names (:func:`runs_as_operands`)."""
     if key.op == "opaque":
         return (key,)
     spec = get(key.op)
@@ -442,45 +440,37 @@ def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
         return (key,)
     keys: list[CostKey] = []
     outs: list[Shape] = []  # each part's output shape
-    for k, (op, p, *named) in enumerate(chain):
+    for k, (op, p, positions) in enumerate(chain):
         part = get(op)
         p = part.normalize(p)
-        if named:  # the inputs it names: this operator's, or earlier parts' outputs
-            shapes = runs_as_operands(named[0], k, key.input_shapes, outs)
-            weights = [j for j, i in enumerate(named[0]) if i >= 0 and i in key.weights]
-            out = key.output_shape
-            if k < len(chain) - 1:
-                try:
-                    out = part.shape(p, shapes)
-                except OpError:  # operands ONNX broadcasts but the IR reshapes first (a bias of rank 1)
-                    out = tuple(np.broadcast_shapes(*shapes))  # raises where they do not broadcast either
-        else:
-            # a later operator reads the previous output, and any other operand has the output's shape too (the
-            # residual of a conv2d_add)
-            first = key.input_shapes if part.variadic else key.input_shapes[:len(part.inputs)]
-            shapes = first if k == 0 else [key.output_shape] * len(part.inputs)
-            weights = [w for w in key.weights if w < len(first)] if k == 0 else []
-            out = key.output_shape
+        shapes = runs_as_operands(positions, k, key.input_shapes, outs)
+        weights = [j for j, i in enumerate(positions) if i >= 0 and i in key.weights]
+        out = key.output_shape
+        if k < len(chain) - 1:
+            try:
+                out = part.shape(p, shapes)
+            except OpError:  # operands ONNX broadcasts but the IR reshapes first (a bias of rank 1)
+                out = tuple(np.broadcast_shapes(*shapes))  # raises where they do not broadcast either
         outs.append(out)
         keys.append(part.cost_key(p, shapes, out, key.dtype, key.layout, weights))
     return tuple(keys)
 
 
 def runs_as_operands(positions: Sequence[int], k: int, inputs: Sequence[Any], outputs: Sequence[Any]) -> list[Any]:
-    """The operands of part ``k`` of a ``runs_as`` chain whose entries name them (``OpSpec.runs_as``): for each
-    position ``i``, the operator's input ``inputs[i]``, or for ``-j`` the output of the part ``j`` before this one
-    (``outputs``: the parts' outputs so far). Inputs and outputs may be shapes, tensors or names."""
+    """The operands of part ``k`` of a ``runs_as`` chain (``OpSpec.runs_as``): for each position ``i``, the
+    operator's input ``inputs[i]``, or for ``-j`` the output of the part ``j`` before this one (``outputs``: the
+    parts' outputs so far). Inputs and outputs may be shapes, tensors or names."""
     assert all(k + i >= 0 for i in positions), f"part {k} reads a part before the first"
     return [outputs[k + i] if i < 0 else inputs[i] for i in positions]
 
 
 def runs_as_nodes(name: str, params: Params, inputs: Sequence[str], output: str,
                   fresh: Callable[[str], str]) -> list[IRNode]:
-    """The IR nodes operator ``name`` runs as (its ``runs_as`` chain, whose entries name their inputs) on the
-    tensors ``inputs``, the last one writing ``output``; ``fresh(hint)`` names each tensor between them."""
+    """The IR nodes operator ``name`` runs as (its ``runs_as`` chain) on the tensors ``inputs``, the last one
+    writing ``output``; ``fresh(hint)`` names each tensor between them."""
     spec = get(name)
     chain = spec.runs_as(spec.normalize(params)) if spec.runs_as else None
-    assert chain and all(len(part) == 3 for part in chain), f"{name}: no runs_as chain that names its inputs"
+    assert chain, f"{name}: no runs_as chain"
     nodes: list[IRNode] = []
     outs: list[str] = []
     for k, (op, p, positions) in enumerate(chain):
