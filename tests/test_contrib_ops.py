@@ -226,6 +226,37 @@ def test_attention_of_a_dynamic_hidden_size_stays_opaque_and_the_model_computes_
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{target}, d={d}")
 
 
+def test_attention_of_a_hidden_size_computed_from_a_symbol_is_not_imported() -> None:
+    """A hidden size of d + 16 (each input a dynamic part and a fixed one, concatenated) reads back as no
+    symbol at the generic point; the model states no such size, so it is not taken as fixed either. The node
+    stays opaque, its output then has no shape import can follow, and optimize fixes the dimensions instead."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(10)
+    w = {n: rng.standard_normal((16, 16)).astype(np.float32) for n in ("W1", "W2")}
+    nodes = [helper.make_node("Concat", [f"{t}a", f"{t}e"], [t], axis=-1) for t in "qkv"]
+    nodes += [helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain=MS, num_heads=1),
+              helper.make_node("MatMul", ["x", "W1"], ["a"]), helper.make_node("MatMul", ["x", "W2"], ["b"]),
+              helper.make_node("Add", ["a", "b"], ["z"])]
+    g = helper.make_graph(nodes, "computed_hidden",
+                          [helper.make_tensor_value_info(f"{t}a", TensorProto.FLOAT, [2, 5, "d"]) for t in "qkv"]
+                          + [helper.make_tensor_value_info(f"{t}e", TensorProto.FLOAT, [2, 5, 16]) for t in "qkv"]
+                          + [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, None]),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
+                          [numpy_helper.from_array(v, k) for k, v in w.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    with pytest.raises(DynamicShapeError, match="output of a MultiHeadAttention node"):
+        load_model(model, symbolic=True)
+    res = eqsat.optimize(model, dims={"d": 16}, time_limit=30)
+    assert res.static_reason and res.numeric.ok
+    feeds = {f"{t}{s}": rng.standard_normal((2, 5, 16)).astype(np.float32) for t in "qkv" for s in "ae"}
+    feeds["x"] = rng.standard_normal((8, 16)).astype(np.float32)
+    want, got = (ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(["y"], feeds)[0]
+                 for m in (model, res.model))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_model_holding_attention_is_written_portable_or_with_the_kernel() -> None:
     from test_ort_kernels import _CheapKernels
 

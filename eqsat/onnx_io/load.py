@@ -56,6 +56,7 @@ class _Importer:
         self.input_shapes = dict(input_shapes or {})
         self.symbolic = symbolic  # dynamic dimensions become symbols (else: DynamicShapeError)
         self.syms = Symbols({})
+        self.stated: set[int] = set()  # with symbols: the sizes the model states (initializers, attributes, dims)
         self.symbolic_consts: set[str] = set()  # constants computed from the symbols (eqsat.onnx_io.dynamic)
         self.symbol_values: dict[str, int] = {}  # the sizes input_shapes gives the symbols
         self.ran: dict[str, tuple[Shape, str]] | None = None  # types found by running the model (run_types)
@@ -92,7 +93,9 @@ class _Importer:
         return self.types.get(name, (None, ""))[1] in _FLOAT_TYPES
 
     def is_static(self, size: int) -> bool:
-        return not isinstance(self.syms.decode(size), Sym)
+        # a size computed from a symbol need not decode as one (d + 16, a + b): with symbols, only a size the
+        # model states is taken as fixed (a hidden size is a projection weight's dimension)
+        return not self.syms or (size in self.stated and not isinstance(self.syms.decode(size), Sym))
 
     def const(self, name: str) -> np.ndarray | None:
         return self.weights.get(name)
@@ -244,7 +247,8 @@ def _fix_inputs(imp: _Importer, g: onnx.GraphProto) -> list[TensorInfo]:
                                           f"({imp.symbol_values[sym]} and {size}); give it one")
             if any((name, axis) in named for axis in range(len(shape))):
                 del imp.input_shapes[name]
-        imp.syms = Symbols.choose(list(dict.fromkeys(named.values())), static_ints(imp.model))
+        imp.stated = static_ints(imp.model)
+        imp.syms = Symbols.choose(list(dict.fromkeys(named.values())), imp.stated)
     for vi in real:
         if not vi.type.HasField("tensor_type"):
             raise UnsupportedModelError(f"{imp.label}: input {vi.name!r} is a {vi.type.WhichOneof('value')}, not a "

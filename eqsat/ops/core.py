@@ -52,7 +52,8 @@ class ImportContext(Protocol):
     def is_static(self, size: int) -> bool:
         """Whether a size read from :meth:`shape` is a number fixed by the model, not a dynamic dimension (or one
         computed from one) standing at its generic value (:mod:`eqsat.ir.symbols`): only a fixed size may be
-        baked into a constant."""
+        baked into a constant. Conservative: with dynamic axes, a size the model states nowhere counts as
+        dynamic."""
         ...
 
     def const(self, name: str) -> np.ndarray | None: ...
