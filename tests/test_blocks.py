@@ -127,6 +127,7 @@ def test_a_graph_without_repeats_has_no_reduction() -> None:
     assert find_repeats(g) is None and reduce_repeats(g) is None
 
 
+@pytest.mark.slow  # two optimize runs of a four-layer stack: 5 s alone, 6 s under the suite on two cores
 def test_optimize_writes_the_optimized_block_for_every_layer() -> None:
     model = _stack(4, batch="batch")
     reused = eqsat.optimize(model, time_limit=10, iter_limit=3)
