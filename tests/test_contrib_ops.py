@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import eqsat
 from eqsat.errors import DynamicShapeError
-from eqsat.onnx_io import load_model, opaque_reasons
+from eqsat.onnx_io import load_model, opaque_reasons, run_onnxruntime
 
 
 def _model(batch: int | str, op: str = "QuickGelu", domain: str = "com.microsoft") -> onnx.ModelProto:
@@ -196,65 +196,59 @@ def test_attention_outside_what_is_imported_stays_opaque_with_the_reason(ins: li
     assert key == f"{MS}:MultiHeadAttention" and why in reason and count == 1
 
 
+def _attention_beside_products(qkv: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
+                               y: list[int | str | None]) -> onnx.ModelProto:
+    """MultiHeadAttention (one head, the default scale) on the q, k and v that ``qkv`` computes from ``inputs``
+    (output ``y`` of dimensions ``y``), beside two products sharing x: a rewrite worth writing."""
+    rng = np.random.default_rng(9)
+    w = {n: rng.standard_normal((16, 16)).astype(np.float32) for n in ("W1", "W2")}
+    nodes = [*qkv, helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain=MS, num_heads=1),
+             helper.make_node("MatMul", ["x", "W1"], ["a"]), helper.make_node("MatMul", ["x", "W2"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["z"])]
+    g = helper.make_graph(nodes, "attention", [*inputs, helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, y),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
+                          [numpy_helper.from_array(v, k) for k, v in w.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+
+
+def _assert_same_attention(model: onnx.ModelProto, optimized: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
+    feeds = {**feeds, "x": np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)}
+    np.testing.assert_allclose(run_onnxruntime(optimized, feeds)[0], run_onnxruntime(model, feeds)[0], rtol=1e-5,
+                               atol=1e-6)
+
+
 def test_attention_of_a_dynamic_hidden_size_stays_opaque_and_the_model_computes_what_it_did() -> None:
     """The default scale is 1/sqrt(head size): of a dynamic hidden size it is known only at run time, so the
     node is not imported (once it was, with the scale of the symbol's generic value baked in)."""
-    import onnxruntime as ort
-
-    rng = np.random.default_rng(9)
-    w = {n: rng.standard_normal((16, 16)).astype(np.float32) for n in ("W1", "W2")}
-    nodes = [helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain=MS, num_heads=1),
-             helper.make_node("MatMul", ["x", "W1"], ["a"]), helper.make_node("MatMul", ["x", "W2"], ["b"]),
-             helper.make_node("Add", ["a", "b"], ["z"])]  # two products sharing x: a rewrite worth writing
-    g = helper.make_graph(nodes, "dynamic_hidden",
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 5, "d"]) for n in "qkv"]
-                          + [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, "d"]),
-                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
-                          [numpy_helper.from_array(v, k) for k, v in w.items()])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    model = _attention_beside_products([], [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 5, "d"])
+                                            for n in "qkv"], [2, 5, "d"])
     ((key, _, reason),) = opaque_reasons(load_model(model, symbolic=True))
     assert key == f"{MS}:MultiHeadAttention" and "a fixed hidden size" in reason
+    rng = np.random.default_rng(9)
     for target in ("onnx", "onnxruntime"):
         res = eqsat.optimize(model, target=target, dims={"d": 16}, time_limit=30)
         assert res.numeric.ok
         for d in (16, 24):
-            feeds = {n: rng.standard_normal((2, 5, d)).astype(np.float32) for n in "qkv"}
-            feeds["x"] = rng.standard_normal((8, 16)).astype(np.float32)
-            want, got = (ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-                         .run(["y"], feeds)[0] for m in (model, res.model))
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{target}, d={d}")
+            _assert_same_attention(model, res.model,
+                                   {n: rng.standard_normal((2, 5, d)).astype(np.float32) for n in "qkv"})
 
 
 def test_attention_of_a_hidden_size_computed_from_a_symbol_is_not_imported() -> None:
     """A hidden size of d + 16 (each input a dynamic part and a fixed one, concatenated) reads back as no
     symbol at the generic point; the model states no such size, so it is not taken as fixed either. The node
     stays opaque, its output then has no shape import can follow, and optimize fixes the dimensions instead."""
-    import onnxruntime as ort
-
-    rng = np.random.default_rng(10)
-    w = {n: rng.standard_normal((16, 16)).astype(np.float32) for n in ("W1", "W2")}
-    nodes = [helper.make_node("Concat", [f"{t}a", f"{t}e"], [t], axis=-1) for t in "qkv"]
-    nodes += [helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain=MS, num_heads=1),
-              helper.make_node("MatMul", ["x", "W1"], ["a"]), helper.make_node("MatMul", ["x", "W2"], ["b"]),
-              helper.make_node("Add", ["a", "b"], ["z"])]
-    g = helper.make_graph(nodes, "computed_hidden",
-                          [helper.make_tensor_value_info(f"{t}a", TensorProto.FLOAT, [2, 5, "d"]) for t in "qkv"]
-                          + [helper.make_tensor_value_info(f"{t}e", TensorProto.FLOAT, [2, 5, 16]) for t in "qkv"]
-                          + [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, None]),
-                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
-                          [numpy_helper.from_array(v, k) for k, v in w.items()])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    model = _attention_beside_products(
+        [helper.make_node("Concat", [f"{t}a", f"{t}e"], [t], axis=-1) for t in "qkv"],
+        [*(helper.make_tensor_value_info(f"{t}a", TensorProto.FLOAT, [2, 5, "d"]) for t in "qkv"),
+         *(helper.make_tensor_value_info(f"{t}e", TensorProto.FLOAT, [2, 5, 16]) for t in "qkv")], [2, 5, None])
     with pytest.raises(DynamicShapeError, match="output of a MultiHeadAttention node"):
         load_model(model, symbolic=True)
     res = eqsat.optimize(model, dims={"d": 16}, time_limit=30)
     assert res.static_reason and res.numeric.ok
-    feeds = {f"{t}{s}": rng.standard_normal((2, 5, 16)).astype(np.float32) for t in "qkv" for s in "ae"}
-    feeds["x"] = rng.standard_normal((8, 16)).astype(np.float32)
-    want, got = (ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(["y"], feeds)[0]
-                 for m in (model, res.model))
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    rng = np.random.default_rng(10)
+    _assert_same_attention(model, res.model,
+                           {f"{t}{s}": rng.standard_normal((2, 5, 16)).astype(np.float32) for t in "qkv" for s in "ae"})
 
 
 def test_a_model_holding_attention_is_written_portable_or_with_the_kernel() -> None:
