@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from eqsat.rules.rule import Rule, RuleError, parse, tensor_vars, unparse
+from eqsat.ir.rule import Rule, RuleError, parse, tensor_vars, unparse
 
 
 def starter_rules() -> list[Rule]:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from eqsat import ops
+from eqsat.ir.rule import Sexp, parse, tensor_vars
 from eqsat.ops.core import DimAxiom
-from eqsat.rules.rule import Sexp, parse, tensor_vars
 
 
 @dataclass(frozen=True)

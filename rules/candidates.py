@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from eqsat import ops
+from eqsat.ir.rule import Sexp, parse, split_args, unparse
 from eqsat.rules.domains import KERNELS, WEIGHTS, var_prefix
 from eqsat.rules.enumeration import GraphRecord
-from eqsat.rules.rule import Sexp, parse, split_args, unparse
 
 _VAR = re.compile(r"\?[A-Za-z_]\w*")
 

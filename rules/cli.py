@@ -157,7 +157,7 @@ def _hand_written_rules() -> list[tuple[str, Any]]:
 
 
 def _print_sides(lhs: Sequence[str], rhs: Sequence[str], conditions: Sequence[str]) -> None:
-    from eqsat.rules.rule import parse, pretty
+    from eqsat.ir.rule import parse, pretty
 
     for k, (a, b) in enumerate(zip(lhs, rhs, strict=True)):
         print(f"source[{k}]:   {pretty(parse(a))}")

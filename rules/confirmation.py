@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from eqsat import ops
+from eqsat.ir.rule import evaluate, parse, shape_equality
 from eqsat.rules.candidates import Candidate, parse_vars
 from eqsat.rules.domains import KERNELS, SHAPE_SETS, is_param_var, var_prefix, var_shape, var_type
-from eqsat.rules.rule import evaluate, parse, shape_equality
 
 
 def random_env(variables: Iterable[str], shape_of: Callable[[str], tuple[int, ...]],

@@ -3,7 +3,7 @@
 The corpus lives in ``rules/corpus/rules.json``: one entry per rule with an id, the S-expression sides in
 *expression form* (parameters may be ``(dim ?x k)`` expressions on either side), extra conditions, whether it
 is a two-output rule, whether it is applied in both directions, and its verification status and reason.
-:func:`load_corpus_rules` turns entries into :class:`~eqsat.rules.rule.Rule` objects the engine compiles:
+:func:`load_corpus_rules` turns entries into :class:`~eqsat.ir.rule.Rule` objects the engine compiles:
 a computed parameter on a left-hand side becomes a parameter variable with an equality condition.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.files import write_file
-from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, pretty, split_args, tensor_vars, unparse
+from eqsat.ir.rule import Rule, RuleError, Sexp, Vec, is_var, parse, pretty, split_args, tensor_vars, unparse
 
 CORPUS_PATH = Path(__file__).parent / "corpus" / "rules.json"
 #: Rules of four operators that the corpus above cannot derive in a few iterations (``eqsat rules select``).
@@ -410,7 +410,7 @@ def family(sides: Sequence[str]) -> str:
 
 def save_corpus(entries: Sequence[Entry], path: str | Path = CORPUS_PATH, meta: dict[str, Any] | None = None) -> None:
     """Write the corpus (one JSON object per rule, one line each, for readable diffs; patterns with named
-    parameters, see :func:`eqsat.rules.rule.pretty`)."""
+    parameters, see :func:`eqsat.ir.rule.pretty`)."""
     path = Path(path)
     lines = ["{", f'  "meta": {json.dumps(meta or {}, sort_keys=True)},', '  "rules": [']
     for k, e in enumerate(entries):

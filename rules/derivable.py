@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.rules.rule import Rule, eval_param, is_var, parse, split_args, terms_graph
+from eqsat.ir.rule import Rule, eval_param, is_var, parse, split_args, terms_graph
 
 #: Candidates per e-graph.
 BATCH = 40
@@ -79,7 +79,7 @@ def _saturate_and_check(pairs: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]
                         shapes: Mapping[str, tuple[int, ...]], rules: Sequence[Rule], iters: int,
                         node_limit: int, time_limit: float) -> tuple[list[bool], bool]:
     """Saturate all sources of ``pairs`` in one e-graph: (derived per pair, whether a node/time limit stopped it)."""
-    # deferred: the engine imports the rule language (eqsat.rules.rule), so eqsat.rules must import without it
+    # deferred: the engine imports the rule language (eqsat.ir.rule), so eqsat.rules must import without it
     from eqsat.engine.limits import Limits, StopReason
     from eqsat.engine.saturation import saturate
 

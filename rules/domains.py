@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eqsat import ops
+from eqsat.ir.rule import is_var
 from eqsat.ops.core import SymDim
-from eqsat.rules.rule import is_var
 
 
 @dataclass(frozen=True)

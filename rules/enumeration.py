@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eqsat.ir.rule import unparse
 from eqsat.rules.domains import DOMAINS, Domain
 from eqsat.rules.fingerprints import Evaluator, Tensor
-from eqsat.rules.rule import unparse
 from eqsat.rules.templates import Templates
 
 

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from eqsat import ops
+from eqsat.ir.rule import Sexp, Vec, unparse
 from eqsat.ops import shapes as S
 from eqsat.ops.core import SymDim, SymShape
-from eqsat.rules.rule import Sexp, Vec, unparse
 
 PRIME = ops.PRIME
 

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat import ops
+from eqsat.ir import rule as rule_language
 from eqsat.ops.layout import TRANSPOSES3
 from eqsat.rules import distributed
 from eqsat.rules.candidates import (
@@ -226,10 +227,10 @@ def confirm_chunk(cands: Sequence[Candidate]) -> list[tuple[str | None, str | No
 
 def generator_salt() -> str:
     """The version of the code that generation results depend on (generator, patterns, operator registry)."""
-
     here = Path(__file__).parent
-    modules = ("generator", "domains", "fingerprints", "templates", "enumeration", "candidates", "confirmation", "rule")
-    return distributed.source_salt(*(here / f"{m}.py" for m in modules), Path(ops.__file__).parent)
+    modules = ("generator", "domains", "fingerprints", "templates", "enumeration", "candidates", "confirmation")
+    return distributed.source_salt(*(here / f"{m}.py" for m in modules), Path(rule_language.__file__),
+                                   Path(ops.__file__).parent)
 
 
 def generate(max_ops: int = 3, workers: int = 2, domains: Sequence[str] = tuple(DOMAINS), seed: int = 0,

@@ -5,7 +5,7 @@ same e-class, so extraction picks substitutions and layouts jointly. Every rule 
 
 from __future__ import annotations
 
-from eqsat.rules.rule import Rule
+from eqsat.ir.rule import Rule
 
 _CONV = "?st ?pd ?dl ?g ?act"
 TO_NHWC, TO_NCHW = "[0 2 3 1]", "[0 3 1 2]"

@@ -18,7 +18,7 @@ added):
 
 from __future__ import annotations
 
-from eqsat.rules.rule import Rule
+from eqsat.ir.rule import Rule
 
 
 def _both_orders(name: str, lhs: str, rhs: str, conditions: tuple[str, ...] = ()) -> tuple[Rule, ...]:

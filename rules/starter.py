@@ -7,7 +7,7 @@ a right-hand side is merged, so conditions here only state what shapes cannot (e
 
 from __future__ import annotations
 
-from eqsat.rules.rule import Rule
+from eqsat.ir.rule import Rule
 
 _CONV = "?st ?pd ?dl ?g"
 

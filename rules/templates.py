@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from eqsat import ops
+from eqsat.ir.rule import Sexp, unparse
 from eqsat.ops.core import GeneratorForm, SymDim
 from eqsat.rules.domains import Domain, evaluate_sym, var_prefix, var_type
 from eqsat.rules.fingerprints import Evaluator, Tensor
-from eqsat.rules.rule import Sexp, unparse
 
 
 def _templates() -> dict[str, GeneratorForm]:

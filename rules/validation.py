@@ -21,8 +21,8 @@ import numpy as np
 import z3
 
 from eqsat import ops
+from eqsat.ir.rule import Sexp, Vec, eval_param, is_var, parse, shape_equality, split_args, tensor_vars
 from eqsat.rules.axioms import AXIOMS, Axiom
-from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, parse, shape_equality, split_args, tensor_vars
 
 
 def _tensor_vars(text: str) -> list[str]:

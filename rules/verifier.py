@@ -26,10 +26,11 @@ from typing import Any
 import z3
 
 from eqsat import ops
+from eqsat.ir import rule as rule_language
+from eqsat.ir.rule import Sexp, Vec, eval_param, is_var, param_vars, parse, shape_equality, split_args, tensor_vars
 from eqsat.rules import distributed
 from eqsat.rules.axioms import AXIOMS, CORE_AXIOMS, DIM_AXIOMS, Axiom, DimAxiom, declared_axioms
 from eqsat.rules.distributed import Executor, ResultStore, run_stage
-from eqsat.rules.rule import Sexp, Vec, eval_param, is_var, param_vars, parse, shape_equality, split_args, tensor_vars
 from eqsat.rules.validation import (
     AxiomCheck,
     _tensor_vars,
@@ -271,11 +272,9 @@ def _verify_chunk(jobs: Sequence[tuple[tuple[str, ...], tuple[str, ...], float, 
 
 def verifier_salt() -> str:
     """The version of the code that verdicts depend on (verifier, axioms, patterns, operator registry)."""
-
-
     here = Path(__file__).parent
-    return distributed.source_salt(here / "verifier.py", here / "validation.py", here / "axioms.py", here / "rule.py",
-                                   Path(ops.__file__).parent, extra=z3.get_full_version())
+    return distributed.source_salt(here / "verifier.py", here / "validation.py", here / "axioms.py",
+                                   Path(rule_language.__file__), Path(ops.__file__).parent, extra=z3.get_full_version())
 
 
 #: Equations per verification unit.

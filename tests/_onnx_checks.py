@@ -32,7 +32,7 @@ def assert_same_outputs(original: onnx.ModelProto, exported: onnx.ModelProto, se
 def assert_rule_holds(rule: Any, bindings: list[dict[str, Any]], params: set[str]) -> None:
     """Every direction of ``rule`` computes the same on each binding: its variables in ``params`` take the
     binding's values, the others random tensors of the binding's shapes (which its conditions must accept)."""
-    from eqsat.rules.rule import check_condition, evaluate, parse
+    from eqsat.ir.rule import check_condition, evaluate, parse
 
     rng = np.random.default_rng(0)
     for binding in bindings:

@@ -312,8 +312,8 @@ def test_node_without_inputs_measured_costs(tmp_path: Path, capsys: pytest.Captu
     inputs) when measured costs favour it; ``Graph.dtypes`` used to read that node's first input."""
     from eqsat.costs.base import CostModel
     from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
+    from eqsat.ir.rule import Rule
     from eqsat.pipeline import optimize
-    from eqsat.rules.rule import Rule
 
     conv = make_node("conv2d", {"pads": (1, 1, 1, 1), "groups": 4}, ["x", "k", "b"], "y")
     g = Graph((TensorInfo("x", (1, 4, 8, 8)),), {}, (

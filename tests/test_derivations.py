@@ -18,8 +18,8 @@ import pytest
 
 from eqsat.engine.limits import Limits
 from eqsat.engine.saturation import saturate
+from eqsat.ir.rule import Rule, check_condition, evaluate, parse, terms_graph
 from eqsat.rules import corpus, derivable, engine_worthy
-from eqsat.rules.rule import Rule, check_condition, evaluate, parse, terms_graph
 
 C3 = "(conv2d [1 1] [1 1 1 1] [1 1] 1 0 {} {} {})"  # a 3x3 "same" convolution, no activation
 C3R = "(conv2d [1 1] [1 1 1 1] [1 1] 1 1 {} {} {})"  # with a fused relu

@@ -13,11 +13,11 @@ from onnx import TensorProto, helper, numpy_helper
 import eqsat
 from eqsat.errors import InputShapeError
 from eqsat.ir.graph import Graph, TensorInfo, make_node
+from eqsat.ir.rule import Rule
 from eqsat.ir.symbols import META_KEY, SymbolicShapeError, Symbols, symbolic_shapes
 from eqsat.models.hf_bert import hf_bert
 from eqsat.onnx_io import load_model, run_onnxruntime, to_onnx
 from eqsat.ops.dims import Sym
-from eqsat.rules.rule import Rule
 
 BATCH, SEQ = Sym.var("batch"), Sym.var("seq")
 

@@ -10,7 +10,7 @@ from eqsat.engine.limits import Limits
 from eqsat.engine.readback import node_cost_keys, selection_to_graph, tensor_names_by_class
 from eqsat.engine.saturation import saturate
 from eqsat.ir.graph import Graph, TensorInfo, make_node
-from eqsat.rules.rule import Rule
+from eqsat.ir.rule import Rule
 from eqsat.rules.starter import STARTER_RULES
 
 

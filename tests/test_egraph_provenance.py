@@ -21,8 +21,8 @@ from eqsat.engine.egraph import EGraph, ENode
 from eqsat.engine.limits import Limits
 from eqsat.engine.saturation import saturate
 from eqsat.inspect.dump import DumpError, EGraphDump, build_dump
+from eqsat.ir.rule import Rule
 from eqsat.pipeline import OptimizeResult, default_rules, optimize
-from eqsat.rules.rule import Rule
 from eqsat.testing.onnx_builders import make_model
 
 # distribute builds three e-nodes from the input graph in iteration 1; swap-products matches only what

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from eqsat import ops
+from eqsat.ir.rule import evaluate, param_vars, parse, tensor_vars
 from eqsat.rules import axioms as A
 from eqsat.rules import corpus
 from eqsat.rules import verifier as V
 from eqsat.rules.generator import var_shape
-from eqsat.rules.rule import evaluate, param_vars, parse, tensor_vars
 
 OPS = ("gelu", "clip", "sigmoid", "tanh")
 

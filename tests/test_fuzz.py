@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from onnx import helper, numpy_helper, shape_inference
 
 from eqsat import onnx_io
-from eqsat.rules.rule import Rule
+from eqsat.ir.rule import Rule
 from eqsat.testing import fuzz
 from eqsat.testing.onnx_builders import make_model
 

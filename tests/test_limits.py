@@ -24,8 +24,8 @@ from eqsat.engine import saturation as E
 from eqsat.engine.fallback import Fallback, read_fallback
 from eqsat.engine.limits import Limits, StopReason
 from eqsat.ir.graph import Graph, TensorInfo, make_node
+from eqsat.ir.rule import Rule
 from eqsat.pipeline import default_rules, optimize
-from eqsat.rules.rule import Rule
 from eqsat.rules.starter import STARTER_RULES
 
 # two products by the same right operand -> one product over the stacked left operands, split back: on a chain

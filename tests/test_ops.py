@@ -248,7 +248,7 @@ def test_a_fused_form_computes_what_its_runs_as_chain_does(op: str, params: dict
 
 def test_the_verifier_evaluates_a_conv_with_a_residual_as_its_parts() -> None:
     z3 = pytest.importorskip("z3")
-    from eqsat.rules.rule import parse
+    from eqsat.ir.rule import parse
     from eqsat.rules.validation import Symbolic
 
     rng = np.random.default_rng(0)

@@ -10,8 +10,8 @@ import pytest
 
 from eqsat import models, onnx_io
 from eqsat.ir.graph import Graph, TensorInfo, flatten_concats, graph_hash, make_node
+from eqsat.ir.rule import Rule, terms_graph
 from eqsat.pipeline import default_rules
-from eqsat.rules.rule import Rule, terms_graph
 from eqsat.search import matching as rw
 
 RELU_RELU = Rule("relu-relu", ("(relu (relu ?x))",), ("(relu ?x)",))

@@ -11,10 +11,10 @@ import pytest
 from eqsat.engine.egraph import EGraph, ENode
 from eqsat.engine.limits import Limits
 from eqsat.engine.saturation import saturate
+from eqsat.ir.rule import Rule, terms_graph
 from eqsat.rules import corpus
 from eqsat.rules import generator as gen
 from eqsat.rules.cli import NUMERIC_RANDOM_SHAPES
-from eqsat.rules.rule import Rule, terms_graph
 
 ENTRIES, META = corpus.read_corpus()
 

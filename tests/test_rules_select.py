@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eqsat.ir.rule import evaluate, parse
 from eqsat.rules import corpus, derivable
 from eqsat.rules.corpus import Entry
 from eqsat.rules.generator import var_shape
-from eqsat.rules.rule import evaluate, parse
 
 COMM = Entry("", ["(ewadd ?w1 ?w2)"], ["(ewadd ?w2 ?w1)"], status="proved", domain="mat", ops=[1, 1])
 ASSOC = Entry("", ["(ewadd (ewadd ?w1 ?w2) ?w3)"], ["(ewadd ?w1 (ewadd ?w2 ?w3))"], bidirectional=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eqsat.rules.rule import check_condition, evaluate, parse
+from eqsat.ir.rule import check_condition, evaluate, parse
 from eqsat.rules.starter import STARTER_RULES
 
 CONV = {"?st": (1, 1), "?pd": (1, 1, 1, 1), "?dl": (1, 1), "?g": 1}

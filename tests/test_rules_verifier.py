@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from eqsat.ir.rule import eval_param, evaluate, parse
 from eqsat.rules import axioms as A
 from eqsat.rules import verifier as V
-from eqsat.rules.rule import eval_param, evaluate, parse
 from eqsat.rules.validation import param_combos
 
 #: axioms whose symbolic validation takes 0.6 s or more (reshapes of many-element tensors, a grouped convolution)

@@ -15,10 +15,10 @@ from eqsat import models, onnx_io
 from eqsat.costs import get_cost_model, graph_cost
 from eqsat.engine.errors import LimitError
 from eqsat.ir.graph import Graph
+from eqsat.ir.rule import terms_graph
 from eqsat.pipeline import default_rules
 from eqsat.pipeline.check import check_equal
 from eqsat.rules import corpus
-from eqsat.rules.rule import terms_graph
 from eqsat.search import searches as search
 
 #: the searches are cached per (model, method) in this module: one worker runs them all
@@ -267,7 +267,7 @@ def _neighbour_problems(g: Graph, rule_set) -> list[tuple]:
 
 def test_a_node_read_twice_by_a_removed_node_dies_with_it() -> None:
     from eqsat.ir.graph import TensorInfo, make_node
-    from eqsat.rules.rule import Rule
+    from eqsat.ir.rule import Rule
 
     rule = Rule("split-of-concat", ("(split 1 0 ?p (concat 1 ?a ?b))",), ("?a",))
     nodes = (make_node("relu", {}, ["x"], "y"), make_node("ewadd", {}, ["y", "y"], "b"),
@@ -278,7 +278,7 @@ def test_a_node_read_twice_by_a_removed_node_dies_with_it() -> None:
 
 
 def test_an_output_listed_twice_and_replaced_by_a_variable() -> None:
-    from eqsat.rules.rule import Rule
+    from eqsat.ir.rule import Rule
 
     g = terms_graph(["(transpose [1 0] (transpose [1 0] ?x))"], {"?x": (3, 4)})
     g = Graph(g.inputs, g.weights, g.nodes, g.outputs * 2).validate()
@@ -286,7 +286,7 @@ def test_an_output_listed_twice_and_replaced_by_a_variable() -> None:
 
 
 def test_a_two_output_rule_with_variable_sides_hashes_its_readers_in_order() -> None:
-    from eqsat.rules.rule import Rule
+    from eqsat.ir.rule import Rule
 
     g = terms_graph(["(ewadd (transpose [1 0] (transpose [1 0] ?a)) (relu (transpose [1 0] (transpose [1 0] ?b))))"],
                     {"?a": (3, 3), "?b": (3, 3)})

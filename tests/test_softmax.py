@@ -9,12 +9,12 @@ import pytest
 from onnx import helper
 
 from eqsat import ops
+from eqsat.ir.rule import parse
 from eqsat.onnx_io import load_model, random_feeds, run_onnxruntime, to_onnx
 from eqsat.pipeline.check import check_equal
 from eqsat.rules import axioms as A
 from eqsat.rules import corpus
 from eqsat.rules import verifier as V
-from eqsat.rules.rule import parse
 from eqsat.testing.onnx_builders import make_model
 
 
@@ -105,7 +105,7 @@ def test_float_parameters_parse_print_compile_and_encode() -> None:
     """Float literals (an epsilon, a clip bound) in patterns: parsed as floats, printed back, rendered for egglog
     as the registry's float literal, and encoded for Z3 so that 6 and 6.0 are the same bound."""
     from eqsat.engine.compile import compile_rules
-    from eqsat.rules.rule import Rule, pretty, split_args, unparse
+    from eqsat.ir.rule import Rule, pretty, split_args, unparse
 
     e = parse("(clip :low -inf :high 6 (layernorm :axis 1 :epsilon 1e-05 ?x ?g ?b))")
     assert parse(pretty(e)) == e and parse(unparse(e)) == e

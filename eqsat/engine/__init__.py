@@ -1,7 +1,7 @@
 """The only door to egglog: compile IR graphs and rules to an egglog program (``compile``), saturate it under limits
 (``limits``) in a child process (``saturation``; the e-graph a killed one leaves: ``fallback``), read egglog's
 serialization back (``serialize``) as the typed, immutable e-graph (``egraph``), and read that e-graph in the IR's
-terms (``readback``). Imports ``eqsat.ir``, ``eqsat.ops``, ``eqsat.rules.rule`` and ``eqsat.extract``'s e-graph
+terms (``readback``). Imports ``eqsat.ir``, ``eqsat.ops``, ``eqsat.ir.rule`` and ``eqsat.extract``'s e-graph
 reader."""
 
 from eqsat.engine.compile import SIBLING_MERGE

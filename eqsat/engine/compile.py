@@ -24,8 +24,8 @@ from typing import Any
 from eqsat import ops
 from eqsat.engine.errors import EngineError
 from eqsat.ir.graph import Graph, Node
+from eqsat.ir.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_args
 from eqsat.ops import shapes
-from eqsat.rules.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_args
 
 __all__ = ["SIBLING_MERGE", "PROVENANCE_PREFIX", "ITERATION_COUNTER", "CompiledGraph", "RuleStep", "declarations",
            "compile_rule", "compile_rules", "compile_graph", "sibling_groups", "compile_program", "build_program",

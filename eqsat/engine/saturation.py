@@ -37,7 +37,7 @@ from eqsat.engine.fallback import Fallback, kill_at, read_fallback
 from eqsat.engine.limits import REASON_ORDER, Budget, Limits, StopReason, vm_bytes
 from eqsat.engine.serialize import clean_serialized
 from eqsat.ir.graph import Graph
-from eqsat.rules.rule import Rule
+from eqsat.ir.rule import Rule
 
 __all__ = ["EGGLOG_VERSION", "IterationStats", "SaturationResult", "Snapshot", "saturate"]
 

@@ -13,10 +13,10 @@ from typing import Any
 from eqsat.costs import CostModel, check_cost_model_name
 from eqsat.engine.limits import Limits, check_seconds
 from eqsat.extract import SOLVERS
+from eqsat.ir.rule import Rule
 from eqsat.rules import corpus_or_starter
 from eqsat.rules.layout import LAYOUT_RULES
 from eqsat.rules.onnxruntime import ORT_KERNEL_RULES
-from eqsat.rules.rule import Rule
 
 #: What an optimized model is written for: portable ONNX, or onnxruntime (whose fused ``com.microsoft`` kernels
 #: then join the e-graph as alternatives: :mod:`eqsat.ops.ort_kernels`)

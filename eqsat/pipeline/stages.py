@@ -44,6 +44,7 @@ from eqsat.extract import (
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.blocks import Reduction, reduce_repeats
 from eqsat.ir.graph import Graph
+from eqsat.ir.rule import Rule
 from eqsat.ir.symbols import SymbolicShapeError, graph_symbols, representative
 from eqsat.ops import CostKey
 from eqsat.ops.ort_kernels import kernel_type
@@ -67,7 +68,6 @@ from eqsat.pipeline.options import (
     time_shares,
 )
 from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult
-from eqsat.rules.rule import Rule
 
 log = logging.getLogger(__name__)
 

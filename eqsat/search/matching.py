@@ -25,8 +25,7 @@ import numpy as np
 
 from eqsat.ir.graph import Graph, GraphError, Node, make_node, node_hashes
 from eqsat.ir.names import NameAllocator
-from eqsat.ops import OpError, Shape
-from eqsat.rules.rule import (
+from eqsat.ir.rule import (
     Rule,
     RuleError,
     Sexp,
@@ -38,6 +37,7 @@ from eqsat.rules.rule import (
     split_args,
     tensor_vars,
 )
+from eqsat.ops import OpError, Shape
 
 
 @dataclass(frozen=True)

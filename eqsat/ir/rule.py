@@ -14,6 +14,9 @@ by one by ``q``). Conditions use the same language:
 A :class:`Rule` has one or two (two-output rule) left-hand sides with as many right-hand sides. Soundness of
 shapes is not the rule's job: the e-graph engine only merges a right-hand side after checking it is
 well-shaped and has the left-hand side's shape.
+
+The language sits in the IR, below the engine that compiles it (:mod:`eqsat.engine.compile`); the tools that
+generate, prove and select rules (:mod:`eqsat.rules`) sit above the engine and use both.
 """
 
 from __future__ import annotations
