@@ -5,6 +5,7 @@ Imports ``eqsat.ops``, ``eqsat.ir`` and ``eqsat.onnx_io``."""
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
 from typing import Any
 
 from eqsat.costs.analytic import AnalyticCostModel
@@ -38,9 +39,21 @@ def get_cost_model(name: str = "analytic", **kw: Any) -> CostModel:
         return GpuSimCostModel(**kw)
     if name in ("measured", "cpu"):
         return CachedCostModel(OnnxRuntimeCostModel(**kw), CostCache(cache_dir))
-    from eqsat.gpu import CupyCostModel  # the GPU plugin sits above this package (it imports eqsat.costs)
+    return CachedCostModel(_plugin(name)(**kw), CostCache(cache_dir))
 
-    return CachedCostModel(CupyCostModel(**kw), CostCache(cache_dir))
+
+#: the entry-point group of cost models declared by packages above this one (``pyproject.toml``)
+PLUGIN_GROUP = "eqsat.cost_models"
+
+
+def _plugin(name: str) -> Any:
+    """The class of a cost model that sits above this package (``gpu``: :mod:`eqsat.gpu`, which imports
+    ``eqsat.costs``), loaded through its entry point, so that this package never imports it."""
+    found = entry_points(group=PLUGIN_GROUP, name=name)
+    if not found:
+        raise RuntimeError(f"no cost model {name!r} is installed (entry point group {PLUGIN_GROUP}); reinstall "
+                           "eqsat (pip install -e .)")
+    return next(iter(found)).load()
 
 
 __all__ = ["COST_MODEL_NAMES", "CostModel", "AnalyticCostModel", "GpuSimCostModel", "OnnxRuntimeCostModel",
