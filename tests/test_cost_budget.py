@@ -158,14 +158,13 @@ def test_an_opaque_node_costs_the_same_in_the_egraph_and_in_the_graph_written() 
 def test_a_warm_cache_gives_saturation_the_time_measuring_no_longer_needs(tmp_path) -> None:
     from eqsat.pipeline import stages
     from eqsat.pipeline.options import OptimizeOptions, time_shares
+    from eqsat.pipeline.records import Run
 
     cached = CachedCostModel(FakeMeasured(), CostCache(tmp_path))
     model = models.two_matmul_shared_input()
 
     def shares_at_load():
-        s = stages.State(model, OptimizeOptions(cost_model=cached, time_limit=20))
-        stages.load(s)
-        return s.shares
+        return stages.load(Run.begin(model, OptimizeOptions(cost_model=cached, time_limit=20), optimize)).shares
 
     assert shares_at_load() == time_shares(True, warm=False) and time_shares(True).saturation == 0.25
     optimize(model, cost_model=cached, verify_latency=False, time_limit=20)  # fills the cache

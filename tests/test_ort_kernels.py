@@ -16,11 +16,12 @@ from eqsat import ops
 from eqsat.cli.app import build_parser
 from eqsat.costs import AnalyticCostModel
 from eqsat.costs.measured_cpu import one_node_model
+from eqsat.ir.rule import check_condition
 from eqsat.onnx_io import run_onnxruntime
 from eqsat.ops import ort_kernels
-from eqsat.pipeline.options import OptimizeOptions, target_rules
+from eqsat.pipeline.choices import target_rules
+from eqsat.pipeline.options import OptimizeOptions
 from eqsat.rules.onnxruntime import ORT_KERNEL_RULES
-from eqsat.rules.rule import check_condition
 
 MS = "com.microsoft"
 PARAMS = {"?eps", "?sp"}

@@ -11,8 +11,8 @@ import onnx
 import pytest
 
 from eqsat import models, onnx_io
+from eqsat.ir.rule import Rule
 from eqsat.pipeline import NumericMismatch, OptimizeResult, optimize
-from eqsat.rules.rule import Rule
 
 
 def test_two_matmuls_sharing_an_input_are_fused(optimized: Callable[[str], OptimizeResult]) -> None:
@@ -159,10 +159,10 @@ def test_an_options_object_runs_as_the_same_keywords() -> None:
 def test_stages_are_timed_under_the_reports_keys_and_logged(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from eqsat.pipeline.stages import STAGES
+    from eqsat.pipeline.run import STAGES
 
     model = models.builtin_models()["two_matmul_shared_input"]()
-    with caplog.at_level(logging.DEBUG, logger="eqsat.pipeline.stages"):
+    with caplog.at_level(logging.DEBUG, logger="eqsat.pipeline.run"):
         res = optimize(model, time_limit=20, dump_egraph=True)
     assert list(res.stage_seconds) == ["import", "saturate", "cost", "extract", "export", "check", "dump"]
     assert all(s >= 0 for s in res.stage_seconds.values())

@@ -1,12 +1,12 @@
 """Control-flow bodies optimized as graphs of their own.
 
 The main graph keeps an ``If``, ``Loop`` or ``Scan`` node as it is (an opaque node, see
-:mod:`eqsat.onnx_io.load`); its bodies are ONNX graphs too. Each body of the model's own control-flow nodes is made
-a model of its own (its inputs, and the tensors it reads from around it as further inputs), optimized by
-:func:`eqsat.pipeline.run.optimize` under the run's options with a share of its time, and put back in a copy of
-the model: the model the main graph is then imported from. A body that cannot be optimized (a dynamic shape, an
-error) is kept as it is. The run's numeric check compares the whole written model with the original as given,
-so a body's rewrite is checked through the model, on the inputs that reach it.
+:mod:`eqsat.onnx_io.load`); its bodies are ONNX graphs too. Each body of the model's own control-flow nodes is
+made a model of its own (its inputs, and the tensors it reads from around it as further inputs), optimized by the
+run's own :func:`eqsat.pipeline.optimize` (which the load stage passes in) under its options with a share of its
+time, and put back in a copy of the model: the model the main graph is then imported from. A body that cannot be
+optimized (a dynamic shape, an error) is kept as it is. The run's numeric check compares the whole written model
+with the original as given, so a body's rewrite is checked through the model, on the inputs that reach it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import onnx
@@ -22,6 +23,7 @@ from onnx import helper, shape_inference
 from eqsat.errors import EqsatError
 from eqsat.onnx_io.protos import graph_outer_names, rename_outer
 from eqsat.pipeline.options import OptimizeOptions
+from eqsat.pipeline.result import OptimizeResult
 
 __all__ = ["BodyResult", "optimize_bodies"]
 
@@ -90,12 +92,11 @@ def _prefix_defined(g: onnx.GraphProto, prefix: str) -> None:
         vi.name = mapping.get(vi.name, vi.name)
 
 
-def optimize_bodies(model: onnx.ModelProto, options: OptimizeOptions, seconds: float
-                    ) -> tuple[onnx.ModelProto, list[BodyResult]]:
-    """A copy of ``model`` whose control-flow nodes' bodies are each optimized (see the module docstring) in
-    about ``seconds`` together, and what was optimized; ``model`` itself when no body was."""
-    from eqsat.pipeline.run import optimize  # the pipeline runs this module: imported when used
-
+def optimize_bodies(model: onnx.ModelProto, options: OptimizeOptions, seconds: float,
+                    optimize: Callable[..., OptimizeResult]) -> tuple[onnx.ModelProto, list[BodyResult]]:
+    """A copy of ``model`` whose control-flow nodes' bodies are each optimized by ``optimize`` (the run's own:
+    :func:`eqsat.pipeline.optimize`; see the module docstring) in about ``seconds`` together, and what was
+    optimized; ``model`` itself when no body was."""
     spots = [(k, j) for k, n in enumerate(model.graph.node) for j, a in enumerate(n.attribute)
              if a.type == onnx.AttributeProto.GRAPH]
     if not spots or seconds <= 0:

@@ -1,5 +1,7 @@
 """Every option of :func:`eqsat.pipeline.optimize` in one frozen object, :class:`OptimizeOptions`, validated once
-when it is made: a bad limit or name fails there, before any model is read."""
+when it is made: a bad limit or name fails there, before any model is read. It is the one place an option's
+default is written (the e-graph limits' are the engine's :class:`~eqsat.engine.Limits`, read from there); the
+command line takes its defaults from it, and :class:`OptimizeKeywords` types ``optimize``'s keywords."""
 
 from __future__ import annotations
 
@@ -8,19 +10,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from eqsat.costs import CostModel, check_cost_model_name
 from eqsat.engine.limits import Limits, check_seconds
-from eqsat.extract import SOLVERS
 from eqsat.ir.rule import Rule
-from eqsat.rules import corpus_or_starter
-from eqsat.rules.layout import LAYOUT_RULES
-from eqsat.rules.onnxruntime import ORT_KERNEL_RULES
-
-#: What an optimized model is written for: portable ONNX, or onnxruntime (whose fused ``com.microsoft`` kernels
-#: then join the e-graph as alternatives: :mod:`eqsat.ops.ort_kernels`)
-TARGETS = ("onnx", "onnxruntime")
+from eqsat.pipeline.choices import SOLVERS, TARGETS, choose
 
 
 @dataclass(frozen=True)
@@ -59,20 +54,8 @@ BODY_SHARE = 0.2
 SNAPSHOT_EXACT_SHARE = 0.05
 
 
-def default_rules(layouts: bool = True, max_ops: int = 3) -> list[Rule]:
-    """The rules :func:`optimize` (and the CLI) use by default: the verified corpus and the hand-written
-    extra rules, plus the data-layout rules unless ``layouts`` is False. ``max_ops=4`` adds the proved rules of
-    four operators the corpus cannot derive (``optimize(model, rules=default_rules(max_ops=4))``, or
-    ``eqsat optimize --rules size4``). The target's rules (:func:`target_rules`) come on top of these."""
-    return corpus_or_starter(max_ops) + (list(LAYOUT_RULES) if layouts else [])
-
-
-def target_rules(target: str) -> list[Rule]:
-    """The rules a target adds to any rule set: for ``"onnxruntime"``, the equalities of its fused kernels with
-    their decompositions (:mod:`eqsat.rules.onnxruntime`); none for portable ONNX."""
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    return list(ORT_KERNEL_RULES) if target == "onnxruntime" else []
+#: the engine's default limits, which the options' e-graph limits take
+_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -85,13 +68,13 @@ class OptimizeOptions:
     rest are estimated from the analytic model scaled to the timed ones, :func:`eqsat.costs.price_within`) and
     extraction ends by 75 %.
     ``node_limit`` / ``iter_limit`` (and ``multi_iters``, ``memory_limit_mb``) bound the e-graph (see
-    :class:`eqsat.engine.Limits`). ``rules`` defaults to the verified corpus plus, with ``layouts``, the
-    data-layout rules (transposed-operand matmuls, NHWC convolutions): :func:`default_rules`. The result is never
-    costlier than the input under ``cost_model`` (a :class:`~eqsat.costs.CostModel`, or a name for
-    :func:`eqsat.costs.get_cost_model`; the analytic roofline model by default), and its outputs are checked
-    against the original with onnxruntime (rtol 1e-4) unless ``check`` is False; a mismatch raises
-    :class:`NumericMismatch` naming the rewrites that fired. ``solver`` is the extraction's (``cpsat`` or
-    ``greedy``).
+    :class:`eqsat.engine.Limits`, whose defaults they take). ``rules`` defaults to the verified corpus plus,
+    with ``layouts``, the data-layout rules (transposed-operand matmuls, NHWC convolutions):
+    :func:`~eqsat.pipeline.default_rules`. The result is never costlier than the input under ``cost_model`` (a
+    :class:`~eqsat.costs.CostModel`, or a name for :func:`eqsat.costs.get_cost_model`; the analytic roofline
+    model by default), and its outputs are checked against the original with onnxruntime (rtol 1e-4) unless
+    ``check`` is False; a mismatch raises :class:`NumericMismatch` naming the rewrites that fired. ``solver`` is
+    the extraction's (``cpsat`` or ``greedy``: :data:`eqsat.pipeline.choices.SOLVERS`).
 
     A model with dynamic axes keeps them (``dynamic``, the default): each dynamic dimension is a symbol (its
     ``dim_param``), the optimized model declares the same symbolic dimensions and computes its reshape targets
@@ -133,28 +116,28 @@ class OptimizeOptions:
     ``target`` is what the optimized model is written for: ``"onnx"`` (the default), standard ONNX any runtime
     loads; or ``"onnxruntime"``, where onnxruntime's fused kernels (``SkipLayerNormalization``,
     ``SkipSimplifiedLayerNormalization``, ``BiasGelu``, ``FastGelu``, ``MultiHeadAttention``:
-    :mod:`eqsat.ops.ort_kernels`) join the
-    e-graph as alternatives equal to their decompositions, with the rules of :func:`target_rules` added to
-    ``rules``; the written model holds a kernel only where the cost model finds it cheaper (a measured model
-    times it; the analytic one cannot and keeps the portable form), and then runs only on onnxruntime.
+    :mod:`eqsat.ops.ort_kernels`) join the e-graph as alternatives equal to their decompositions, with the
+    target's rules (:data:`eqsat.pipeline.choices.TARGETS`) added to ``rules``; the written model holds a kernel
+    only where the cost model finds it cheaper (a measured model times it; the analytic one cannot and keeps the
+    portable form), and then runs only on onnxruntime.
 
     Invalid values raise ValueError (a negative, NaN or infinite limit: :class:`eqsat.engine.LimitError`, which
     names the limit and what it allows); a ``cost_model`` of another type raises TypeError.
     """
 
-    cost_model: CostModel | str | None = None
+    cost_model: CostModel | str | None = "analytic"  # None: get_cost_model's default
     rules: Sequence[Rule] | None = None
     time_limit: float = 60.0
-    node_limit: int = 50_000
-    iter_limit: int = 10
-    multi_iters: int = 1
+    node_limit: int = _LIMITS.node_limit
+    iter_limit: int = _LIMITS.iter_limit
+    multi_iters: int = _LIMITS.multi_iters
     solver: str = "cpsat"
     input_shapes: Mapping[str, tuple[int, ...]] | None = None
     dims: Mapping[str, int] | None = None
     dynamic: bool = True
     check: bool = True
     dump_egraph: str | Path | bool | None = None
-    memory_limit_mb: int = 8192
+    memory_limit_mb: int = _LIMITS.memory_limit_mb
     layouts: bool = True
     verify_latency: bool | None = None
     latency_margin: float = 0.02
@@ -167,12 +150,11 @@ class OptimizeOptions:
 
     def __post_init__(self) -> None:
         check_seconds("time_limit", self.time_limit)
-        target_rules(self.target)  # checks the name
+        choose(TARGETS, self.target, "target")
         if self.candidates is not None and self.candidates < 1:
             raise ValueError(f"candidates must be at least 1, got {self.candidates}")
         self.saturation_limits()  # checks the e-graph's limits
-        if self.solver not in SOLVERS:
-            raise ValueError(f"unknown extraction solver {self.solver!r}; choose one of {', '.join(SOLVERS)}")
+        choose(SOLVERS, self.solver, "extraction solver")
         if not math.isfinite(self.latency_margin):
             raise ValueError(f"latency_margin must be a finite fraction, got {self.latency_margin!r}")
         if isinstance(self.cost_model, str):
@@ -192,6 +174,35 @@ class OptimizeOptions:
         return Limits(iter_limit=self.iter_limit, node_limit=self.node_limit,
                       time_limit=shares.saturation * self.time_limit, multi_iters=self.multi_iters,
                       memory_limit_mb=self.memory_limit_mb)
+
+
+class OptimizeKeywords(TypedDict, total=False):
+    """The keyword arguments of :func:`eqsat.optimize`, typed for editors and type checkers: the fields of
+    :class:`OptimizeOptions`, whose docstring says what each does and whose defaults apply (a test keeps the two
+    alike)."""
+
+    cost_model: CostModel | str | None
+    rules: Sequence[Rule] | None
+    time_limit: float
+    node_limit: int
+    iter_limit: int
+    multi_iters: int
+    solver: str
+    input_shapes: Mapping[str, tuple[int, ...]] | None
+    dims: Mapping[str, int] | None
+    dynamic: bool
+    check: bool
+    dump_egraph: str | Path | bool | None
+    memory_limit_mb: int
+    layouts: bool
+    verify_latency: bool | None
+    latency_margin: float
+    provenance: bool
+    candidates: int | None
+    progress: Callable[[str], None] | None
+    anytime: bool
+    reuse_blocks: bool
+    target: str
 
 
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(OptimizeOptions))

@@ -1,0 +1,108 @@
+"""The choices an optimization run makes once, as objects: the extraction :class:`Solver`, the :class:`Target` the
+model is written for and the named rule sets (:data:`RULE_SETS`). ``OptimizeOptions`` validates its names
+against these tables, the run reads the objects, and the command line takes its choices and their help from
+them, so each choice is described here only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eqsat.extract import Extraction, SerializedEGraph, extract, extract_top_k
+from eqsat.ir.rule import Rule
+from eqsat.rules import corpus_or_starter, starter_rules
+from eqsat.rules.layout import LAYOUT_RULES
+from eqsat.rules.onnxruntime import ORT_KERNEL_RULES
+
+
+@dataclass(frozen=True)
+class Solver:
+    """An extraction solver as a run uses it. An ``exact`` one (CP-SAT) works to a time limit: each snapshot of
+    the e-graph gets a short exact pass, the final e-graph a greedy answer first, and it can extract several
+    near-optimal graphs for the end-to-end timings; a heuristic one (greedy) answers at once."""
+
+    name: str
+    help: str
+    exact: bool
+
+    def extract(self, egraph: SerializedEGraph, *, start: Mapping[str, str] | None, seconds: float,
+                progress: Callable[[str], None] | None) -> Extraction:
+        """The cheapest graph it finds, never costlier than ``start``; ``seconds`` bounds an exact solver."""
+        limit = {"time_limit": seconds} if self.exact else {}
+        return extract(egraph, solver=self.name, start=start, progress=progress, **limit)
+
+    def extract_several(self, egraph: SerializedEGraph, count: int, *, start: Mapping[str, str] | None,
+                        seconds: float, progress: Callable[[str], None] | None) -> list[Extraction]:
+        """Up to ``count`` distinct near-optimal graphs, the cheapest first (an exact solver only; a heuristic
+        one gives its one answer)."""
+        if not self.exact or count <= 1:
+            return [self.extract(egraph, start=start, seconds=seconds, progress=progress)]
+        return extract_top_k(egraph, count, time_limit=seconds, start=start, progress=progress)
+
+
+#: The extraction solvers, by the name ``OptimizeOptions.solver`` takes
+SOLVERS: dict[str, Solver] = {
+    "cpsat": Solver("cpsat", "OR-Tools CP-SAT: optimal, or the best found within the time limit", exact=True),
+    "greedy": Solver("greedy", "a DAG-aware greedy heuristic: fast, not guaranteed optimal", exact=False),
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an optimized model is written for, and the rules that brings to any rule set."""
+
+    name: str
+    help: str
+    rules: Callable[[], Sequence[Rule]]
+
+
+#: The targets, by the name ``OptimizeOptions.target`` takes
+TARGETS: dict[str, Target] = {
+    "onnx": Target("onnx", "standard ONNX, any runtime", lambda: ()),
+    "onnxruntime": Target(
+        "onnxruntime", "onnxruntime: its fused com.microsoft kernels (SkipLayerNormalization, "
+        "SkipSimplifiedLayerNormalization, BiasGelu, FastGelu, MultiHeadAttention) are alternatives, taken where "
+        "the costs find them cheaper (with measured costs; the analytic model keeps the portable form)",
+        lambda: ORT_KERNEL_RULES),
+}
+
+
+def choose(table: Mapping[str, Any], name: str, what: str) -> Any:
+    """``table[name]``, or ValueError naming the choices."""
+    if name not in table:
+        raise ValueError(f"unknown {what} {name!r}; choose one of {', '.join(table)}")
+    return table[name]
+
+
+def default_rules(layouts: bool = True, max_ops: int = 3) -> list[Rule]:
+    """The rules :func:`eqsat.optimize` (and the CLI) use by default: the verified corpus and the hand-written
+    extra rules, plus the data-layout rules unless ``layouts`` is False. ``max_ops=4`` adds the proved rules of
+    four operators the corpus cannot derive (``optimize(model, rules=default_rules(max_ops=4))``, or
+    ``eqsat optimize --rules size4``). The target's rules (:class:`Target`) come on top of these."""
+    return corpus_or_starter(max_ops) + (list(LAYOUT_RULES) if layouts else [])
+
+
+def target_rules(target: str) -> list[Rule]:
+    """The rules a target adds to any rule set: for ``"onnxruntime"``, the equalities of its fused kernels with
+    their decompositions (:mod:`eqsat.rules.onnxruntime`); none for portable ONNX."""
+    return list(choose(TARGETS, target, "target").rules())
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A rule set by name (``eqsat optimize --rules NAME``); ``rules`` None is optimize's own default."""
+
+    name: str
+    help: str
+    rules: Callable[[], Sequence[Rule] | None]
+
+
+#: The named rule sets of the command line
+RULE_SETS: dict[str, RuleSet] = {
+    "default": RuleSet("default", "the verified corpus (rules of up to three operators), the extra and layout rules",
+                       lambda: None),
+    "size4": RuleSet("size4", "also the rules of four operators it cannot derive",
+                     lambda: default_rules(max_ops=4)),
+    "starter": RuleSet("starter", "hand-written", starter_rules),
+}
