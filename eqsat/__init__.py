@@ -4,28 +4,35 @@
 TASO-style rewrites, extracts the cheapest acyclic graph with CP-SAT and exports a numerically checked ONNX
 model. ``eqsat.compare(model)`` runs it against TASO's backtracking and OCGGS's sampling search on the same
 rules and costs. See README.md for the pipeline and the CLI.
+
+Both are the functions themselves (:func:`eqsat.pipeline.optimize`, :func:`eqsat.search.comparison.compare`),
+imported on first use so that ``import eqsat`` stays light (no ortools, egglog or onnxruntime).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:  # what editors and type checkers see: the functions and their signatures
+    from eqsat.pipeline.run import optimize
+    from eqsat.search.comparison import compare
 
-def optimize(*args: Any, **kwargs: Any) -> Any:
-    """Optimize an ONNX model; see :func:`eqsat.pipeline.optimize` and :class:`eqsat.pipeline.OptimizeOptions`."""
-    from eqsat.pipeline.run import optimize as _optimize  # deferred: `import eqsat` stays light (no ortools, egglog)
+def __getattr__(name: str) -> Any:
+    if name == "optimize":
+        from eqsat.pipeline.run import optimize  # deferred: `import eqsat` stays light
 
-    return _optimize(*args, **kwargs)
+        return optimize
+    if name == "compare":
+        from eqsat.search.comparison import compare  # deferred, as optimize
+
+        return compare
+    raise AttributeError(f"module 'eqsat' has no attribute {name!r}")
 
 
-def compare(*args: Any, **kwargs: Any) -> Any:
-    """Compare eqsat with TASO's backtracking and OCGGS's sampling search on one model (same rules, costs and
-    budget); see :func:`eqsat.search.comparison.compare`."""
-    from eqsat.search.comparison import compare as _compare
-
-    return _compare(*args, **kwargs)
+def __dir__() -> list[str]:
+    return sorted([*globals(), "optimize", "compare"])
 
 
 __all__ = ["compare", "optimize", "__version__"]

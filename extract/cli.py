@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from . import SOLVERS, extract, load_egraph
+from . import SOLVERS, extract, extract_cpsat, load_egraph
 from .result import Extraction
 
 __all__ = ["register", "main", "run"]
@@ -80,12 +82,20 @@ def _write(out: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _defaults(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The defaults of ``fn``'s parameters: the options' defaults are the functions' own, written there only."""
+    return {name: p.default for name, p in inspect.signature(fn).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("egraph", metavar="EGRAPH.json", help="e-graph in extraction-gym / egraph-serialize JSON")
-    p.add_argument("--time-limit", type=_seconds, default=60.0, metavar="S",
-                   help="seconds for the CP-SAT extractor (default: 60)")
-    p.add_argument("--solver", choices=SOLVERS, default="cpsat", help="extractor (default: cpsat)")
-    p.add_argument("--workers", type=_workers, default=8, metavar="N", help="CP-SAT workers (default: 8)")
+    cpsat, solver = _defaults(extract_cpsat), _defaults(extract)["solver"]
+    p.add_argument("--time-limit", type=_seconds, default=cpsat["time_limit"], metavar="S",
+                   help=f"seconds for the CP-SAT extractor (default: {cpsat['time_limit']:g})")
+    p.add_argument("--solver", choices=SOLVERS, default=solver, help=f"extractor (default: {solver})")
+    p.add_argument("--workers", type=_workers, default=cpsat["num_workers"], metavar="N",
+                   help=f"CP-SAT workers (default: {cpsat['num_workers']})")
     p.add_argument("--seed", type=int, default=None, help="CP-SAT random seed")
     p.add_argument("--log", action="store_true", help="print the CP-SAT search log")
     p.add_argument("--out", metavar="SELECTION.json", help="write {selection, cost, status} as JSON")

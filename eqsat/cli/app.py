@@ -17,16 +17,16 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from eqsat import rules
 from eqsat.cli.common import (
     AtLeast,
     Count,
     Seconds,
     check_output,
+    defaults_of,
     input_shapes,
     merged_dims,
     parse_dims,
@@ -105,10 +105,16 @@ def _setup_logging(quiet: bool) -> None:
     log.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
-#: the ``--costs`` help of optimize, demo and compare
-COSTS_HELP = (
-    "cost model: analytic (default), gpu-sim (a simulated V100: computed, not measured), measured (onnxruntime's "
-    "timings on this CPU; cpu is the same), gpu")
+def _costs_option(p: argparse.ArgumentParser, default: str) -> None:
+    """``--costs`` of optimize, demo and compare."""
+    p.add_argument("--costs", default=default, metavar="NAME",
+                   help=f"cost model (default {default}): analytic, gpu-sim (a simulated V100: computed, not "
+                        "measured), measured (onnxruntime's timings on this CPU; cpu is the same), gpu")
+
+
+def _choices_help(table: Mapping[str, Any]) -> str:
+    """What each choice of a table of :mod:`eqsat.pipeline.choices` is, from its own description."""
+    return "; ".join(f"{name} ({choice.help})" for name, choice in table.items())
 
 
 def _cost_model(name: str, threads: int | None = None) -> CostModel:
@@ -124,13 +130,26 @@ def _cost_model(name: str, threads: int | None = None) -> CostModel:
         raise UsageError(f"--costs {name}: {e}") from None
 
 
-def _rules(name: str):
-    """The rule set named on the command line; ``None`` (optimize's own default) for "default"."""
-    from eqsat.pipeline import default_rules  # lazy: CLI start-up (see the imports)
+#: ``--rules`` when not given: optimize's own default rule set
+DEFAULT_RULE_SET = "default"
 
-    if name == "size4":
-        return default_rules(max_ops=4)
-    return rules.starter_rules() if name == "starter" else None
+
+def rule_set(name: str) -> Any:
+    """The rules of a named rule set of :data:`eqsat.pipeline.choices.RULE_SETS` (None: optimize's default)."""
+    from eqsat.pipeline.choices import RULE_SETS  # lazy: CLI start-up (see the imports)
+
+    return RULE_SETS[name].rules()
+
+
+def optimize_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of ``eqsat optimize``'s arguments, by the names of :class:`eqsat.pipeline.OptimizeOptions`
+    (``cost_model`` still a name, ``rules`` still the rule set's name)."""
+    return {"cost_model": args.costs, "rules": args.rules, "candidates": args.candidates,
+            "time_limit": args.time_limit, "node_limit": args.node_limit, "iter_limit": args.iter_limit,
+            "solver": args.solver, "input_shapes": input_shapes(args.input_shape) or None,
+            "dims": merged_dims(args.dim) or None, "dynamic": args.dynamic, "check": args.check,
+            "provenance": args.provenance, "anytime": args.anytime, "reuse_blocks": args.reuse_blocks,
+            "target": args.target}
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -152,16 +171,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.provenance and dump is None:
         raise UsageError("--provenance records which rule built each e-node for the e-graph dump; give "
                          "--dump-egraph PATH too")
-    shapes = input_shapes(args.input_shape)
-    cost_model = _cost_model(args.costs, args.threads)
-    say = _progress(args.quiet)
-    res = optimize(args.model, cost_model=cost_model, rules=_rules(args.rules), candidates=args.candidates,
-                   time_limit=args.time_limit, node_limit=args.node_limit, iter_limit=args.iter_limit,
-                   solver=args.solver, input_shapes=shapes, dims=merged_dims(args.dim) or None,
-                   dynamic=not args.static, check=not args.no_check,
-                   dump_egraph=dump is not None, provenance=args.provenance, anytime=not args.no_anytime,
-                   reuse_blocks=not args.no_block_reuse, target=args.target,
-                   progress=say)  # the dump object only: written here
+    options = optimize_options(args)
+    options.update(cost_model=_cost_model(args.costs, args.threads), rules=rule_set(args.rules),
+                   dump_egraph=dump is not None, progress=_progress(args.quiet))  # the dump object only: written here
+    res = optimize(args.model, **options)
     # a model that keeps its weights as external data is written the same way (it may be too large for one file)
     external = res.external_data and not is_special_file(out)
     write_file(out, lambda p: _save_model(res.model, p, out if external else None))
@@ -303,7 +316,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         model, name = _named_model(args.model, "MODEL"), args.model
     res = compare(model, methods, budget=args.budget, cost_model=_cost_model(args.costs, args.threads),
-                  alpha=args.alpha, seed=args.seed, check=not args.no_check, progress=_progress(args.quiet), name=name)
+                  alpha=args.alpha, seed=args.seed, check=args.check, progress=_progress(args.quiet), name=name)
     print(res.table())
     if out is not None or plot is not None:
         print()
@@ -346,8 +359,15 @@ def _threads_option(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for every subcommand."""
+    """The argument parser for every subcommand; the defaults and choices of optimize, demo and compare are those
+    of :class:`eqsat.pipeline.OptimizeOptions`, :mod:`eqsat.pipeline.choices` and :func:`eqsat.compare`."""
     from eqsat import __version__
+    from eqsat.pipeline.candidates import DEFAULT_CANDIDATES
+    from eqsat.pipeline.choices import RULE_SETS, SOLVERS, TARGETS
+    from eqsat.pipeline.options import OptimizeOptions
+    from eqsat.search.comparison import METHODS, compare
+
+    D = OptimizeOptions()
 
     p = _Parser(prog="eqsat", description="ONNX superoptimizer by equality saturation")
     p.add_argument("--version", action="version", version=f"eqsat {__version__}")
@@ -357,12 +377,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("model", metavar="MODEL.onnx", help="the ONNX model to optimize")
     o.add_argument("-o", "--output", required=True,
                    help="the optimized model (missing folders are created; /dev/null or a FIFO is written through)")
-    o.add_argument("--time-limit", action=Seconds, default=60.0, metavar="S",
-                   help="seconds for the whole run, measuring costs and timing included (default 60)")
-    o.add_argument("--node-limit", action=Count, minimum=1, unit="e-nodes", default=50_000, metavar="N",
-                   help="e-node limit (default 50000)")
-    o.add_argument("--iter-limit", action=Count, minimum=0, unit="iterations", default=10, metavar="N",
-                   help="saturation iterations (default 10; 0 = none: extract from the input graph)")
+    o.add_argument("--time-limit", action=Seconds, default=D.time_limit, metavar="S",
+                   help=f"seconds for the whole run, measuring costs and timing included (default {D.time_limit:g})")
+    o.add_argument("--node-limit", action=Count, minimum=1, unit="e-nodes", default=D.node_limit, metavar="N",
+                   help=f"e-node limit (default {D.node_limit})")
+    o.add_argument("--iter-limit", action=Count, minimum=0, unit="iterations", default=D.iter_limit, metavar="N",
+                   help=f"saturation iterations (default {D.iter_limit}; 0 = none: extract from the input graph)")
     o.add_argument("--dump-egraph", metavar="PATH",
                    help="write the saturated e-graph with costs and the extraction's choice (an eqsat dump: "
                         "extraction-gym JSON plus eqsat's fields; 'eqsat egraph' reads it; missing folders are "
@@ -378,32 +398,26 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--dim", action="append", type=parse_dims, metavar="NAME=SIZE,...",
                    help="the size to cost and time a symbolic dimension at, e.g. --dim batch=8,seq=128 (default 1; "
                         "repeatable)")
-    o.add_argument("--static", action="store_true",
+    o.add_argument("--static", action="store_false", dest="dynamic", default=D.dynamic,
                    help="fix the dynamic dimensions (at --input-shape / --dim, else 1): the output has static shapes")
-    o.add_argument("--costs", default="analytic", help=COSTS_HELP)
+    _costs_option(o, D.cost_model)
     _threads_option(o)
-    o.add_argument("--candidates", action=Count, minimum=1, unit="candidates", example=4, default=None, metavar="K",
+    o.add_argument("--candidates", action=Count, minimum=1, unit="candidates", example=4, default=D.candidates,
+                   metavar="K",
                    help="with measured costs: extract up to K distinct near-optimal graphs and time each end to end; "
                         "the first choice is raced against the original unless another ran measurably faster "
-                        "(default 4; 1 = the cost model's choice only)")
-    o.add_argument("--solver", default="cpsat", choices=["cpsat", "greedy"],
-                   help="extractor: cpsat (default: OR-Tools CP-SAT, optimal or the best found within the time "
-                        "limit) or greedy (a DAG-aware greedy heuristic: fast, not guaranteed optimal)")
-    o.add_argument("--no-anytime", action="store_true",
+                        f"(default {DEFAULT_CANDIDATES}; 1 = the cost model's choice only)")
+    o.add_argument("--solver", default=D.solver, choices=list(SOLVERS), help="extractor: " + _choices_help(SOLVERS))
+    o.add_argument("--no-anytime", action="store_false", dest="anytime", default=D.anytime,
                    help="extract the final e-graph only (default: also each snapshot while it saturates)")
-    o.add_argument("--no-block-reuse", action="store_true",
+    o.add_argument("--no-block-reuse", action="store_false", dest="reuse_blocks", default=D.reuse_blocks,
                    help="saturate every repeated block (default: a model of repeated layers has one of them "
                         "optimized and the result written for all, with no rewrite across their boundaries)")
-    o.add_argument("--target", default="onnx", choices=["onnx", "onnxruntime"],
-                   help="what the output is written for: onnx (default: standard ONNX, any runtime) or onnxruntime "
-                        "(its fused com.microsoft kernels, SkipLayerNormalization, SkipSimplifiedLayerNormalization, "
-                        "BiasGelu, FastGelu and MultiHeadAttention, are alternatives, taken where the costs find "
-                        "them cheaper: with "
-                        "--costs measured; the analytic model keeps the portable form)")
-    o.add_argument("--rules", default="default", choices=["default", "size4", "starter"],
-                   help="default: the verified corpus (rules of up to three operators), the extra and layout "
-                        "rules; size4: also the rules of four operators it cannot derive; starter: hand-written")
-    o.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric check")
+    o.add_argument("--target", default=D.target, choices=list(TARGETS),
+                   help="what the output is written for: " + _choices_help(TARGETS))
+    o.add_argument("--rules", default=DEFAULT_RULE_SET, choices=list(RULE_SETS), help=_choices_help(RULE_SETS))
+    o.add_argument("--no-check", action="store_false", dest="check", default=D.check,
+                   help="skip the onnxruntime numeric check")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the report is still printed)")
     o.set_defaults(func=cmd_optimize)
 
@@ -418,29 +432,33 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--model", default="bert_attention_block",
                    help="a built-in model (bert_attention_block, nasrnn_cell, TASO's taso_bert, taso_nasrnn, "
                         "taso_resnext50, taso_nasnet_a, taso_inception_v3, taso_squeezenet, taso_vgg19, ...) or an "
-                        "onnx zoo name (resnet50, squeezenet, ...)")
-    d.add_argument("--costs", default="analytic", help=COSTS_HELP)
+                        "onnx zoo name (resnet50, squeezenet, ...) (default bert_attention_block)")
+    _costs_option(d, D.cost_model)
     _threads_option(d)
-    d.add_argument("--time-limit", action=Seconds, default=60.0, metavar="S",
-                   help="seconds for the whole run (default 60)")
+    d.add_argument("--time-limit", action=Seconds, default=D.time_limit, metavar="S",
+                   help=f"seconds for the whole run (default {D.time_limit:g})")
     d.add_argument("-o", "--output", metavar="OUT.onnx",
                    help="also write the optimized model (missing folders are created)")
     d.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the report is still printed)")
     d.set_defaults(func=cmd_demo)
 
+    C = defaults_of(compare)
     c = sub.add_parser("compare", help="eqsat against TASO's backtracking and OCGGS's sampling search on one model")
     c.add_argument("model", help="an ONNX file or a built-in model name (e.g. taso_bert)")
-    c.add_argument("--methods", default="eqsat,backtracking,sampling", help="comma-separated (default: all three)")
-    c.add_argument("--budget", action=Seconds, default=60.0, metavar="S", help="wall seconds per method (default 60)")
-    c.add_argument("--alpha", action=AtLeast, minimum=1.0, default=1.05,
-                   help="backtracking's relaxation factor, >= 1 (default 1.05)")
-    c.add_argument("--seed", type=int, default=0, help="the sampling search's seed (default 0)")
-    c.add_argument("--costs", default="analytic", help=COSTS_HELP)
+    c.add_argument("--methods", default=",".join(C["methods"]),
+                   help=f"comma-separated, of {', '.join(METHODS)} (default: {','.join(C['methods'])})")
+    c.add_argument("--budget", action=Seconds, default=C["budget"], metavar="S",
+                   help=f"wall seconds per method (default {C['budget']:g})")
+    c.add_argument("--alpha", action=AtLeast, minimum=1.0, default=C["alpha"],
+                   help=f"backtracking's relaxation factor, >= 1 (default {C['alpha']:g})")
+    c.add_argument("--seed", type=int, default=C["seed"], help=f"the sampling search's seed (default {C['seed']})")
+    _costs_option(c, D.cost_model)
     _threads_option(c)
     c.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     c.add_argument("--plot", metavar="FILE",
                    help="also draw best cost over time per method (.png, .svg or .pdf; needs matplotlib)")
-    c.add_argument("--no-check", action="store_true", help="skip the onnxruntime numeric checks")
+    c.add_argument("--no-check", action="store_false", dest="check", default=C["check"],
+                   help="skip the onnxruntime numeric checks")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the table is still printed)")
     c.set_defaults(func=cmd_compare)
 

@@ -9,14 +9,22 @@ import it; it imports none of them.
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eqsat.errors import UsageError
 from eqsat.files import check_output, write_file
 
 __all__ = ["parse_shape", "input_shapes", "check_output", "write_file", "Seconds", "Count", "AtLeast"]
+
+
+def defaults_of(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The defaults of ``fn``'s parameters, by name: an option's default, written once, in the function it
+    passes to."""
+    return {name: p.default for name, p in inspect.signature(fn).parameters.items()
+            if p.default is not inspect.Parameter.empty}
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:

@@ -58,7 +58,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``eqsat costs measure|show`` to the main CLI."""
+    """Add ``eqsat costs measure|show`` to the main CLI; saturation's defaults are the engine's
+    (:class:`eqsat.engine.Limits`)."""
+    limits = engine.Limits()
     p = subparsers.add_parser("costs", help="measured operator costs and their cache")
     sub = p.add_subparsers(dest="costs_command", required=True, help="measure or show")
     m = sub.add_parser("measure", help="prefill the cost cache for a model")
@@ -70,13 +72,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--dim", action="append", type=parse_dims, metavar="NAME=SIZE,...",
                    help="as optimize's: the size a symbolic dimension is costed at (repeatable)")
     m.add_argument("--static", action="store_true", help="as optimize's: fix the dynamic dimensions")
-    m.add_argument("--iter-limit", action=Count, minimum=0, unit="iterations", default=10, metavar="N",
-                   help="saturation iterations, as optimize's --iter-limit (default 10)")
+    m.add_argument("--iter-limit", action=Count, minimum=0, unit="iterations", default=limits.iter_limit,
+                   metavar="N", help=f"saturation iterations, as optimize's --iter-limit (default {limits.iter_limit})")
     m.add_argument("--threads", action=Count, minimum=0, unit="threads", note="0: onnxruntime's default",
                    example=4, default=None, metavar="N",
                    help="onnxruntime intra-op threads (default 1, as optimize times them; 0 = onnxruntime's own)")
-    m.add_argument("--time-limit", action=Seconds, default=30.0, metavar="S",
-                   help="seconds of saturation (default 30)")
+    m.add_argument("--time-limit", action=Seconds, default=limits.time_limit, metavar="S",
+                   help=f"seconds of saturation (default {limits.time_limit:g})")
     m.set_defaults(func=cmd_measure)
     s = sub.add_parser("show", help="list cached costs")
     s.add_argument("--cache-dir", default=None, metavar="DIR",
