@@ -156,6 +156,26 @@ def test_an_options_object_runs_as_the_same_keywords() -> None:
     assert checked.numeric is not None and checked.numeric.ok
 
 
+def test_the_stage_table_reads_only_records_made_before_and_the_check_says_which() -> None:
+    import dataclasses
+
+    from eqsat.pipeline.run import STAGES, Stage, check_stages
+
+    check_stages(STAGES)  # the table as it is
+    assert [s.makes for s in STAGES][:6] == ["loaded", "rules", "saturated", "priced", "extracted", "decision"]
+    assert STAGES[5].reads == ("loaded", "saturated", "priced", "extracted")  # export: its parameters
+    swapped = list(STAGES)
+    swapped[3], swapped[4] = swapped[4], swapped[3]  # extract before cost: it reads the prices
+    with pytest.raises(ValueError, match="stage extract reads 'priced', which no stage before it makes"):
+        check_stages(swapped)
+    # a record that only a stage which may not apply makes must be optional where it is read
+    sometimes = [dataclasses.replace(s, applies=lambda run, r: False) if s.name == "check" else s for s in STAGES]
+    check_stages(sometimes)  # the report reads the numeric report with a default
+    needs = Stage("needs", lambda run, numeric: numeric, "x")
+    with pytest.raises(ValueError, match="stage needs needs 'numeric'.*give the parameter a default"):
+        check_stages([*sometimes, needs])
+
+
 def test_stages_are_timed_under_the_reports_keys_and_logged(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
