@@ -16,7 +16,7 @@ import eqsat
 from eqsat import ops
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.onnx_io import load_model, random_feeds, run_onnxruntime, to_onnx
-from eqsat.onnx_io.patterns import collapse_gelu
+from eqsat.onnx_io.collapse import collapse_fusions as collapse_gelu
 from eqsat.ops import shapes as S
 from eqsat.ops.reduce import DROP_MAX_RANK
 from eqsat.testing.onnx_builders import make_model

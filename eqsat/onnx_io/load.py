@@ -19,8 +19,8 @@ from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, Mod
 from eqsat.ir.graph import Graph, Node, TensorInfo, fold_batchnorms, fuse_activations, fuse_residual_adds, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import META_KEY, VALUES_KEY, SymbolicShapeError, Symbols, symbolic_shapes
+from eqsat.onnx_io.collapse import collapse_fusions
 from eqsat.onnx_io.dynamic import fold_allowed, may_fold, static_ints, symbol_names, symbolic_output_shape
-from eqsat.onnx_io.patterns import collapse_patterns
 from eqsat.onnx_io.protos import (
     attr_dict,
     declared_dims,
@@ -147,11 +147,12 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
         _fold_constants(imp, model)
         _infer_types(imp, model, inputs)
     live = [n for n in g.node if not all(o in imp.weights or o == "" for o in n.output)]  # others: folded
-    # multi-node spellings of one operator (GELU before opset 20, layer norm before 17) become that operator's
-    # node (a constant a collapse adds, say a layer norm's unit scale, is dropped with it if it does not import)
-    nodes, collapsed = collapse_patterns(live, imp.weights, {o.name for o in g.output},
-                                         lambda name: imp.types.get(name, (None, ""))[0], imp.is_float,
-                                         imp.add_weight)
+    # multi-node spellings of one operator (the registry's fusions: GELU before opset 20, layer norm before 17)
+    # become that operator's node (a constant a collapse adds, say a layer norm's unit scale, is dropped with it
+    # if it does not import)
+    nodes, collapsed = collapse_fusions(live, imp.weights, {o.name for o in g.output},
+                                        lambda name: imp.types.get(name, (None, ""))[0], imp.is_float,
+                                        imp.add_weight)
     for node in nodes:
         if id(node) in collapsed:
             produced, _ = _map_node(imp, node)

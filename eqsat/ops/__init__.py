@@ -4,7 +4,8 @@ Each operator is one :class:`OpSpec`, declared once in the module of its family 
 its tensor inputs, its parameters, its shape function and its shape rules as data (:mod:`eqsat.ops.shapes`,
 rendered for the e-graph by :mod:`eqsat.engine.compile`), a float numpy reference, an exact integer reference modulo
 a prime (for rule fingerprints) and its symbolic form for the verifier where it is not a polynomial, its FLOP
-count, how ONNX nodes import to it and how it exports back, and the key a cost model measures. Everything
+count, how ONNX nodes import to it and how it exports back, the multi-node ONNX spellings that collapse to it
+before import (:mod:`eqsat.ops.fusion`), and the key a cost model measures. Everything
 else in eqsat (IR validation, the e-graph compiler, ONNX I/O, cost models, the rule generator and verifier)
 reads this table. ``docs/adding-an-operator.md`` is the recipe: which fields to fill, and which tests to add.
 
@@ -53,9 +54,11 @@ from eqsat.ops.core import (
     runs_as_nodes,
     runs_as_operands,
 )
+from eqsat.ops.fusion import FUSIONS, Fusion, FusionMatch  # noqa: E402
 
 __all__ = [
-    "ACT_NONE", "ACT_RELU", "MAX_RANK", "ONNX_IMPORTERS", "PRIME", "REGISTRY", "CostKey", "DimAxiom", "ExportContext",
+    "ACT_NONE", "ACT_RELU", "FUSIONS", "Fusion", "FusionMatch", "MAX_RANK", "ONNX_IMPORTERS", "PRIME", "REGISTRY",
+    "CostKey", "DimAxiom", "ExportContext",
     "GenContext", "GenTensor", "GeneratorForm", "ImportContext", "IRNode",
     "LAYOUT_PERMS", "LAYOUT_TARGETS", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Ranks", "Shape",
     "SymDim", "SymShape", "Uninterpreted", "Z3Context",

@@ -34,6 +34,18 @@ from eqsat.ops.core import (
     require,
     same_shape_dim_axioms,
 )
+from eqsat.ops.fusion import (
+    Const,
+    Fusion,
+    FusionMatch,
+    Pattern,
+    Var,
+    matched_shape,
+    one_of,
+    op,
+    product,
+    register_fusion,
+)
 
 # ---------------------------------------------------------------------------------------------------------
 # How the rule generator applies element-wise operators (used by other families' templates too)
@@ -161,7 +173,7 @@ SIN = _unary("ewsin", np.sin, lambda x, m: _poly(x, m, 109, 113, 127), "Sin", 4,
 
 # -- GELU ------------------------------------------------------------------------------------------------
 
-#: the constants of GELU's two forms (the ONNX Gelu-20 definition; onnx_patterns checks them numerically)
+#: the constants of GELU's two forms (the ONNX Gelu-20 definition; its fusions check them numerically)
 GELU_SQRT2 = math.sqrt(2.0)
 GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
 GELU_TANH_CUBIC = 0.044715
@@ -234,6 +246,29 @@ def _import_gelu(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     if approx not in ("none", "tanh"):
         return ctx.unsupported(f"approximate={approx!r} (ONNX knows 'none' and 'tanh')")
     return [("gelu", {"approximate": int(approx == "tanh")}, [ins[0]], list(outs))]
+
+
+# Exporters below opset 20 write GELU out as element-wise nodes (BERT has one per layer); each spelling collapses
+# to one Gelu node before import. The tail 0.5 * x * (1 + act) comes in any order and grouping.
+_X = Var("x")
+
+
+def _gelu_fusion(name: str, approximate: str, act: Pattern) -> Fusion:
+    def replacement(m: FusionMatch) -> OnnxNode:
+        return ("Gelu", [m.tensor("x")], [m.output], {"approximate": approximate})
+
+    return register_fusion(Fusion(
+        name=name, op="gelu", pattern=product(_X, Const(0.5), op.Add(act, Const(1.0))),
+        check=lambda m: matched_shape(m, "x") is not None, replacement=replacement))
+
+
+# exact: erf(x / sqrt 2), the division also written x * (1 / sqrt 2)
+_gelu_fusion("gelu-erf", "none",
+             op.Erf(one_of(op.Div(_X, Const(GELU_SQRT2)), op.Mul(_X, Const(1 / GELU_SQRT2)))))
+# tanh: tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)), the cube also written x * (x * x)
+_gelu_fusion("gelu-tanh", "tanh", op.Tanh(op.Mul(
+    op.Add(_X, op.Mul(one_of(op.Pow(_X, Const(3.0)), op.Mul(_X, op.Mul(_X, _X))), Const(GELU_TANH_CUBIC))),
+    Const(GELU_TANH_SCALE))))
 
 
 # -- Clip (ReLU6 is Clip(0, 6)) ---------------------------------------------------------------------------

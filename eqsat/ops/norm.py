@@ -1,5 +1,5 @@
 """Inference batch normalisation, the weight transforms that fold it into a convolution, layer normalisation,
-and RMS normalisation (LLaMA-style decoders' norm)."""
+and RMS normalisation (LLaMA-style decoders' norm), with the multi-node spellings of the last two."""
 
 from __future__ import annotations
 
@@ -21,6 +21,20 @@ from eqsat.ops.core import (
     _importer,
     _register,
     require,
+)
+from eqsat.ops.fusion import (
+    Const,
+    ConstVar,
+    Fusion,
+    FusionMatch,
+    Pattern,
+    Var,
+    matched_shape,
+    one_of,
+    op,
+    optional,
+    register_fusion,
+    scalar,
 )
 
 # -- batch normalisation (inference) ---------------------------------------------------------------------
@@ -310,3 +324,139 @@ def _import_rms(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     if names is None:
         return None
     return [("rmsnorm", {"axis": ax, "epsilon": float(attrs.get("epsilon", 1e-5))}, [x, *names], [outs[0]])]
+
+
+# -- the norms' multi-node spellings -----------------------------------------------------------------------
+#
+# Exporters below opset 17 write a layer norm out (torch: ReduceMean(x) over the last axes, keeping them -> Sub(x,
+# mean) -> Pow(d, 2) or Mul(d, d) -> ReduceMean over the same axes -> Add eps -> Sqrt -> Div(d, std) -> Mul scale
+# -> Add bias, the last two optional), and LLaMA-style decoders an RMS norm (Pow(x, 2) or Mul(x, x) -> ReduceMean
+# over the last axes -> Add eps -> Sqrt -> Div(x, rms), Mul(x, Reciprocal(rms)) or Mul(x, Div(1, rms)) -> an
+# optional float-to-float Cast -> an optional Mul scale). Each collapses to one LayerNormalization or
+# RMSNormalization node (whatever the model's opset) where its epsilon is a finite constant >= 0 and its scale and
+# bias are constants that vary only along the normalized axes.
+
+_X = Var("x")
+
+
+def _kept_mean_axes(m: FusionMatch, name: str, rank: int) -> tuple[int, ...] | None:
+    """The axes (non-negative, ascending) of the matched ``ReduceMean`` ``name`` where it keeps them, from its
+    attribute (below opset 18) or its constant input (from 18); None for anything else."""
+    node = m.node(name)
+    if node is None:
+        return None
+    _, ins, _, attrs = node
+    if int(attrs.get("keepdims", 1)) != 1:
+        return None
+    if len(ins) > 1 and ins[1]:
+        c = m.const(ins[1])
+        if c is None or c.dtype.kind not in "iu":
+            return None
+        axes = [int(a) for a in c.reshape(-1)]
+    else:
+        axes = [int(a) for a in attrs.get("axes", [])]
+    if not axes:
+        if int(attrs.get("noop_with_empty_axes", 0)):
+            return None
+        axes = list(range(rank))
+    if any(not -rank <= a < rank for a in axes):
+        return None
+    norm = sorted({a + rank if a < 0 else a for a in axes})
+    return tuple(norm) if len(norm) == len(axes) else None
+
+
+def _over_normalized_axes(c: np.ndarray | None, shape: Shape, axis: int) -> np.ndarray | None:
+    """A float constant that, broadcast against ``x`` of ``shape``, varies only along the dimensions from ``axis``
+    on: its values over ``shape[axis:]``; None for anything else."""
+    if c is None or c.dtype.kind != "f" or c.ndim > len(shape):
+        return None
+    cs = (1,) * (len(shape) - c.ndim) + tuple(c.shape)
+    if any(d != 1 for d in cs[:axis]) or any(d not in (1, s) for d, s in zip(cs[axis:], shape[axis:], strict=True)):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(c.reshape(cs[axis:]), shape[axis:]))
+
+
+def _fused_norm(m: FusionMatch) -> tuple[Shape, int, float] | None:
+    """A matched norm's input shape, first normalized axis and epsilon where it is one: means over the last axes
+    (the same ones twice in a layer norm), an epsilon >= 0, and the scale and bias over the normalized axes."""
+    shape = matched_shape(m, "x")
+    if not shape:
+        return None
+    rank = len(shape)
+    axes = _kept_mean_axes(m, "mean", rank)
+    if axes is None or axes != tuple(range(rank - len(axes), rank)):
+        return None
+    if m.node("variance") is not None and _kept_mean_axes(m, "variance", rank) != axes:
+        return None
+    eps = scalar(m, "epsilon")
+    if eps is None or not (math.isfinite(eps) and eps >= 0):
+        return None
+    axis = rank - len(axes)
+    for part in ("scale", "bias"):
+        t = m.tensor(part)
+        if t is not None and _over_normalized_axes(m.const(t), shape, axis) is None:
+            return None
+    return shape, axis, eps
+
+
+def _norm_replacement(op_type: str) -> Callable[[FusionMatch], OnnxNode | None]:
+    """The node a matched norm becomes: x, the scale (ones where the pattern has none) and the bias where it has
+    one, each a constant of the normalized dimensions' shape (a new one where the pattern's has another shape)."""
+
+    def replacement(m: FusionMatch) -> OnnxNode | None:
+        found = _fused_norm(m)
+        if found is None:
+            return None
+        shape, axis, eps = found
+        norm = tuple(shape[axis:])
+        names = [m.tensor("x")]
+        for part in ("scale", "bias"):
+            t = m.tensor(part)
+            c = m.const(t) if t is not None else None
+            if t is not None and c is not None and tuple(c.shape) == norm:
+                name: str | None = t
+            elif c is not None:
+                name = m.add_const(_over_normalized_axes(c, shape, axis), f"{m.output}_{part}")
+            elif part == "scale":
+                name = m.add_const(np.ones(norm, dtype=np.float32), f"{m.output}_unit_scale")
+            else:
+                continue  # no bias: LayerNormalization's is optional (and an RMS norm has none)
+            if name is None:
+                return None
+            names.append(name)
+        return (op_type, names, [m.output], {"axis": axis - len(shape), "epsilon": eps})
+
+    return replacement
+
+
+def _root_mean_square(t: Pattern, mean: str) -> Pattern:
+    """``sqrt(mean(t^2) + eps)``, the square written ``Pow(t, 2)`` or ``Mul(t, t)``."""
+    square = one_of(op.Pow(t, Const(2.0, kinds="fiu")), op.Mul(t, t))
+    return op.Sqrt(op.Add(op.ReduceMean(square, name=mean, other_inputs=True), ConstVar("epsilon", scalar=True)))
+
+
+def _scaled(t: Pattern) -> Pattern:
+    return op.Mul(t, ConstVar("scale"))
+
+
+_CENTERED = op.Sub(_X, op.ReduceMean(_X, name="mean", other_inputs=True))
+register_fusion(Fusion(  # before the RMS norm: its pattern is this one's tail, with x - mean for x
+    name="layernorm", op="layernorm",
+    pattern=optional(optional(op.Div(_CENTERED, _root_mean_square(_CENTERED, "variance")), _scaled),
+                     lambda t: op.Add(t, ConstVar("bias"))),
+    check=lambda m: _fused_norm(m) is not None, replacement=_norm_replacement("LayerNormalization")))
+
+_RMS = _root_mean_square(_X, "mean")
+
+
+def _rms_check(m: FusionMatch) -> bool:
+    cast = m.node("cast")  # a copy only from float32 to float32
+    return _fused_norm(m) is not None and (cast is None or m.is_float(cast[1][0]))
+
+
+register_fusion(Fusion(
+    name="rmsnorm", op="rmsnorm",
+    pattern=optional(optional(one_of(op.Div(_X, _RMS), op.Mul(_X, op.Reciprocal(_RMS)),
+                                     op.Mul(_X, op.Div(Const(1.0), _RMS))),
+                              lambda t: op.Cast(t, name="cast", attrs={"to": 1})), _scaled),
+    check=_rms_check, replacement=_norm_replacement("RMSNormalization")))
