@@ -85,6 +85,21 @@ def test_an_intermediate_read_outside_the_match_refuses_it(how: str) -> None:
     assert not collapsed and out == nodes
 
 
+def test_a_spelling_whose_intermediate_a_subgraph_reads_imports_node_by_node() -> None:
+    # the collapse would remove the tensor the If's branch reads (da8769d's patterns.py did: a GraphError)
+    branch = helper.make_graph([n("Identity", ["e"], ["b"])], "branch", [],
+                               [helper.make_tensor_value_info("b", TensorProto.FLOAT, [3, 10])])
+    nodes = [n("Relu", ["x0"], ["x"]), n("Div", ["x", "sqrt2"], ["d"]), n("Erf", ["d"], ["e"]),
+             n("Add", ["e", "one"], ["a"]), n("Mul", ["x", "a"], ["m"]), n("Mul", ["m", "half"], ["y"]),
+             n("If", ["c"], ["z"], then_branch=branch, else_branch=branch)]
+    inits = {"sqrt2": _c(math.sqrt(2)), "one": _c(1.0), "half": _c(0.5)}
+    model = make_model(nodes, [("x0", [3, 10]), ("c", [], TensorProto.BOOL)], [("y", [3, 10]), ("z", [3, 10])],
+                       inits, opset=17)
+    g = load_model(model)
+    assert "gelu" not in ops_of(g) and "Erf" in g.meta["opaque_reasons"]
+    assert_same_outputs(model, to_onnx(g))
+
+
 def test_an_optional_node_is_taken_where_present() -> None:
     scaled = _toy(optional(op.Add(X, Const(1.0)), lambda t: op.Mul(t, ConstVar("scale"), name="scale")),
                   replacement=lambda m: ("Relu", [m.tensor("x")], [m.output],

@@ -1,4 +1,4 @@
-"""The ONNX boundary: import (ONNX -> IR), export (IR -> ONNX), multi-node patterns, onnxruntime helpers.
+"""The ONNX boundary: import (ONNX -> IR), export (IR -> ONNX), the registry's fusions, onnxruntime helpers.
 The only package that turns protos into IR and back; imports ``eqsat.ir``, ``eqsat.ops`` and ``eqsat.errors``."""
 
 from eqsat.onnx_io.axes import load_with_axes
