@@ -18,12 +18,10 @@ from eqsat.ops import elementwise, matmul, conv, layout, broadcast, pool, norm, 
 from eqsat.ops import contrib  # noqa: E402,F401  (importers only: onnxruntime's fused kernels)
 from eqsat.ops import ort_kernels  # noqa: E402,F401  (those kernels as operators, for target onnxruntime)
 # isort: on
-from eqsat.ops.conv import _patches  # noqa: E402  (the verifier reads pooling windows the same way)
+from eqsat.ops.chains import runs_as_keys, runs_as_nodes, runs_as_operands
 from eqsat.ops.core import (
     ACT_NONE,
     ACT_RELU,
-    LAYOUT_PERMS,
-    LAYOUT_TARGETS,
     MAX_RANK,
     ONNX_IMPORTERS,
     PRIME,
@@ -35,6 +33,7 @@ from eqsat.ops.core import (
     GeneratorForm,
     GenTensor,
     ImportContext,
+    Importer,
     IRNode,
     OnnxNode,
     OpError,
@@ -45,26 +44,35 @@ from eqsat.ops.core import (
     Shape,
     SymDim,
     SymShape,
+    TransposeFlags,
     Uninterpreted,
+    WeightFold,
     Z3Context,
     get,
+    importer,
+    is_opaque,
+    register,
     require,
-    runs_as_keys,
-    runs_as_nodes,
-    runs_as_operands,
 )
+from eqsat.ops.families import LAYOUT_PERMS, LAYOUT_TARGETS
 
 __all__ = [
     "ACT_NONE", "ACT_RELU", "MAX_RANK", "ONNX_IMPORTERS", "PRIME", "REGISTRY", "CostKey", "DimAxiom", "ExportContext",
-    "GenContext", "GenTensor", "GeneratorForm", "ImportContext", "IRNode",
+    "GenContext", "GenTensor", "GeneratorForm", "ImportContext", "Importer", "IRNode",
     "LAYOUT_PERMS", "LAYOUT_TARGETS", "OnnxNode", "OpError", "OpSpec", "ParamValue", "Params", "Ranks", "Shape",
-    "SymDim", "SymShape", "Uninterpreted", "Z3Context",
-    "get", "require", "runs_as_keys", "runs_as_nodes", "runs_as_operands", "ops_for_generator", "broadcast", "conv",
-    "consts", "elementwise", "layout",
-    "matmul", "lrn", "norm", "opaque", "pool", "reduce", "softmax", "_patches",
+    "SymDim", "SymShape", "TransposeFlags", "Uninterpreted", "WeightFold", "Z3Context",
+    "get", "importer", "is_opaque", "register", "require", "runs_as_keys", "runs_as_nodes", "runs_as_operands",
+    "ops_for_generator", "flagged_form", "broadcast", "conv", "consts", "elementwise", "layout",
+    "matmul", "lrn", "norm", "opaque", "pool", "reduce", "softmax",
 ]
 
 
 def ops_for_generator() -> list[str]:
     """Operators with exact modular semantics (usable by the rule generator)."""
     return [n for n, s in REGISTRY.items() if s.modular_fn is not None]
+
+
+def flagged_form(op: str) -> OpSpec | None:
+    """The operator that computes ``op`` with transpose flags on its operands (``OpSpec.transpose_flags``:
+    ``matmul_t`` for ``matmul``), or None where there is none."""
+    return next((s for s in REGISTRY.values() if s.transpose_flags and s.transpose_flags.plain == op), None)
