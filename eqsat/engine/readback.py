@@ -12,8 +12,9 @@ from typing import Any
 from eqsat import ops
 from eqsat.engine.egraph import EGraph, ENode
 from eqsat.engine.saturation import SaturationResult, Snapshot
-from eqsat.ir.graph import Graph, Node, computed_from_weights, flatten_concats, make_node
+from eqsat.ir.graph import Graph, Node, computed_from_weights, make_node
 from eqsat.ir.names import NameAllocator
+from eqsat.ir.passes import flatten_concats
 
 __all__ = ["weight_only_classes", "node_cost_keys", "selection_to_graph", "tensors_by_class", "tensor_names_by_class",
            "InputTerms", "input_terms", "relocate_selection"]
@@ -59,7 +60,7 @@ def selection_to_graph(egraph: EGraph, selection: Mapping[str, str], original: G
 
     Graph inputs, weights, output names and opaque nodes are taken from ``original``. Intermediate tensors
     keep a name from ``tensor_of_class`` where one is known. With ``flatten``, chains of binary concats
-    (the e-graph's form) become n-ary concats (:func:`eqsat.ir.graph.flatten_concats`).
+    (the e-graph's form) become n-ary concats (:func:`eqsat.ir.passes.flatten_concats`).
     """
     nodes = egraph.node
     opaque = {(n.p["key"], n.p["index"]): n for n in original.nodes if n.op == "opaque"}

@@ -101,6 +101,11 @@ class CostKey:
     #: a binary element-wise operator to time this one behind (``OpSpec.measure_after``), or ""
     after: str = ""
 
+    @property
+    def is_opaque(self) -> bool:
+        """Whether this prices an opaque node (``OpSpec.opaque``), whose key holds the ONNX node, not shapes alone."""
+        return is_opaque(self.op)
+
     def as_str(self) -> str:
         """A stable, human-readable string form (used as a cache key)."""
         ps = ",".join(f"{k}={v}" for k, v in self.params)

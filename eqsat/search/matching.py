@@ -10,7 +10,7 @@ subgraph other than its roots is used outside it; the matched nodes are removed 
 the right-hand sides.
 
 Concats are binary here, as in the e-graph and the rules: :func:`prepare` turns n-ary concats into left-nested
-chains, and :func:`eqsat.ir.graph.flatten_concats` merges them back.
+chains, and :func:`eqsat.ir.passes.flatten_concats` merges them back.
 """
 
 from __future__ import annotations
