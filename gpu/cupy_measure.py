@@ -186,7 +186,7 @@ class CupyCostModel(CostModel):
     def _reference(key: CostKey, xs: list[Any]) -> Any:
         """Any other operator runs its registry reference on CuPy arrays (numpy functions dispatch to CuPy
         through ``__array_function__``); one whose reference cannot run there is left to the fallback."""
-        if key.op == "opaque":
+        if key.is_opaque:
             return None
         spec = ops.get(key.op)
         params = spec.normalize(dict(key.params))
@@ -279,7 +279,7 @@ class CupyCostModel(CostModel):
         if kernel is not None:
             return kernel
         if key not in self._timed:
-            fn = self._kernel(key) if key.op != "opaque" else None
+            fn = self._kernel(key) if not key.is_opaque else None
             self._timed[key] = self._fallback.cost(key) if fn is None else self._time(fn)
         return self._timed[key]
 

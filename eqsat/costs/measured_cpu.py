@@ -326,7 +326,7 @@ class OnnxRuntimeCostModel(CostModel):
 
     def cost(self, key: CostKey) -> float:
         """Measure one configuration (ms), net of the per-call overhead (at least 1 µs)."""
-        if key.op == "opaque":
+        if key.is_opaque:
             return self._cost_opaque(key)
         if key.op == "reshape":
             return 0.0

@@ -123,11 +123,11 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     split_groups = _split_groups(live, shapes)
     opaque_groups: dict[str, list[Node]] = {}
     for n in live:
-        if n.op == "opaque":
+        if n.is_opaque:
             opaque_groups.setdefault(n.p["key"], []).append(n)
     done_opaque: set[str] = set()
     for n in live:
-        if n.op == "opaque":
+        if n.is_opaque:
             key = n.p["key"]
             if key not in done_opaque:
                 done_opaque.add(key)

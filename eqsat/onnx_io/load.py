@@ -463,7 +463,7 @@ def opaque_reasons(graph: Graph) -> list[tuple[str, int, str]]:
     def op_key(n: Node) -> str:
         return n.p["op_type"] if n.p["domain"] in ("", "ai.onnx") else f"{n.p['domain']}:{n.p['op_type']}"
 
-    live = Counter(op_key(n) for n in {n.p["key"]: n for n in graph.nodes if n.op == "opaque"}.values())
+    live = Counter(op_key(n) for n in {n.p["key"]: n for n in graph.nodes if n.is_opaque}.values())
     recorded = graph.meta.get("opaque_reasons", {})
     out = []
     for op_type in sorted(live, key=lambda k: (-live[k], k)):
