@@ -383,6 +383,11 @@ class OpSpec:
     piece_axis: str = ""
     export_pieces: Callable[[int, Sequence[int], str, list[str], ExportContext], list[OnnxNode]] | None = None
 
+    @property
+    def is_constant(self) -> bool:
+        """Whether the operator is a constant: it has no tensor inputs (``const_pool``), the opaque one aside."""
+        return not self.inputs and not self.variadic and not self.opaque
+
     # -- parameters -------------------------------------------------------------------------------------
     def param_names(self) -> tuple[str, ...]:
         """Names of the parameters, in declaration order."""
