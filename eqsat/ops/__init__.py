@@ -4,9 +4,11 @@ Each operator is one :class:`OpSpec`, declared once in the module of its family 
 its tensor inputs, its parameters, its shape function and its shape rules as data (:mod:`eqsat.ops.shapes`,
 rendered for the e-graph by :mod:`eqsat.engine.compile`), a float numpy reference, an exact integer reference modulo
 a prime (for rule fingerprints) and its symbolic form for the verifier where it is not a polynomial, its FLOP
-count, how ONNX nodes import to it and how it exports back, and the key a cost model measures. Everything
-else in eqsat (IR validation, the e-graph compiler, ONNX I/O, cost models, the rule generator and verifier)
-reads this table. ``docs/adding-an-operator.md`` is the recipe: which fields to fill, and which tests to add.
+count, how ONNX nodes import to it and how it exports back, the key a cost model measures, and what it is to the
+rest of eqsat (a product, glue, a view, opaque; what the import folds into it). Everything else in eqsat (IR
+validation and passes, the e-graph compiler, ONNX I/O, cost models, the rule generator and verifier) reads this
+table and compares no operator's name. A family module registers with the public :func:`register` and
+:func:`importer`; ``docs/adding-an-operator.md`` is the recipe: which fields to fill, and which tests to add.
 
 This package imports neither onnx nor egglog: ONNX mappings are plain ``(op_type, inputs, outputs,
 attributes)`` tuples that :mod:`eqsat.onnx_io` turns into protobuf.
