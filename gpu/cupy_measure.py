@@ -158,9 +158,10 @@ class CupyCostModel(CostModel):
 
     def _matmul_t(self, key: CostKey, xs: list[Any], p: dict[str, Any]) -> Callable[[], Any]:
         # transposed views are Fortran-ordered: CuPy hands them to cuBLAS with transpose flags, no copy
+        cp = self.cp
         a = xs[0].T if p["trans_a"] else xs[0]
         b = xs[1].T if p["trans_b"] else xs[1]
-        return lambda: self.cp.matmul(a, b)
+        return lambda: cp.matmul(a, b)
 
     def _any_pool(self, key: CostKey, xs: list[Any], p: dict[str, Any], maximum: bool) -> Any:
         """A 2-D pool through cuDNN (CuPy's, else PyTorch's; None without either); another rank runs the
@@ -173,9 +174,10 @@ class CupyCostModel(CostModel):
 
     def _piece(self, key: CostKey, xs: list[Any], p: dict[str, Any]) -> Callable[[], Any]:
         """A split's piece, copied out (the reference's slice is a view, which times nothing)."""
+        cp = self.cp
         idx = [slice(None)] * len(key.input_shapes[0])
         idx[p["axis"]] = slice(p["start"], p["start"] + p["size"])
-        return lambda: self.cp.ascontiguousarray(xs[0][tuple(idx)])
+        return lambda: cp.ascontiguousarray(xs[0][tuple(idx)])
 
     @staticmethod
     def _reference(key: CostKey, xs: list[Any]) -> Any:
@@ -322,7 +324,11 @@ or None where it cannot run here (the calibrated roofline prices it)."""
 
 def _on_gpu(f: Callable[[Any, list[Any], dict[str, Any]], Any]) -> Kernel:
     """A kernel that is one CuPy expression ``f(cp, inputs, params)``."""
-    return lambda m, key, xs, p: lambda: f(m.cp, xs, p)
+    def build(m: CupyCostModel, key: CostKey, xs: list[Any], p: dict[str, Any]) -> Callable[[], Any]:
+        cp = m.cp
+        return lambda: f(cp, xs, p)
+
+    return build
 
 
 #: The operators with a kernel of their own here, by registry name (CuPy's, cuBLAS's and cuDNN's, as TASO times

@@ -362,7 +362,7 @@ class OpSpec:
     #: piece of a split (``piece_params``); ``""`` for any other operator. A rule that saves only glue merges no work.
     glue: str = ""
     #: The output is the input's data read under another shape (a reshape): runtimes run no kernel for it, so a
-    #: measured cost model prices it at nothing, and export writes an identity where a graph output is one.
+    #: measured cost model prices it at nothing.
     view: bool = False
     #: For an operator that only permutes its input's axes (a transpose): the parameter holding the permutation.
     permutes: str = ""
