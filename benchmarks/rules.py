@@ -32,7 +32,7 @@ def families(cands: list[Any], entries: list[Any], before: list[Any] | None = No
     """Rules per family (TASO Table 2 style properties): confirmed candidates, selected, both directions, proved
     (and the same counts for an older corpus ``before``)."""
     rows = {name: {"family": name, "candidates": 0, "selected": 0, "both": 0, "proved": 0}
-            for name in [f for f, _ in corpus.FAMILIES] + [corpus.OTHER_FAMILY]}
+            for name in [f.name for f in corpus.FAMILIES] + [corpus.OTHER_FAMILY]}
     for c in cands:
         rows[corpus.family([*c.lhs, *c.rhs])]["candidates"] += 1
     for label, es in (("", entries), ("before_", before or [])):

@@ -147,46 +147,43 @@ class CupyCostModel(CostModel):
         return "cupy" if self._cudnn is not None else "torch" if self._torch is not None else ""
 
     def _kernel(self, key: CostKey) -> Any:
+        """What to time for ``key``: its kernel here (:data:`KERNELS`), else its registry reference on CuPy arrays;
+        None where neither runs."""
         cp = self.cp
         p = dict(key.params)
         rng = cp.random.default_rng(0)
         xs = [rng.standard_normal(s, dtype=cp.float32) for s in key.input_shapes]
-        op = key.op
-        if op in ("conv2d", "conv2d_add"):
-            return self._conv(key, xs, p)
-        table = {
-            "matmul": lambda: cp.matmul(xs[0], xs[1]),
-            "ewadd": lambda: cp.add(xs[0], xs[1]),
-            "ewmul": lambda: cp.multiply(xs[0], xs[1]),
-            "smul": lambda: cp.multiply(xs[0], xs[1]),
-            "relu": lambda: cp.maximum(xs[0], 0),
-            "sigmoid": lambda: 1 / (1 + cp.exp(-xs[0])),
-            "tanh": lambda: cp.tanh(xs[0]),
-            "transpose": lambda: cp.ascontiguousarray(cp.transpose(xs[0], p.get("perm"))),
-            "concat": lambda: cp.concatenate(xs, axis=p.get("axis", 0)),
-        }
-        if op in table:
-            return table[op]
-        if op == "matmul_t":
-            # transposed views are Fortran-ordered: CuPy hands them to cuBLAS with transpose flags, no copy
-            a = xs[0].T if p["trans_a"] else xs[0]
-            b = xs[1].T if p["trans_b"] else xs[1]
-            return lambda: cp.matmul(a, b)
-        if op in ("maxpool", "avgpool") and len(key.input_shapes[0]) == 4:
-            if self._cudnn is not None:
-                return self._pool(key, xs[0], p)
-            return self._torch_pool(key, xs[0], p) if self._torch is not None else None
-        if op == "split":
-            idx = [slice(None)] * len(key.input_shapes[0])
-            idx[p["axis"]] = slice(p["start"], p["start"] + p["size"])
-            return lambda: cp.ascontiguousarray(xs[0][tuple(idx)])
-        return self._reference(key, xs)
+        build = KERNELS.get(key.op)
+        return build(self, key, xs, p) if build is not None else self._reference(key, xs)
+
+    def _matmul_t(self, key: CostKey, xs: list[Any], p: dict[str, Any]) -> Callable[[], Any]:
+        # transposed views are Fortran-ordered: CuPy hands them to cuBLAS with transpose flags, no copy
+        cp = self.cp
+        a = xs[0].T if p["trans_a"] else xs[0]
+        b = xs[1].T if p["trans_b"] else xs[1]
+        return lambda: cp.matmul(a, b)
+
+    def _any_pool(self, key: CostKey, xs: list[Any], p: dict[str, Any], maximum: bool) -> Any:
+        """A 2-D pool through cuDNN (CuPy's, else PyTorch's; None without either); another rank runs the
+        reference."""
+        if len(key.input_shapes[0]) != 4:
+            return self._reference(key, xs)
+        if self._cudnn is not None:
+            return self._pool(key, xs[0], p, maximum)
+        return self._torch_pool(key, xs[0], p, maximum) if self._torch is not None else None
+
+    def _piece(self, key: CostKey, xs: list[Any], p: dict[str, Any]) -> Callable[[], Any]:
+        """A split's piece, copied out (the reference's slice is a view, which times nothing)."""
+        cp = self.cp
+        idx = [slice(None)] * len(key.input_shapes[0])
+        idx[p["axis"]] = slice(p["start"], p["start"] + p["size"])
+        return lambda: cp.ascontiguousarray(xs[0][tuple(idx)])
 
     @staticmethod
     def _reference(key: CostKey, xs: list[Any]) -> Any:
         """Any other operator runs its registry reference on CuPy arrays (numpy functions dispatch to CuPy
         through ``__array_function__``); one whose reference cannot run there is left to the fallback."""
-        if key.op == "opaque":
+        if key.is_opaque:
             return None
         spec = ops.get(key.op)
         params = spec.normalize(dict(key.params))
@@ -238,26 +235,27 @@ class CupyCostModel(CostModel):
 
         return torch_conv
 
-    def _torch_pool(self, key: CostKey, x: Any, p: dict[str, Any]) -> Callable[[], Any]:
-        """PyTorch's cuDNN pooling (asymmetric pads applied to the input first, see :func:`_symmetric_pads`)."""
+    def _torch_pool(self, key: CostKey, x: Any, p: dict[str, Any], maximum: bool) -> Callable[[], Any]:
+        """PyTorch's cuDNN pooling, max or average (asymmetric pads applied to the input first, see
+        :func:`_symmetric_pads`)."""
         cp, torch = self.cp, self._torch
-        x, pad = _symmetric_pads(cp, x, p["pads"], -cp.inf if key.op == "maxpool" else 0.0)
+        x, pad = _symmetric_pads(cp, x, p["pads"], -cp.inf if maximum else 0.0)
         tx, f = torch.from_dlpack(x), torch.nn.functional
-        if key.op == "maxpool":
+        if maximum:
             return lambda: f.max_pool2d(tx, tuple(p["kernel"]), tuple(p["strides"]), pad)
         return lambda: f.avg_pool2d(tx, tuple(p["kernel"]), tuple(p["strides"]), pad,
                                     count_include_pad=bool(p["count_include_pad"]))
 
-    def _pool(self, key: CostKey, x: Any, p: dict[str, Any]) -> Any:
-        """cuDNN pooling (asymmetric pads applied to the input first, see :func:`_symmetric_pads`)."""
+    def _pool(self, key: CostKey, x: Any, p: dict[str, Any], maximum: bool) -> Any:
+        """cuDNN pooling, max or average (asymmetric pads applied to the input first, see :func:`_symmetric_pads`)."""
         cp, cudnn = self.cp, self._cudnn
         try:
             from cupy_backends.cuda.libs import cudnn as libcudnn
         except ImportError:
             from cupy.cuda import cudnn as libcudnn
 
-        x, pad = _symmetric_pads(cp, x, p["pads"], -cp.inf if key.op == "maxpool" else 0.0)
-        if key.op == "maxpool":
+        x, pad = _symmetric_pads(cp, x, p["pads"], -cp.inf if maximum else 0.0)
+        if maximum:
             mode = libcudnn.CUDNN_POOLING_MAX
         elif p["count_include_pad"]:
             mode = libcudnn.CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
@@ -269,17 +267,18 @@ class CupyCostModel(CostModel):
     def cost(self, key: CostKey) -> float:
         """Measure one configuration (ms); operators without a GPU kernel here are priced by this GPU's
         calibrated roofline."""
-        if key.op == "reshape":
+        if ops.get(key.op).view:  # no kernel runs
             return 0.0
-        if key.op == "conv2d_nhwc":  # ONNX has no NHWC convolution: what runs is what export writes
-            return sum(self.cost(k) for k in nhwc_conv_as_written(key))
+        written = AS_WRITTEN.get(key.op)
+        if written is not None:
+            return sum(self.cost(k) for k in written(key))
         # onnxruntime's own kernel, which CuPy cannot run: what it fuses, so that a cost of another kind (the
         # roofline's) never makes it look cheaper than its timed parts
         kernel = kernel_as_parts(key, self.cost)
         if kernel is not None:
             return kernel
         if key not in self._timed:
-            fn = self._kernel(key) if key.op != "opaque" else None
+            fn = self._kernel(key) if not key.is_opaque else None
             self._timed[key] = self._fallback.cost(key) if fn is None else self._time(fn)
         return self._timed[key]
 
@@ -316,3 +315,41 @@ class CupyCostModel(CostModel):
                 # what a key is priced as (cached costs of another method are not reused): NHWC convolutions and
                 # onnxruntime's kernels as what export writes, float32 convolutions through PyTorch
                 "method": "as-written-fp32-calibrated-roofline"}
+
+
+Kernel = Callable[[CupyCostModel, CostKey, list[Any], dict[str, Any]], Callable[[], Any] | None]
+"""How the GPU model times one operator: ``(model, key, inputs on the GPU, parameters)`` -> the function to time,
+or None where it cannot run here (the calibrated roofline prices it)."""
+
+
+def _on_gpu(f: Callable[[Any, list[Any], dict[str, Any]], Any]) -> Kernel:
+    """A kernel that is one CuPy expression ``f(cp, inputs, params)``."""
+    def build(m: CupyCostModel, key: CostKey, xs: list[Any], p: dict[str, Any]) -> Callable[[], Any]:
+        cp = m.cp
+        return lambda: f(cp, xs, p)
+
+    return build
+
+
+#: The operators with a kernel of their own here, by registry name (CuPy's, cuBLAS's and cuDNN's, as TASO times
+#: them); any other runs its registry reference on CuPy arrays.
+KERNELS: dict[str, Kernel] = {
+    "conv2d": CupyCostModel._conv, "conv2d_add": CupyCostModel._conv,
+    "matmul": _on_gpu(lambda cp, xs, p: cp.matmul(xs[0], xs[1])),
+    "matmul_t": CupyCostModel._matmul_t,
+    "ewadd": _on_gpu(lambda cp, xs, p: cp.add(xs[0], xs[1])),
+    "ewmul": _on_gpu(lambda cp, xs, p: cp.multiply(xs[0], xs[1])),
+    "smul": _on_gpu(lambda cp, xs, p: cp.multiply(xs[0], xs[1])),
+    "relu": _on_gpu(lambda cp, xs, p: cp.maximum(xs[0], 0)),
+    "sigmoid": _on_gpu(lambda cp, xs, p: 1 / (1 + cp.exp(-xs[0]))),
+    "tanh": _on_gpu(lambda cp, xs, p: cp.tanh(xs[0])),
+    "transpose": _on_gpu(lambda cp, xs, p: cp.ascontiguousarray(cp.transpose(xs[0], p.get("perm")))),
+    "concat": _on_gpu(lambda cp, xs, p: cp.concatenate(xs, axis=p.get("axis", 0))),
+    "maxpool": lambda m, key, xs, p: m._any_pool(key, xs, p, maximum=True),
+    "avgpool": lambda m, key, xs, p: m._any_pool(key, xs, p, maximum=False),
+    "split": CupyCostModel._piece,
+}
+
+#: Operators ONNX cannot express, priced as the configurations export writes them as: an NHWC convolution as its
+#: transposes and NCHW convolution.
+AS_WRITTEN: dict[str, Callable[[CostKey], tuple[CostKey, ...]]] = {"conv2d_nhwc": nhwc_conv_as_written}

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eqsat import ops
 from eqsat.files import write_file
 from eqsat.ir.rule import Rule, RuleError, Sexp, Vec, is_var, parse, pretty, split_args, tensor_vars, unparse
 
@@ -48,15 +49,19 @@ class Entry:
         return " ; ".join(map(form, self.lhs)) + arrow + " ; ".join(map(form, self.rhs))
 
 
+def _spec(e: Sexp) -> ops.OpSpec | None:
+    """The registry operator a pattern applies at its root (None for a variable or a literal)."""
+    return ops.REGISTRY.get(str(e[0])) if isinstance(e, list) and e else None
+
+
 def _heavy_ops(e: Sexp) -> int:
-    """Matmuls and convolutions with a computed (non-constant) kernel: the operators whose count matters."""
+    """Matmuls and convolutions (``OpSpec.heavy``) but those whose kernel (``kernel_bias``) is a constant: the
+    operators whose count matters."""
     if not isinstance(e, list):
         return 0
     spec, _, ins = split_args(e)
-    n = int(spec.name == "matmul")
-    if spec.name == "conv2d":
-        kernel = ins[1]
-        n = int(not (isinstance(kernel, list) and str(kernel[0]).startswith("const_")))
+    kernel = _spec(ins[spec.kernel_bias[0]]) if spec.kernel_bias else None
+    n = int(spec.heavy and not (kernel is not None and kernel.is_constant))
     return n + sum(_heavy_ops(x) for x in ins)
 
 
@@ -88,25 +93,28 @@ def _tree_shaped(sides: Sequence[str]) -> bool:
     return all(n == 1 for s in sides for _, n in _subterm_uses([s]).values())
 
 
-#: The glue of a merge: a two-output rule's target that saves no operator besides these shares no work.
-MERGE_GLUE = ("concat", "split")
-
-
 def merges_work(lhs: Sequence[str], rhs: Sequence[str]) -> bool:
-    """Whether a two-output rule's target computes fewer operators than its sources, concatenations and splits
-    aside (distinct subterms, a shared one once): one matmul over concatenated weights instead of two, not two
-    independent rewrites side by side (each output rewritten on its own, which single-output rules do, or not
-    at all by design, e.g. a matmul expanded over a concatenation)."""
+    """Whether a two-output rule's target computes fewer operators than its sources, the glue of merges aside
+    (``OpSpec.glue``: concatenations and splits; distinct subterms, a shared one once): one matmul over
+    concatenated weights instead of two, not two independent rewrites side by side (each output rewritten on its
+    own, which single-output rules do, or not at all by design, e.g. a matmul expanded over a concatenation)."""
     def work(sides: Sequence[str]) -> int:
-        return sum(n for op, n in _op_counts(sides).items() if op not in MERGE_GLUE)
+        return sum(n for op, n in _op_counts(sides).items() if not ops.get(op).glue)
 
     return work(rhs) < work(lhs)
 
 
+def _is_transpose(e: Sexp) -> bool:
+    """Whether a pattern applies a transpose (an operator that only permutes axes: ``OpSpec.permutes``) at its root."""
+    spec = _spec(e)
+    return spec is not None and bool(spec.permutes)
+
+
 def _adds_only_a_transpose(c: Any) -> bool:
     """True when the right side is the left side's operators less one transpose (a layout-moving rule)."""
+    removed = _op_counts(c.lhs) - _op_counts(c.rhs)
     return (c.n_lhs - c.n_rhs == 1 and not c.multi
-            and _op_counts(c.lhs) - _op_counts(c.rhs) == Counter({"transpose": 1})
+            and sum(removed.values()) == 1 and all(ops.get(op).permutes for op in removed)
             and not _op_counts(c.rhs) - _op_counts(c.lhs))
 
 
@@ -115,7 +123,7 @@ def _nested_transposes(e: Sexp, under: bool = False) -> bool:
     if not isinstance(e, list):
         return False
     _, _, ins = split_args(e)
-    here = e[0] == "transpose"
+    here = _is_transpose(e)
     if here and under:
         return True
     return any(_nested_transposes(x, under or here) for x in ins)
@@ -124,7 +132,7 @@ def _nested_transposes(e: Sexp, under: bool = False) -> bool:
 def _layout_only(c: Any) -> bool:
     """Both sides are chains of transposes: a composition, to be applied one way only."""
     def only_transposes(e: Sexp) -> bool:
-        return is_var(e) or (isinstance(e, list) and e[0] == "transpose" and only_transposes(e[-1]))
+        return is_var(e) or (_is_transpose(e) and only_transposes(e[-1]))
 
     return all(only_transposes(parse(s)) for s in (*c.lhs, *c.rhs))
 
@@ -254,13 +262,22 @@ def _generalize(c: Any) -> Any | None:
     return None
 
 
+#: the parameter of a convolution that splits its channels into groups
+GROUPS = "groups"
+
+
+def _is_convolution(spec: ops.OpSpec | None) -> bool:
+    """Whether an operator is a convolution: one with a ``groups`` parameter."""
+    return spec is not None and GROUPS in spec.param_names()
+
+
 def _grouped(sides: Sequence[str]) -> bool:
     """True when a side has a grouped convolution with a literal group count above one."""
     def walk(e: Sexp) -> bool:
         if not isinstance(e, list):
             return False
         spec, params, ins = split_args(e)
-        if spec.name == "conv2d" and isinstance(params[3], int) and params[3] > 1:
+        if _is_convolution(spec) and isinstance(g := params[spec.param_names().index(GROUPS)], int) and g > 1:
             return True
         return any(walk(x) for x in ins)
 
@@ -272,7 +289,7 @@ def _distinct_inputs(lhs: str) -> tuple[str, ...]:
     ``[x; x]`` when ``x = y``, they would only duplicate the input (one convolution with the two kernels
     concatenated does that merge, and it grew SqueezeNet's e-graph threefold)."""
     kids = _children(parse(lhs))
-    ins = [split_args(k)[2][0] for k in kids if isinstance(k, list) and k[0] == "conv2d"]
+    ins = [split_args(k)[2][0] for k in kids if _is_convolution(_spec(k))]
     return (f"(!= {ins[0]} {ins[1]})",) if len(ins) == 2 and all(map(is_var, ins)) and ins[0] != ins[1] else ()
 
 
@@ -287,7 +304,8 @@ def _matmul_over_concat(lhs: str) -> bool:
     """``concat(op(..), op(..))`` for an operator of :data:`NO_EXPANSION_OVER_CONCAT`: kept in its merging
     direction only."""
     e = parse(lhs)
-    return e[0] == "concat" and all(isinstance(x, list) and x[0] in NO_EXPANSION_OVER_CONCAT for x in _children(e))
+    return (ops.get(e[0]).glue == "join"
+            and all(isinstance(x, list) and x[0] in NO_EXPANSION_OVER_CONCAT for x in _children(e)))
 
 
 def select(cands: Iterable[Any]) -> list[Entry]:
@@ -375,29 +393,54 @@ def assign_ids(entries: Sequence[Entry], digits: int = 6) -> None:
         e.id = i
 
 
-#: Rule families: TASO's Table 2 operator properties grouped by the operators a rule relates. A rule belongs
-#: to the first family whose test its operator set passes (``ops``: operator names on either side).
-FAMILIES: tuple[tuple[str, Any], ...] = (
-    ("identities and constants (C_pool, I_conv, I_matmul, I_ewmul)",
-     lambda o: any(x.startswith("const_") and x != "const_zero" for x in o)),
-    ("split of a concatenation", lambda o: "split" in o),
-    ("reshape", lambda o: "reshape" in o),
-    ("transpose", lambda o: "transpose" in o),
-    ("enlarge (a 1x1 kernel as 3x3)", lambda o: "enlarge" in o),
-    ("convolution over concatenation (incl. grouped merge)", lambda o: {"conv2d", "concat"} <= o),
-    ("convolution linearity", lambda o: {"conv2d", "ewadd"} <= o and o <= {"conv2d", "ewadd", "const_zero"}),
-    ("convolution + relu fusion", lambda o: {"conv2d", "relu"} <= o and o <= {"conv2d", "relu", "ewadd", "ewmul"}),
-    ("scalar multiplication", lambda o: "smul" in o),
-    ("matmul over concatenation", lambda o: {"matmul", "concat"} <= o),
-    ("matmul linearity", lambda o: {"matmul", "ewadd"} == o),
-    ("matmul associativity", lambda o: o == {"matmul"}),
-    ("element-wise over concatenation", lambda o: "concat" in o and o <= {"concat", "ewadd", "ewmul"} and len(o) > 1),
-    ("relu / pooling over concatenation",
-     lambda o: "concat" in o and o <= {"concat", "relu", "avgpool", "maxpool"} and len(o) > 1),
-    ("concatenation reassociation and geometry", lambda o: o == {"concat"}),
-    ("ewmul distributes over ewadd", lambda o: o == {"ewadd", "ewmul"}),
-    ("ewadd / ewmul associativity and commutativity", lambda o: o in ({"ewadd"}, {"ewmul"})),
-    ("pooling", lambda o: bool(o & {"avgpool", "maxpool"}) and o <= {"avgpool", "maxpool", "ewadd", "relu"}),
+@dataclass(frozen=True)
+class Family:
+    """A rule family of TASO's Table 2, by the operators its rules relate: a rule's operator set (the names on
+    either side) holds every one of ``all_of``, at least one of ``any_of``, none outside ``only`` (where given),
+    and between ``min_ops`` and ``max_ops`` operators (where given)."""
+
+    name: str
+    all_of: frozenset[str] = frozenset()
+    any_of: frozenset[str] = frozenset()
+    only: frozenset[str] = frozenset()
+    min_ops: int = 0
+    max_ops: int | None = None
+
+    def holds(self, o: set[str]) -> bool:
+        """Whether a rule relating the operators ``o`` is of this family."""
+        return (self.all_of <= o and (not self.any_of or bool(self.any_of & o)) and (not self.only or o <= self.only)
+                and len(o) >= self.min_ops and (self.max_ops is None or len(o) <= self.max_ops))
+
+
+def _f(name: str, all_of: Iterable[str] = (), any_of: Iterable[str] = (), only: Iterable[str] = (), min_ops: int = 0,
+       max_ops: int | None = None) -> Family:
+    """A :class:`Family` with its operator sets written as sets."""
+    return Family(name, frozenset(all_of), frozenset(any_of), frozenset(only), min_ops, max_ops)
+
+
+#: Rule families: TASO's Table 2 operator properties grouped by the operators a rule relates (the names are the
+#: table's data). A rule belongs to the first family that holds for its operator set.
+FAMILIES: tuple[Family, ...] = (
+    _f("identities and constants (C_pool, I_conv, I_matmul, I_ewmul)",
+       any_of={"const_pool", "const_iconv", "const_imatmul", "const_iewmul"}),
+    _f("split of a concatenation", any_of={"split"}),
+    _f("reshape", any_of={"reshape"}),
+    _f("transpose", any_of={"transpose"}),
+    _f("enlarge (a 1x1 kernel as 3x3)", any_of={"enlarge"}),
+    _f("convolution over concatenation (incl. grouped merge)", all_of={"conv2d", "concat"}),
+    _f("convolution linearity", all_of={"conv2d", "ewadd"}, only={"conv2d", "ewadd", "const_zero"}),
+    _f("convolution + relu fusion", all_of={"conv2d", "relu"}, only={"conv2d", "relu", "ewadd", "ewmul"}),
+    _f("scalar multiplication", any_of={"smul"}),
+    _f("matmul over concatenation", all_of={"matmul", "concat"}),
+    _f("matmul linearity", all_of={"matmul", "ewadd"}, only={"matmul", "ewadd"}),
+    _f("matmul associativity", all_of={"matmul"}, only={"matmul"}),
+    _f("element-wise over concatenation", all_of={"concat"}, only={"concat", "ewadd", "ewmul"}, min_ops=2),
+    _f("relu / pooling over concatenation", all_of={"concat"}, only={"concat", "relu", "avgpool", "maxpool"},
+       min_ops=2),
+    _f("concatenation reassociation and geometry", all_of={"concat"}, only={"concat"}),
+    _f("ewmul distributes over ewadd", all_of={"ewadd", "ewmul"}, only={"ewadd", "ewmul"}),
+    _f("ewadd / ewmul associativity and commutativity", any_of={"ewadd", "ewmul"}, max_ops=1),
+    _f("pooling", any_of={"avgpool", "maxpool"}, only={"avgpool", "maxpool", "ewadd", "relu"}),
 )
 OTHER_FAMILY = "other (compositions of the above)"
 
@@ -405,7 +448,7 @@ OTHER_FAMILY = "other (compositions of the above)"
 def family(sides: Sequence[str]) -> str:
     """The family (:data:`FAMILIES`) of a rule given all its sides."""
     o = {op for s in sides for op in re.findall(r"\((\w+)", s)} - {"dim"}
-    return next((name for name, test in FAMILIES if test(o)), OTHER_FAMILY)
+    return next((f.name for f in FAMILIES if f.holds(o)), OTHER_FAMILY)
 
 
 def save_corpus(entries: Sequence[Entry], path: str | Path = CORPUS_PATH, meta: dict[str, Any] | None = None) -> None:

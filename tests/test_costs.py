@@ -355,6 +355,35 @@ def test_the_gpu_fallback_is_a_roofline_at_the_calibrated_figures() -> None:
         assert _cudnn() is None
 
 
+def test_the_gpu_model_picks_each_operators_kernel_from_its_table() -> None:
+    """The GPU model's kernels by operator (``KERNELS``), run with numpy standing in for CuPy (no GPU here): each
+    computes its operator's output; a pool or a convolution without cuDNN, and a reference that cannot run on
+    CuPy arrays, have none (the roofline prices them)."""
+    import numpy as np
+
+    from eqsat.gpu.cupy_measure import KERNELS, CupyCostModel
+
+    m = object.__new__(CupyCostModel)
+    m.cp, m._cudnn, m._torch = np, None, None
+
+    def key(op: str, params: dict, shapes: list) -> CostKey:
+        spec = ops.get(op)
+        p = spec.normalize(params)
+        return spec.cost_key(p, shapes, spec.shape(p, shapes))
+
+    cases = [key("matmul", {}, [(4, 8), (8, 3)]), key("matmul_t", {"trans_a": 1, "trans_b": 0}, [(8, 4), (8, 3)]),
+             key("ewadd", {}, [(2, 5), (2, 5)]), key("relu", {}, [(2, 5)]), key("sigmoid", {}, [(2, 5)]),
+             key("transpose", {"perm": (1, 0)}, [(2, 5)]), key("concat", {"axis": 1}, [(2, 5), (2, 3)]),
+             key("split", {"axis": 1, "start": 1, "size": 3}, [(2, 5)]), key("avgpool", {"kernel": (2, 2),
+             "strides": (1, 1), "count_include_pad": 1}, [(1, 2, 4, 4)])]
+    ran = {}
+    for k in cases:
+        fn = m._kernel(k)
+        ran[k.op] = fn is not None and np.shape(fn()) == k.output_shape
+    assert ran == {k.op: k.op != "avgpool" for k in cases}
+    assert {"conv2d", "conv2d_add", "maxpool", "avgpool", "split"} <= KERNELS.keys() <= ops.REGISTRY.keys()
+
+
 def test_the_gpu_model_prices_what_export_writes(monkeypatch) -> None:
     """An NHWC convolution as its transposes and NCHW convolution, an onnxruntime kernel as its parts and a hair
     more: checked with every configuration priced by the roofline (no GPU here)."""

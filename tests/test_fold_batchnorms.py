@@ -10,7 +10,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from eqsat import ops
-from eqsat.ir.graph import fold_batchnorms
+from eqsat.ir.passes import fold_weights
 from eqsat.onnx_io import load_model
 from eqsat.pipeline import optimize
 from eqsat.testing.onnx_builders import f32, make_model
@@ -79,7 +79,7 @@ def test_no_fold_where_it_would_not_be_the_same_graph() -> None:
 
 def test_fold_is_idempotent() -> None:
     g = load_model(_model(relu=True))
-    assert fold_batchnorms(g) is g
+    assert fold_weights(g) is g
 
 
 def test_folded_weight_names_do_not_collide() -> None:

@@ -8,7 +8,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from eqsat import ops
-from eqsat.ir.graph import fuse_activations
+from eqsat.ir.passes import fuse_activations
 from eqsat.onnx_io import load_model, to_onnx
 from eqsat.pipeline import optimize
 from eqsat.testing.onnx_builders import make_model

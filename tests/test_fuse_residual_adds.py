@@ -12,7 +12,7 @@ from onnx import helper, numpy_helper
 from eqsat import ops
 from eqsat.costs import AnalyticCostModel
 from eqsat.costs.measured_cpu import one_node_model
-from eqsat.ir.graph import fuse_residual_adds
+from eqsat.ir.passes import fuse_pairs
 from eqsat.onnx_io import load_model, to_onnx
 from eqsat.pipeline import optimize
 from eqsat.testing.onnx_builders import make_model
@@ -109,7 +109,7 @@ def test_no_fusion_where_it_would_not_be_the_same_graph() -> None:
 
 def test_fusion_is_idempotent() -> None:
     g = load_model(_model([_conv("c"), helper.make_node("Add", ["c", "r"], ["s"])], ["s"]))
-    assert fuse_residual_adds(g) is g
+    assert fuse_pairs(g) is g
 
 
 def test_priced_as_its_parts_by_the_analytic_model_and_measured_as_written() -> None:

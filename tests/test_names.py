@@ -13,7 +13,7 @@ def test_a_free_hint_is_used_as_it_is_then_numbered_per_hint() -> None:
 
 
 def test_numbering_can_start_at_two() -> None:
-    names = NameAllocator(["y_bnfold_w"], start=2)  # fold_batchnorms: name, name_2, name_3, ...
+    names = NameAllocator(["y_bnfold_w"], start=2)  # fold_weights: name, name_2, name_3, ...
     assert [names.fresh("y_bnfold_w"), names.fresh("y_bnfold_w"), names.fresh("z")] == \
         ["y_bnfold_w_2", "y_bnfold_w_3", "z"]
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from eqsat import models, onnx_io
-from eqsat.ir.graph import Graph, TensorInfo, flatten_concats, graph_hash, make_node
+from eqsat.ir.graph import Graph, TensorInfo, graph_hash, make_node
+from eqsat.ir.passes import flatten_concats
 from eqsat.ir.rule import Rule, terms_graph
 from eqsat.pipeline import default_rules
 from eqsat.search import matching as rw

@@ -24,7 +24,7 @@ def kernel_as_parts(key: CostKey, price: Callable[[CostKey], float]) -> float | 
     """A runtime's own kernel (``OpSpec.runtime``) priced by a model that does not see its speed: its parts
     (``runs_as``) under ``price`` and a hair more (:data:`KERNEL_MARGIN_MS`), so it is never preferred to them
     by a tie or by pricing of another kind; None for any other configuration."""
-    if key.op == "opaque" or not ops.get(key.op).runtime:
+    if not ops.get(key.op).runtime:
         return None
     return sum(price(k) for k in ops.runs_as_keys(key)) + KERNEL_MARGIN_MS
 
@@ -36,7 +36,7 @@ def work(key: CostKey) -> tuple[float, int, int]:
     size = _BYTES.get(key.dtype, 4)
     nbytes = size * (sum(math.prod(s) for s in key.input_shapes) + math.prod(key.output_shape))
     nodes = 1
-    if key.op == "opaque":
+    if key.is_opaque:
         flops = float(math.prod(key.output_shape))
     else:
         spec = ops.get(key.op)

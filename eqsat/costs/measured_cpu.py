@@ -326,17 +326,18 @@ class OnnxRuntimeCostModel(CostModel):
 
     def cost(self, key: CostKey) -> float:
         """Measure one configuration (ms), net of the per-call overhead (at least 1 µs)."""
-        if key.op == "opaque":
+        if key.is_opaque:
             return self._cost_opaque(key)
-        if key.op == "reshape":
+        spec = ops.get(key.op)
+        if spec.view:  # no kernel runs
             return 0.0
         rng = np.random.default_rng(0)
         feeds = {f"in{k}": rng.standard_normal(s).astype(key.dtype) for k, s in enumerate(key.input_shapes)
                  if k not in key.weights}
         if key.after:
             return self._cost_after(key, feeds)
-        if key.op == "split":
-            return self._cost_split_piece(key, feeds)
+        if spec.export_pieces is not None:  # a piece of what export writes as one node
+            return self._cost_piece(key, feeds)
         overhead = self.run_overhead_ms(max(1, len(feeds)))
         replicas = self.replicas(key)
         model = one_node_model(key, replicas)
@@ -402,25 +403,29 @@ class OnnxRuntimeCostModel(CostModel):
             return max(total / p["n_outputs"], 0.001)
         return self._fallback.cost(key)  # priced as the analytic model does
 
-    def _cost_split_piece(self, key: CostKey, feeds: dict[str, np.ndarray]) -> float:
-        """A piece's share, by size, of one ONNX Split that cuts the tensor at the piece's bounds: export writes
-        the pieces that tile a tensor as one Split node, so n pieces cost one Split, not n Slice nodes."""
-
+    def _cost_piece(self, key: CostKey, feeds: dict[str, np.ndarray]) -> float:
+        """A piece's share, by size, of the one node that cuts the tensor at the piece's bounds (``OpSpec.
+        export_pieces``: an ONNX Split): export writes the pieces that tile a tensor as one node, so n pieces cost
+        one Split, not n Slice nodes."""
+        spec = ops.get(key.op)
+        start, size = spec.piece_params
         p = dict(key.params)
-        shape = key.input_shapes[0]
-        dim = shape[p["axis"]]
-        sizes = [s for s in (p["start"], p["size"], dim - p["start"] - p["size"]) if s > 0]
+        axis, shape = p[spec.piece_axis], key.input_shapes[0]
+        dim = shape[axis]
+        sizes = [s for s in (p[start], p[size], dim - p[start] - p[size]) if s > 0]
         dt = helper.np_dtype_to_tensor_dtype(np.dtype(key.dtype))
         outs = [f"out{k}" for k in range(len(sizes))]
-        out_shapes = [[*shape[:p["axis"]], s, *shape[p["axis"] + 1:]] for s in sizes]
+        out_shapes = [[*shape[:axis], s, *shape[axis + 1:]] for s in sizes]
         outputs = [helper.make_tensor_value_info(o, dt, sh) for o, sh in zip(outs, out_shapes, strict=True)]
-        g = helper.make_graph([helper.make_node("Split", ["in0", "sizes"], outs, axis=p["axis"])], "split",
-                              [helper.make_tensor_value_info("in0", dt, list(shape))], outputs,
-                              [numpy_helper.from_array(np.array(sizes, dtype=np.int64), "sizes")])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        ctx = _OneNodeExport({"in0": shape})
+        ctx.opset = 17
+        nodes = [written_node(t, i, o, **a) for t, i, o, a in spec.export_pieces(axis, sizes, "in0", outs, ctx)]
+        g = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("in0", dt, list(shape))], outputs,
+                              [numpy_helper.from_array(v, k) for k, v in ctx.initializers.items()])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", ctx.opset)])
         m.ir_version = 8
         total = self._median_run_ms(m, feeds) - self.run_overhead_ms(1)
-        return max(total * p["size"] / dim, 1e-4)
+        return max(total * p[size] / dim, 1e-4)
 
     def _cost_after(self, key: CostKey, feeds: dict[str, np.ndarray]) -> float:
         """The operator timed behind the element-wise producer ``key.after`` (see ``OpSpec.measure_after``),

@@ -55,11 +55,11 @@ def _lit(value: Any, kind: str) -> str:
 def egglog_params(spec: ops.OpSpec) -> list[tuple[str, str]]:
     """The parameters of an operator's egglog constructor, (name, kind) in order: the registry's, or for
     ``opaque`` its key and output index (the rest of an opaque node stays in the IR)."""
-    return [(n, k) for n, k in spec.params] if spec.name != "opaque" else [("key", "str"), ("index", "int")]
+    return [(n, k) for n, k in spec.params] if not spec.opaque else [("key", "str"), ("index", "int")]
 
 
 def _egglog_inputs(spec: ops.OpSpec) -> list[str]:
-    if spec.name == "opaque":
+    if spec.opaque:
         return []
     return ["a", "b"] if spec.variadic else list(spec.inputs)
 
@@ -83,7 +83,7 @@ def declarations(provenance: bool | Iterable[str] = False, operators: Iterable[s
     lines = ["(sort IVec (Vec i64))", "(sort TList)", "(datatype T", "  (Input String)", "  (Weight String)"]
     for spec in ops.REGISTRY.values():
         sorts = [_SORTS[k] for _, k in egglog_params(spec)] + ["T"] * len(_egglog_inputs(spec))
-        if spec.name == "opaque":
+        if spec.opaque:
             sorts.append("TList")
         lines.append(f"  ({spec.name} {' '.join(sorts)})")
     lines[-1] += ")"
@@ -345,11 +345,11 @@ def compile_graph(graph: Graph, provenance: bool = False) -> CompiledGraph:
     for n in graph.nodes:
         spec = n.spec
         p = n.p
-        if n.op == "opaque":
+        if n.is_opaque:
             lst = "(TNil)"
             for i in reversed(n.inputs):
                 lst = f"(TCons {g[i]} {lst})"
-            term = f"(opaque {json.dumps(p['key'])} {p['index']} {lst})"
+            term = f"({n.op} {json.dumps(p['key'])} {p['index']} {lst})"
         else:
             args = [_lit(p[name], kind) for name, kind in spec.params]
             ins = [g[i] for i in n.inputs]
@@ -369,7 +369,7 @@ def compile_graph(graph: Graph, provenance: bool = False) -> CompiledGraph:
                 term = f"({spec.name} {' '.join(args + ins)})"
         gl = new_global(n.output)
         lines.append(f"(let {gl} {term})")
-        if n.op == "opaque":
+        if n.is_opaque:
             lines.append(f"(set (shape {gl}) {_lit(shapes[n.output], 'ints')})")
     for k, (members, (axes, split_axis)) in enumerate(sibling_groups(graph)):
         # the n-way merge as an alternative (pairwise two-output rules would need n-1 rounds and grow the
@@ -410,7 +410,7 @@ def sibling_groups(graph: Graph, min_size: int = 3) -> list[tuple[list[Node], tu
     same: dict[str, Any] = {}
     ids: dict[tuple[Any, ...], int] = {}  # hash-consing: a structure is an int, never a nested tuple
     for n in graph.nodes:
-        if n.op == "opaque":
+        if n.is_opaque:
             same[n.output] = n.output
         else:
             key = (n.op, n.params, tuple(same.get(i, i) for i in n.inputs))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from eqsat import ops
 from eqsat.extract.egraph_json import SerializedEGraph, parse_egraph
 
 __all__ = ["ENode", "EClass", "EGraph"]
@@ -50,6 +51,12 @@ class ENode(NamedTuple):
     def p(self) -> dict[str, Any]:
         """Parameters as a dict."""
         return dict(self.params)
+
+    @property
+    def is_opaque(self) -> bool:
+        """Whether the node holds an opaque node's place (``OpSpec.opaque``): its parameters are that node's key and
+        output index, its one child the list of its inputs."""
+        return ops.is_opaque(self.op)
 
 
 class EClass(NamedTuple):

@@ -12,8 +12,9 @@ from typing import Any
 from eqsat import ops
 from eqsat.engine.egraph import EGraph, ENode
 from eqsat.engine.saturation import SaturationResult, Snapshot
-from eqsat.ir.graph import Graph, Node, computed_from_weights, flatten_concats, make_node
+from eqsat.ir.graph import Graph, Node, computed_from_weights, make_node
 from eqsat.ir.names import NameAllocator
+from eqsat.ir.passes import flatten_concats
 
 __all__ = ["weight_only_classes", "node_cost_keys", "selection_to_graph", "tensors_by_class", "tensor_names_by_class",
            "InputTerms", "input_terms", "relocate_selection"]
@@ -47,7 +48,7 @@ def node_cost_keys(egraph: EGraph) -> dict[str, tuple[ops.CostKey, ...]]:
         if n.op in ("Input", "Weight", "TNil", "TCons") or n.eclass in wo and computed_from_weights(n.op, kids, wo):
             keys[n.id] = ()
             continue
-        in_shapes = [] if n.op == "opaque" else [egraph.shape(k) for k in kids]  # opaque: a TList child
+        in_shapes = [] if n.is_opaque else [egraph.shape(k) for k in kids]  # opaque: a TList child
         keys[n.id] = ops.get(n.op).cost_keys(n.p, in_shapes, egraph.shape(n.eclass),
                                              weights=[i for i, k in enumerate(kids) if k in wo])
     return keys
@@ -59,10 +60,10 @@ def selection_to_graph(egraph: EGraph, selection: Mapping[str, str], original: G
 
     Graph inputs, weights, output names and opaque nodes are taken from ``original``. Intermediate tensors
     keep a name from ``tensor_of_class`` where one is known. With ``flatten``, chains of binary concats
-    (the e-graph's form) become n-ary concats (:func:`eqsat.ir.graph.flatten_concats`).
+    (the e-graph's form) become n-ary concats (:func:`eqsat.ir.passes.flatten_concats`).
     """
     nodes = egraph.node
-    opaque = {(n.p["key"], n.p["index"]): n for n in original.nodes if n.op == "opaque"}
+    opaque = {(n.p["key"], n.p["index"]): n for n in original.nodes if n.is_opaque}
     names: dict[str, str] = {}
     used = NameAllocator([i.name for i in original.inputs] + list(original.weights))
     ir: list[Node] = []
@@ -94,7 +95,7 @@ def selection_to_graph(egraph: EGraph, selection: Mapping[str, str], original: G
         if op in ("Input", "Weight"):
             names[cls] = p["name"]
             return names[cls]
-        if op == "opaque":
+        if n.is_opaque:
             orig = opaque[(p["key"], p["index"])]
             ins = list_items(n.children[0])
             name = out_names.get(cls) or fresh(cls)
@@ -274,7 +275,7 @@ def input_terms(egraph: EGraph, graph: Graph) -> InputTerms:
         kids = [cls[i] for i in n.inputs]
         p = n.p
         c: str | None
-        if n.op == "opaque":
+        if n.is_opaque:
             c = look("TNil", (), ())
             for k in reversed(kids):
                 c = None if c is None else look("TCons", (), (k, c))

@@ -71,7 +71,7 @@ def _list_items(dump: EGraphDump, cls: str) -> list[str]:
 
 def _inputs(dump: EGraphDump, node: ENode) -> list[str]:
     """A node's tensor inputs: its children, or for an opaque node the items of its input list."""
-    if node.op == "opaque" and node.children and dump.egraph.eclass(node.children[0]).type == "TList":
+    if node.is_opaque and node.children and dump.egraph.eclass(node.children[0]).type == "TList":
         return _list_items(dump, node.children[0])
     return list(node.children)
 

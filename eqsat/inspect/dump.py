@@ -231,12 +231,12 @@ class EGraphDump:
     def label(self, node: ENode) -> str:
         """The operator as reports show it: ``opaque:Gather`` for an opaque node."""
         onnx_op = self.onnx_ops.get(node.id)
-        return f"opaque:{onnx_op}" if node.op == "opaque" and onnx_op else node.op
+        return f"opaque:{onnx_op}" if node.is_opaque and onnx_op else node.op
 
     def describe(self, node: ENode) -> str:
         """``op(name=value, ...)``; opaque nodes by ONNX op type and key."""
         p = node.p
-        if node.op == "opaque":
+        if node.is_opaque:
             return f"{self.label(node)}({p.get('key')}, output {p.get('index')})"
         if not node.params:
             return node.op
@@ -568,13 +568,13 @@ def build_dump(sat: SaturationResult, graph: Graph, costs: Mapping[str, float], 
     if terms.missing:  # an engine bug: the e-graph saturate returned always holds its input graph
         log.warning("e-graph dump: %d input tensor(s) not found in the e-graph (%s); their in_input marks and "
                     "tensor names are missing", len(terms.missing), ", ".join(terms.missing[:5]))
-    op_type = {(n.p["key"], n.p["index"]): str(n.p["op_type"]) for n in graph.nodes if n.op == "opaque"}
+    op_type = {(n.p["key"], n.p["index"]): str(n.p["op_type"]) for n in graph.nodes if n.is_opaque}
     nodes: list[ENode] = []
     onnx_ops: dict[str, str] = {}
     first_iterations: dict[str, int | None] = {}
     for n in eg.nodes:
         p = n.p
-        onnx_op = op_type.get((p.get("key"), p.get("index"))) if n.op == "opaque" else None
+        onnx_op = op_type.get((p.get("key"), p.get("index"))) if n.is_opaque else None
         if onnx_op is not None:
             onnx_ops[n.id] = onnx_op
         if eg.provenance:

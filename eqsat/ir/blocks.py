@@ -68,7 +68,7 @@ class _Shifts:
         """The same operator, parameters, output shape and dtype, and as many inputs (never opaque nodes)."""
         x, y = self.nodes[a], self.nodes[b]
         # an opaque node is keyed by the ONNX node it stands for: never one of several
-        return self.sig[a] == self.sig[b] and x.op != "opaque" and len(x.inputs) == len(y.inputs)
+        return self.sig[a] == self.sig[b] and not x.is_opaque and len(x.inputs) == len(y.inputs)
 
     def same(self, a: int, b: int) -> bool:
         if not self.alike(a, b):

@@ -2,8 +2,8 @@
 
 A :class:`Graph` has graph inputs (name, shape, dtype), weights (constant arrays), nodes (each computes one
 named tensor with a registry operator) and an ordered list of output tensor names. Shapes and dtypes are
-derived from the operator registry; :meth:`Graph.validate` checks every invariant. This module never imports
-onnx or egglog.
+derived from the operator registry; :meth:`Graph.validate` checks every invariant. The passes over graphs (the
+import's folds, flattening) are :mod:`eqsat.ir.passes`. This module never imports onnx or egglog.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from eqsat import ops
-from eqsat.ir.names import NameAllocator
 from eqsat.ops import OpError, ParamValue, Shape
 
 
@@ -52,6 +51,12 @@ class Node:
     def spec(self) -> ops.OpSpec:
         """The registry entry of this node's operator."""
         return ops.get(self.op)
+
+    @property
+    def is_opaque(self) -> bool:
+        """Whether the node stands for an ONNX node the registry does not describe (``OpSpec.opaque``): its
+        parameters carry that node, its dtype and output shape."""
+        return ops.is_opaque(self.op)
 
 
 def make_node(op: str, params: Mapping[str, Any], inputs: Sequence[str], output: str) -> Node:
@@ -158,7 +163,7 @@ class Graph:
                 spec.check_arity(len(n.inputs))
             except OpError as e:
                 raise GraphError(f"node {n.output!r}: {e}") from None
-            if n.op != "opaque":
+            if not n.is_opaque:
                 bad = [i for i in n.inputs if self.dtypes.get(i) != self.dtypes.get(n.inputs[0])]
                 if bad:
                     raise GraphError(f"node {n.output!r} ({n.op}) mixes dtypes")
@@ -171,7 +176,7 @@ class Graph:
 
     def op_histogram(self) -> Counter[str]:
         """Count of nodes per operator (opaque nodes counted by their ONNX op type)."""
-        return Counter(n.p["op_type"] if n.op == "opaque" else n.op for n in self.nodes)
+        return Counter(n.p["op_type"] if n.is_opaque else n.op for n in self.nodes)
 
     def live(self) -> Graph:
         """The graph without nodes and weights that no output depends on."""
@@ -194,7 +199,7 @@ class Graph:
             env[i.name] = np.asarray(feeds[i.name])
         for n in self.nodes:
             args = [env[i] for i in n.inputs]
-            if n.op == "opaque":
+            if n.is_opaque:
                 if opaque is None:
                     raise GraphError(f"graph has opaque node {n.output!r} ({n.p['op_type']}): pass an evaluator")
                 env[n.output] = opaque(n, args)
@@ -205,40 +210,13 @@ class Graph:
 
 def computed_from_weights(op: str, inputs: Iterable[str], weight_only: Container[str]) -> bool:
     """Whether a node computes a weight-only tensor, given the ``weight_only`` tensors (or e-classes) so far: any
-    operator but ``opaque`` whose inputs are all weight-only (none, for a constant such as ``const_pool``).
+    operator but the opaque one whose inputs are all weight-only (none, for a constant such as ``const_pool``).
 
     A tensor is weight-only when it is a weight or such a node computes it: a constant at run time, which export
     precomputes and cost models price at nothing. The one definition: the IR (export, the searches' costs) and
     the e-graph (:func:`eqsat.engine.readback.weight_only_classes`) use it.
     """
-    return op != "opaque" and all(i in weight_only for i in inputs)
-
-
-def flatten_concats(graph: Graph) -> Graph:
-    """Merge a concat into its only consumer when both concatenate along the same axis."""
-    consumers = graph.consumers
-    outputs = set(graph.outputs)
-    by_out = graph.producers
-    merged: dict[str, Node] = {}
-    dropped: set[str] = set()
-    for n in graph.nodes:
-        if n.op != "concat":
-            continue
-        ins: list[str] = []
-        for i in n.inputs:
-            src = merged.get(i) or by_out.get(i)
-            if (src is not None and src.op == "concat" and src.p["axis"] == n.p["axis"]
-                    and len(consumers.get(i, [])) == 1 and i not in outputs):
-                ins.extend(src.inputs)
-                dropped.add(i)
-            else:
-                ins.append(i)
-        if len(ins) != len(n.inputs):
-            merged[n.output] = Node("concat", n.params, tuple(ins), n.output)
-    if not merged:
-        return graph
-    new_nodes = tuple(merged.get(n.output, n) for n in graph.nodes if n.output not in dropped)
-    return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
+    return not ops.is_opaque(op) and all(i in weight_only for i in inputs)
 
 
 def node_hashes(graph: Graph) -> dict[str, int]:
@@ -255,95 +233,12 @@ def graph_hash(graph: Graph) -> int:
     return hash((tuple(sorted(h.values())), tuple(h.get(o, hash(o)) for o in graph.outputs)))
 
 
-def _fuse_producers(graph: Graph, fuse: Callable[[Node, Node, int], Node | None],
-                    weights: Mapping[str, np.ndarray] | None = None) -> Graph:
-    """Replace each node ``n`` by ``fuse(n, p, k)`` where ``p`` computes ``n``'s input ``k``, ``n`` is the only
-    reader of that tensor and it is not a graph output; ``p`` goes. ``fuse`` returns ``None`` where it does not
-    apply (the first input for which it applies wins). ``weights``: the graph's weights with any ``fuse`` added."""
-    consumers = graph.consumers
-    outputs = set(graph.outputs)
-    by_out = graph.producers
-    replaced: dict[str, Node] = {}  # output of a node -> the fused node that now computes it
-    dropped: set[str] = set()  # outputs of the producers fused away
-    for n in graph.nodes:
-        for k, name in enumerate(n.inputs):
-            p = by_out.get(name)
-            if p is None or name in outputs or name in dropped or len(consumers.get(name, [])) != 1:
-                continue
-            new = fuse(n, p, k)
-            if new is not None:
-                replaced[n.output] = new
-                dropped.add(name)
-                break
-    if not replaced:
-        return graph
-    nodes = tuple(replaced.get(n.output, n) for n in graph.nodes if n.output not in dropped)
-    return Graph(graph.inputs, graph.weights if weights is None else weights, nodes, graph.outputs, graph.name,
-                 graph.meta)
-
-
-def fold_batchnorms(graph: Graph) -> Graph:
-    """Fold an inference ``batchnorm`` into the ``conv2d`` that computes its input, as onnxruntime does when it
-    loads a model: kernel ``w * f`` and bias ``(b - mean) * f + bias`` per output channel, ``f = scale /
-    sqrt(var + eps)``, computed once here in float64. Only where that is the same computation up to rounding:
-    the conv has no fused activation, its output is read by the batch norm alone and is not a graph output, and
-    the kernel, bias and the four statistics are weights. Leaves every other batch norm as it is (the rule
-    ``conv-batchnorm-fold`` still folds them inside the e-graph, where a conv may have other readers)."""
-    weights = dict(graph.weights)
-    # a taken name gets the first free of _2, _3, ...
-    names = NameAllocator([i.name for i in graph.inputs] + list(weights) + [n.output for n in graph.nodes], start=2)
-
-    def fold(n: Node, conv: Node, k: int) -> Node | None:
-        if (n.op != "batchnorm" or k != 0 or conv.op != "conv2d" or conv.p["act"] != ops.ACT_NONE
-                or not all(i in graph.weights for i in (*conv.inputs[1:], *n.inputs[1:]))):
-            return None
-        w, b = (graph.weights[i] for i in conv.inputs[1:])
-        scale, bias, mean, var = (graph.weights[i].astype(np.float64) for i in n.inputs[1:])
-        f = scale / np.sqrt(var + n.p["epsilon"])
-        folded = {"w": (w * f.reshape(-1, 1, 1, 1)).astype(w.dtype), "b": ((b - mean) * f + bias).astype(b.dtype)}
-        new = [names.fresh(f"{n.output}_bnfold_{part}") for part in folded]
-        weights.update(zip(new, folded.values(), strict=True))
-        return Node("conv2d", conv.params, (conv.inputs[0], *new), n.output)
-
-    folded_graph = _fuse_producers(graph, fold, weights)
-    return graph if folded_graph is graph else folded_graph.live()
-
-
-def fuse_residual_adds(graph: Graph) -> Graph:
-    """Fold an ``ewadd`` into the ``conv2d`` that computes one of its operands, as a ``conv2d_add`` (onnxruntime
-    runs Conv + Add as one kernel that adds the other operand while writing the output): where the conv has no
-    fused activation, its output is read by the add alone and is not a graph output, and the other operand has
-    the output's shape (no broadcast). The first operand that qualifies is the conv's; the other the residual."""
-    shapes = graph.shapes
-
-    def fuse(n: Node, conv: Node, k: int) -> Node | None:
-        if (n.op != "ewadd" or shapes[n.inputs[0]] != shapes[n.inputs[1]] or conv.op != "conv2d"
-                or conv.p["act"] != ops.ACT_NONE):
-            return None
-        return Node("conv2d_add", conv.params, (*conv.inputs, n.inputs[1 - k]), n.output)
-
-    return _fuse_producers(graph, fuse)
-
-
-def fuse_activations(graph: Graph) -> Graph:
-    """Fold a ``relu`` into the operator that computes its input when that operator has a fused-activation
-    parameter (``act``) set to none and the relu is the only reader of its output (as onnxruntime fuses Conv +
-    Relu). The graph computes the same, and is priced as the runtime runs it."""
-
-    def fuse(n: Node, src: Node, k: int) -> Node | None:
-        if n.op != "relu" or "act" not in src.spec.param_names() or src.p["act"] != ops.ACT_NONE:
-            return None
-        return Node(src.op, src.spec.param_tuple({**src.p, "act": ops.ACT_RELU}), src.inputs, n.output)
-
-    return _fuse_producers(graph, fuse)
-
-
 #: dtype of registry operators without inputs (the constants of :mod:`eqsat.ops`, exported as float32)
 CONSTANT_DTYPE = "float32"
 
 
 def _node_dtype(n: Node, known: Mapping[str, str]) -> str:
-    if n.op == "opaque":
+    if n.is_opaque:
         return str(n.p["dtype"])
     if not n.inputs:
         return CONSTANT_DTYPE

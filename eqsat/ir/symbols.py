@@ -182,7 +182,7 @@ def symbolic_shapes(graph: object) -> dict[str, tuple[Dim, ...]]:
         out[name] = tuple(int(d) for d in w.shape)
     shapes = graph.shapes  # type: ignore[attr-defined]
     for n in graph.nodes:  # type: ignore[attr-defined]
-        if n.op == "opaque":
+        if n.is_opaque:
             shape = syms.decode_shape(n.p["shape"], known)
         else:
             params = decode_params(syms, n.p, known)

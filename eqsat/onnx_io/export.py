@@ -24,7 +24,7 @@ from eqsat.onnx_io.protos import (
     rename_outer,
 )
 from eqsat.onnx_io.symbolic_export import may_hold_sizes, symbolize
-from eqsat.ops import Shape
+from eqsat.ops import Shape, flagged_form
 from eqsat.ops.dims import Sym
 
 #: how many elements of an array its content key reads (evenly spaced): equal arrays share a key, and different
@@ -119,28 +119,31 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
         return name
 
     nodes: list[onnx.NodeProto] = []
-    emitted_splits: set[str] = set()
-    split_groups = _split_groups(live, shapes)
+    emitted_pieces: set[str] = set()
+    piece_groups = _piece_groups(live, shapes)
     opaque_groups: dict[str, list[Node]] = {}
     for n in live:
-        if n.op == "opaque":
+        if n.is_opaque:
             opaque_groups.setdefault(n.p["key"], []).append(n)
     done_opaque: set[str] = set()
     for n in live:
-        if n.op == "opaque":
+        if n.is_opaque:
             key = n.p["key"]
             if key not in done_opaque:
                 done_opaque.add(key)
                 nodes.append(_export_opaque(opaque_groups[key], ref, ex))
             continue
-        if n.op == "split" and n.output in split_groups:
-            group = split_groups[n.output]
-            if group[0].output not in emitted_splits:
-                emitted_splits.update(m.output for m in group)
-                nodes.append(_export_split_group(group, ref(n.inputs[0]), ex))
-            continue
-        ins = [ref(i) for i in n.inputs]
-        for op_type, nins, nouts, attrs in n.spec.export_fn(n.p, ins, [n.output], ex):
+        if n.output in piece_groups:  # pieces that tile a tensor: one node writes them all (a Split)
+            group = piece_groups[n.output]
+            if group[0].output in emitted_pieces:
+                continue
+            emitted_pieces.update(m.output for m in group)
+            size = n.spec.piece_params[1]
+            written = n.spec.export_pieces(n.p[n.spec.piece_axis], [m.p[size] for m in group], ref(n.inputs[0]),
+                                           [m.output for m in group], ex)
+        else:
+            written = n.spec.export_fn(n.p, [ref(i) for i in n.inputs], [n.output], ex)
+        for op_type, nins, nouts, attrs in written:
             if op_type == "Conv" and len(nins) == 3 and nins[2] in ex.initializers \
                     and not np.any(ex.initializers[nins[2]]):
                 nins = nins[:2]  # an all-zero bias is implied
@@ -229,10 +232,17 @@ def as_written(graph: Graph, opset: int | None = None) -> Graph:
     alike as written are equal here (``graph_hash``), as they are once the written model is imported again."""
     computed, live = _split_weight_work(graph, opset or int(graph.meta.get("opset", 17)))
     # a 2-D product with neither flag computes what matmul does (a MatMul or a Gemm: the same product)
-    live = [make_node("matmul", {}, n.inputs, n.output) if n.op == "matmul_t" and not n.p["trans_a"]
-            and not n.p["trans_b"] else n for n in live]
+    live = [_unflagged(n) for n in live]
     nodes = tuple(n for n in graph.nodes if n.output in computed) + tuple(live)
     return Graph(graph.inputs, graph.weights, nodes, graph.outputs, graph.name, graph.meta).live()
+
+
+def _unflagged(n: Node) -> Node:
+    """``n`` as its plain operator (``TransposeFlags.plain``: matmul for matmul_t) where no flag is set."""
+    flags = n.spec.transpose_flags
+    if flags is None or not flags.plain or any(n.p[f] for f in flags.params):
+        return n
+    return make_node(flags.plain, {}, n.inputs, n.output)
 
 
 class _Precomputed(Mapping[str, np.ndarray]):
@@ -259,18 +269,22 @@ class _Precomputed(Mapping[str, np.ndarray]):
 
 
 def _transposed_weight_as_flag(n: Node, computed: Mapping[str, Node], shapes: Mapping[str, Shape]) -> Node:
-    """``n``, a 2-D product, reading a weight's transpose as the weight with Gemm's transpose flag for it flipped:
-    the same product, and the weight stays as it was (its name, no transposed copy to compute)."""
+    """``n``, a 2-D product, reading a weight's transpose as the weight with Gemm's transpose flag for it flipped
+    (``OpSpec.transpose_flags``): the same product, and the weight stays as it was (its name, no transposed copy
+    to compute)."""
     def transposed(name: str) -> str | None:  # the weight-only tensor whose 2-D transpose ``name`` is
         t = computed.get(name)
-        return t.inputs[0] if t is not None and t.op == "transpose" and tuple(t.p["perm"]) == (1, 0) else None
+        perm = t.spec.permutes if t is not None else ""
+        return t.inputs[0] if perm and tuple(t.p[perm]) == (1, 0) else None
 
-    if n.op == "matmul" and all(len(shapes[i]) == 2 for i in n.inputs) and any(map(transposed, n.inputs)):
-        n = make_node("matmul_t", {"trans_a": 0, "trans_b": 0}, n.inputs, n.output)
-    if n.op not in ("matmul_t", "gemm"):
+    flagged = flagged_form(n.op)  # matmul as matmul_t
+    if flagged is not None and all(len(shapes[i]) == 2 for i in n.inputs) and any(map(transposed, n.inputs)):
+        n = make_node(flagged.name, dict.fromkeys(flagged.transpose_flags.params, 0), n.inputs, n.output)
+    flags = n.spec.transpose_flags
+    if flags is None:
         return n
     p, inputs = n.p, list(n.inputs)
-    for k, flag in enumerate(("trans_a", "trans_b")):
+    for k, flag in enumerate(flags.params):
         if (source := transposed(inputs[k])) is not None and isinstance(p[flag], int):
             inputs[k], p[flag] = source, 1 - p[flag]
     return n if tuple(inputs) == n.inputs else make_node(n.op, p, inputs, n.output)
@@ -340,35 +354,30 @@ def _topo_order(nodes: Sequence[onnx.NodeProto], inputs: Sequence[onnx.ValueInfo
     return order
 
 
-def _split_groups(nodes: Sequence[Node], shapes: Mapping[str, Shape]) -> dict[str, list[Node]]:
-    """Split pieces of one tensor along one axis that tile it exactly, keyed by each piece's output."""
-    by_src: dict[tuple[str, int], list[Node]] = {}
+def _piece_groups(nodes: Sequence[Node], shapes: Mapping[str, Shape]) -> dict[str, list[Node]]:
+    """Pieces (``OpSpec.export_pieces``: a split's) of one tensor along one axis that tile it exactly, in order,
+    keyed by each piece's output."""
+    by_src: dict[tuple[str, str, tuple[Any, ...]], list[Node]] = {}
     for n in nodes:
-        if n.op == "split":
-            by_src.setdefault((n.inputs[0], n.p["axis"]), []).append(n)
+        spec = n.spec
+        if spec.export_pieces is not None:  # grouped by operator, input and the parameters besides the piece's
+            rest = tuple((k, v) for k, v in n.params if k not in spec.piece_params)
+            by_src.setdefault((n.op, n.inputs[0], rest), []).append(n)
     out: dict[str, list[Node]] = {}
-    for (src, axis), pieces in by_src.items():
-        pieces = sorted(pieces, key=lambda m: (m.p["start"], m.p["size"]))
+    for (_, src, rest), pieces in by_src.items():
+        spec = pieces[0].spec
+        start, size = spec.piece_params
+        pieces = sorted(pieces, key=lambda m: (m.p[start], m.p[size]))
         pos, ok = 0, True
         for m in pieces:
-            if m.p["start"] != pos:
+            if m.p[start] != pos:
                 ok = False
                 break
-            pos += m.p["size"]
-        if ok and pos == shapes[src][axis] and len(pieces) > 1:
+            pos += m.p[size]
+        if ok and pos == shapes[src][dict(rest)[spec.piece_axis]] and len(pieces) > 1:
             for m in pieces:
                 out[m.output] = pieces
     return out
-
-
-def _export_split_group(group: list[Node], src: str, ex: _Exporter) -> onnx.NodeProto:
-    axis = group[0].p["axis"]
-    sizes = [m.p["size"] for m in group]
-    outs = [m.output for m in group]
-    if ex.opset >= 13:
-        s = ex.add_initializer(np.array(sizes, dtype=np.int64), outs[0] + "_sizes")
-        return helper.make_node("Split", [src, s], outs, name=ex.fresh("n_split"), axis=axis)
-    return helper.make_node("Split", [src], outs, name=ex.fresh("n_split"), axis=axis, split=sizes)
 
 
 def _export_opaque(group: list[Node], ref: Callable[[str], str], ex: _Exporter) -> onnx.NodeProto:

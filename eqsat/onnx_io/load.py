@@ -16,8 +16,9 @@ from onnx import helper, numpy_helper, shape_inference
 
 from eqsat import ops
 from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, ModelReadError, UnsupportedModelError
-from eqsat.ir.graph import Graph, Node, TensorInfo, fold_batchnorms, fuse_activations, fuse_residual_adds, make_node
+from eqsat.ir.graph import Graph, Node, TensorInfo, make_node
 from eqsat.ir.names import NameAllocator
+from eqsat.ir.passes import import_folds
 from eqsat.ir.symbols import META_KEY, VALUES_KEY, SymbolicShapeError, Symbols, symbolic_shapes
 from eqsat.onnx_io.collapse import collapse_fusions
 from eqsat.onnx_io.dynamic import fold_allowed, may_fold, static_ints, symbol_names, symbolic_output_shape
@@ -176,7 +177,7 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     try:
         # as onnxruntime runs the model: Conv + BatchNormalization folded, Conv + Add and Conv (+ Add) + Relu as
         # one node each
-        graph = fuse_activations(fuse_residual_adds(fold_batchnorms(graph.live()))).validate()
+        graph = import_folds(graph).validate()
     except ValueError as e:
         raise ModelLoadError(f"{label}: import produced an invalid graph ({e}); this is an eqsat bug, please "
                              "report it with the model") from None
@@ -463,7 +464,7 @@ def opaque_reasons(graph: Graph) -> list[tuple[str, int, str]]:
     def op_key(n: Node) -> str:
         return n.p["op_type"] if n.p["domain"] in ("", "ai.onnx") else f"{n.p['domain']}:{n.p['op_type']}"
 
-    live = Counter(op_key(n) for n in {n.p["key"]: n for n in graph.nodes if n.op == "opaque"}.values())
+    live = Counter(op_key(n) for n in {n.p["key"]: n for n in graph.nodes if n.is_opaque}.values())
     recorded = graph.meta.get("opaque_reasons", {})
     out = []
     for op_type in sorted(live, key=lambda k: (-live[k], k)):

@@ -22,11 +22,11 @@ from eqsat.ops.core import (
     OpSpec,
     Params,
     Shape,
-    _importer,
-    _register,
+    importer,
+    register,
     require,
 )
-from eqsat.ops.elementwise import _align_rank
+from eqsat.ops.elementwise import align_rank
 
 
 def _expand_shape(p: Params, x: Shape) -> Shape:
@@ -52,7 +52,7 @@ def _expand_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContex
     return [("Expand", [ins[0], shape], outs, {})]
 
 
-EXPAND = _register(OpSpec(
+EXPAND = register(OpSpec(
     name="expand", inputs=("x",), params=(("shape", "ints"),),
     doc="broadcast x to the target shape (same rank; each dimension of x is the target's or 1), ONNX Expand",
     shape_fn=_expand_shape,
@@ -65,7 +65,7 @@ EXPAND = _register(OpSpec(
 ))
 
 
-@_importer("Expand")
+@importer("Expand")
 def _import_expand(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, _ = node
     if not ctx.is_float(ins[0]):
@@ -79,7 +79,7 @@ def _import_expand(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     if any(isinstance(d, int) and d < 0 for d in out_shape) or len(out_shape) < len(ctx.shape(ins[0])):
         return ctx.unsupported("an output shape that is dynamic")
     res: list[IRNode] = []
-    x = _align_rank(ctx, ins[0], len(out_shape), res)
+    x = align_rank(ctx, ins[0], len(out_shape), res)
     if math.prod(ctx.shape(ins[0])) == math.prod(out_shape):  # nothing repeated: a view
         return res + [("reshape", {"shape": out_shape}, [x], [outs[0]])]
     return res + [("expand", {"shape": out_shape}, [x], [outs[0]])]

@@ -21,7 +21,7 @@ from eqsat.ops.core import (
     Shape,
     SymShape,
     Z3Context,
-    _register,
+    register,
     require,
 )
 from eqsat.ops.elementwise import apply_equal_shapes
@@ -42,7 +42,7 @@ def _const_spec(name: str, params: tuple[tuple[str, str], ...], shape_fn: Callab
                 when: tuple[S.Expr, ...], doc: str, sym_shape: Callable[[Params], SymShape],
                 forms: dict[str, GeneratorForm] | None = None, z3_fn: Callable[..., np.ndarray] | None = None
                 ) -> OpSpec:
-    return _register(OpSpec(
+    return register(OpSpec(
         name=name, inputs=(), params=params, doc=doc,
         shape_fn=shape_fn, numpy_fn=numpy_fn, modular_fn=modular_fn,
         flops_fn=lambda p, ins, out: 0,

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from eqsat.ops.core import MAX_RANK, ONNX_IMPORTERS, ImportContext, IRNode, OnnxNode, _importer, runs_as_nodes
-from eqsat.ops.norm import _import_rms
+from eqsat.ops.chains import runs_as_nodes
+from eqsat.ops.core import MAX_RANK, ONNX_IMPORTERS, ImportContext, IRNode, OnnxNode, importer
+from eqsat.ops.norm import import_rmsnorm
 
 MS = "com.microsoft"
 
@@ -61,7 +62,7 @@ def _skip_sum(ctx: ImportContext, node: OnnxNode, bias_at: int) -> tuple[list[IR
     return _sum(ctx, terms, out), out
 
 
-@_importer(f"{MS}:SkipLayerNormalization")
+@importer(f"{MS}:SkipLayerNormalization")
 def _import_skip_layernorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     """``LayerNormalization(input + skip + bias) * gamma + beta`` over the last axis; outputs: the norm, the
     mean and inverse deviation (optional, not imported), the sum (optional)."""
@@ -80,7 +81,7 @@ def _import_skip_layernorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] |
     return res + [("layernorm", params, [s, ins[2], beta], [outs[0]])]
 
 
-@_importer(f"{MS}:SkipSimplifiedLayerNormalization")
+@importer(f"{MS}:SkipSimplifiedLayerNormalization")
 def _import_skip_rmsnorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     """``RMSNormalization(input + skip + bias) * gamma`` over the last axis; outputs: the norm, two statistics
     (optional, not imported), the sum (optional)."""
@@ -92,13 +93,13 @@ def _import_skip_rmsnorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | N
     return res + [("rmsnorm", params, [s, ins[2]], [outs[0]])]
 
 
-@_importer("SimplifiedLayerNormalization")
+@importer("SimplifiedLayerNormalization")
 def _import_simplified_layernorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     """onnxruntime's RMS norm (default domain): ONNX ``RMSNormalization``'s semantics; its second output, the
     inverse deviation, is not imported."""
     if _outputs_beyond(node[2], 1):
         return ctx.unsupported("its inverse-deviation output in use")
-    return _import_rms(ctx, node)
+    return import_rmsnorm(ctx, node)
 
 
 def _gelu_of_sum(approximate: int):
@@ -118,11 +119,11 @@ def _gelu_of_sum(approximate: int):
     return imp
 
 
-_importer(f"{MS}:BiasGelu", f"{MS}:Gelu")(_gelu_of_sum(0))
-_importer(f"{MS}:FastGelu")(_gelu_of_sum(1))
+importer(f"{MS}:BiasGelu", f"{MS}:Gelu")(_gelu_of_sum(0))
+importer(f"{MS}:FastGelu")(_gelu_of_sum(1))
 
 
-@_importer(f"{MS}:MultiHeadAttention")
+@importer(f"{MS}:MultiHeadAttention")
 def _import_multi_head_attention(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     """Self-attention over separate query, key and value of one shape ``(batch, sequence, hidden)``: each split
     into ``num_heads`` heads, ``softmax(q k^T * scale + attention_bias) v`` over the keys, the heads merged back;
@@ -156,7 +157,7 @@ def _import_multi_head_attention(ctx: ImportContext, node: OnnxNode) -> list[IRN
                          [q, k, v, scale, *([mask] if mask else [])], outs[0], lambda h: ctx.fresh(f"{outs[0]}_{h}"))
 
 
-@_importer(f"{MS}:FusedMatMul")
+@importer(f"{MS}:FusedMatMul")
 def _import_fused_matmul(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     """``alpha * op(A) @ op(B)``, ``op`` swapping the last two axes where ``transA`` / ``transB`` is set; the
     batch-transposing forms (``transBatchA`` / ``transBatchB``) are not imported."""
@@ -221,5 +222,5 @@ def _then_activation(op_type: str, plain_inputs: int):
     return imp
 
 
-_importer(f"{MS}:FusedConv")(_then_activation("Conv", 3))
-_importer(f"{MS}:FusedGemm")(_then_activation("Gemm", 3))
+importer(f"{MS}:FusedConv")(_then_activation("Conv", 3))
+importer(f"{MS}:FusedGemm")(_then_activation("Gemm", 3))

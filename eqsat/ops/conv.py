@@ -27,18 +27,19 @@ from eqsat.ops.core import (
     Shape,
     SymDim,
     SymShape,
-    _importer,
-    _register,
-    _relu_mod,
+    importer,
+    register,
     require,
 )
+from eqsat.ops.families import relu_mod
 
 
-def _conv_out(size: int, k: int, stride: int, pad_total: int, dil: int) -> int:
+def conv_out_size(size: int, k: int, stride: int, pad_total: int, dil: int) -> int:
+    """A convolution's (or a pool's) output size along one spatial axis of input size ``size``."""
     return (size + pad_total - dil * (k - 1) - 1) // stride + 1
 
 
-def _patches(x: np.ndarray, kh: int, kw: int, strides: Shape, pads: Shape, dil: Shape,
+def patches(x: np.ndarray, kh: int, kw: int, strides: Shape, pads: Shape, dil: Shape,
              fill: Any = 0) -> np.ndarray:
     """Gather sliding windows: (N, C, H, W) -> (N, C, kh, kw, OH, OW)."""
     n, c, h, w = x.shape
@@ -47,8 +48,8 @@ def _patches(x: np.ndarray, kh: int, kw: int, strides: Shape, pads: Shape, dil: 
         xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + w] = x
     else:
         xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
-    oh = _conv_out(h, kh, strides[0], pads[0] + pads[2], dil[0])
-    ow = _conv_out(w, kw, strides[1], pads[1] + pads[3], dil[1])
+    oh = conv_out_size(h, kh, strides[0], pads[0] + pads[2], dil[0])
+    ow = conv_out_size(w, kw, strides[1], pads[1] + pads[3], dil[1])
     out = np.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
     for i in range(kh):
         for j in range(kw):
@@ -61,7 +62,7 @@ def _patches(x: np.ndarray, kh: int, kw: int, strides: Shape, pads: Shape, dil: 
 def _conv_core(p: Params, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     g = p["groups"]
     o, cg, kh, kw = w.shape
-    cols = _patches(x, kh, kw, p["strides"], p["pads"], p["dilations"])
+    cols = patches(x, kh, kw, p["strides"], p["pads"], p["dilations"])
     n, _, _, _, oh, ow = cols.shape
     og = o // g
     outs = []
@@ -82,8 +83,8 @@ def _conv_shape(p: Params, x: Shape, w: Shape, b: Shape) -> Shape:
     require(b == (w[0],), f"conv2d: bias shape {b} != ({w[0]},)")
     require(p["act"] in (ACT_NONE, ACT_RELU), f"conv2d: unknown activation {p['act']}")
     st, pd, dl = p["strides"], p["pads"], p["dilations"]
-    oh = _conv_out(x[2], w[2], st[0], pd[0] + pd[2], dl[0])
-    ow = _conv_out(x[3], w[3], st[1], pd[1] + pd[3], dl[1])
+    oh = conv_out_size(x[2], w[2], st[0], pd[0] + pd[2], dl[0])
+    ow = conv_out_size(x[3], w[3], st[1], pd[1] + pd[3], dl[1])
     require(oh > 0 and ow > 0, f"conv2d: empty output for input {x}, kernel {w}")
     return (x[0], w[0], oh, ow)
 
@@ -98,7 +99,7 @@ def _conv_np(p: Params, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarr
 def _conv_mod(p: Params, x: np.ndarray, w: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
     y = (_conv_core(p, np.asarray(x, dtype=object), np.asarray(w, dtype=object))
          + np.asarray(b, dtype=object).reshape(1, -1, 1, 1)) % m
-    return _relu_mod(y, m) if p["act"] == ACT_RELU else y
+    return relu_mod(y, m) if p["act"] == ACT_RELU else y
 
 
 def _conv_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
@@ -112,7 +113,7 @@ def _conv_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext)
 
 
 def _conv_dim(size: S.Expr, i: int) -> S.Expr:
-    # output size along spatial dim i (0: H, 1: W) of input size `size`, following _conv_out
+    # output size along spatial dim i (0: H, 1: W) of input size `size`, following conv_out_size
     k, pads = S.dim(S.shape("w"), 2 + i), S.param("pads")
     span = S.dim(S.param("dilations"), i) * (k - 1) + 1
     return (size + (S.dim(pads, i) + S.dim(pads, i + 2)) - span) // S.dim(S.param("strides"), i) + 1
@@ -177,7 +178,7 @@ def _conv_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape | None:
 _CONV_TERM = "(conv2d :pads ?pd :groups ?g :act ?act ?x ?w ?b)"
 _CONV_DIM_PARAMS = {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?g": (1,), "?act": (0, 1)}
 
-CONV2D = _register(OpSpec(
+CONV2D = register(OpSpec(
     name="conv2d", inputs=("x", "w", "b"),
     params=(("strides", "ints"), ("pads", "ints"), ("dilations", "ints"), ("groups", "int"), ("act", "int")),
     defaults={"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "groups": 1, "act": ACT_NONE},
@@ -195,7 +196,7 @@ CONV2D = _register(OpSpec(
     sym_shape=_conv_sym,
     dim_axioms=(DimAxiom("dim-conv-0", _CONV_TERM, 0, "(dim ?x 0)", _CONV_DIM_PARAMS),
                 DimAxiom("dim-conv-1", _CONV_TERM, 1, "(dim ?w 0)", _CONV_DIM_PARAMS)),
-    ranks=Ranks((4, 4, 1)), kernel_bias=(1, 2),
+    ranks=Ranks((4, 4, 1)), kernel_bias=(1, 2), heavy=True,
 ))
 
 
@@ -220,7 +221,7 @@ def _conv_add_export(p: Params, ins: list[str], outs: list[str], ctx: ExportCont
     return [*conv, ("Add", [conv_out, ins[3]], [sum_out], {}), ("Relu", [sum_out], outs, {})]
 
 
-CONV2D_ADD = _register(OpSpec(
+CONV2D_ADD = register(OpSpec(
     name="conv2d_add", inputs=("x", "w", "b", "r"), params=CONV2D.params, defaults=CONV2D.defaults,
     doc="conv2d plus a residual r of the output's shape, then the fused activation: act(conv(x, w, b) + r). "
         "onnxruntime runs Conv + Add (+ Relu) as one NCHWc kernel; eqsat imports the pair as this operator so it "
@@ -231,10 +232,13 @@ CONV2D_ADD = _register(OpSpec(
     runs_as=lambda p: [("conv2d", {**p, "act": ACT_NONE}, (0, 1, 2)), ("ewadd", {}, (-1, 3))] + (
         [("relu", {}, (-1,))] if p["act"] == ACT_RELU else []),
     shape_rules=tuple(S.rule(r.result, *r.when, S.eq(S.shape("r"), r.result)) for r in _conv_rules(1)),
+    heavy=True, fuses=("conv2d", "ewadd"),
 ))
 
 
-def _spatial_attrs(attrs: dict[str, Any], shape_w: Shape) -> tuple[Shape, Shape, Shape] | None:
+def spatial_attrs(attrs: dict[str, Any], shape_w: Shape) -> tuple[Shape, Shape, Shape] | None:
+    """An ONNX Conv's or pool's ``(strides, pads, dilations)`` for a 2-D kernel of shape ``shape_w``, defaults filled
+    in; None for an ``auto_pad`` other than NOTSET or VALID, or attributes of another rank."""
     if attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
         return None
     kh, kw = shape_w
@@ -246,14 +250,14 @@ def _spatial_attrs(attrs: dict[str, Any], shape_w: Shape) -> tuple[Shape, Shape,
     return strides, pads, dil
 
 
-@_importer("Conv")
+@importer("Conv")
 def _import_conv(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     x, w = ins[0], ins[1]
     if not all(ctx.is_float(i) for i in ins if i) or len(ctx.shape(x)) != 4:
         return ctx.unsupported('a non-float input or an input that is not 4-D (NCHW)')
     sw = ctx.shape(w)
-    sp = _spatial_attrs(attrs, sw[2:])
+    sp = spatial_attrs(attrs, sw[2:])
     if sp is None:
         return ctx.unsupported('auto_pad SAME_UPPER/SAME_LOWER, or strides/pads/dilations that are not 2-D')
     if len(ins) > 2 and ins[2]:
@@ -297,7 +301,7 @@ def _enlarge_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] |
     return [t] if t is not None else None
 
 
-ENLARGE = _register(OpSpec(
+ENLARGE = register(OpSpec(
     name="enlarge", inputs=("w",), params=(("kernel", "ints"),),
     doc="zero-pad a conv kernel (O, I, h, w) to (O, I, kh, kw), centred",
     shape_fn=_enlarge_shape, numpy_fn=_enlarge_np,
@@ -334,7 +338,7 @@ def _conv_nhwc_export(p: Params, ins: list[str], outs: list[str], ctx: ExportCon
             ("Transpose", [yc], outs, {"perm": [0, 2, 3, 1]})]
 
 
-CONV2D_NHWC = _register(OpSpec(
+CONV2D_NHWC = register(OpSpec(
     name="conv2d_nhwc", inputs=("x", "w", "b"), params=CONV2D.params, defaults=CONV2D.defaults,
     doc="layout variant of conv2d: input and output in NHWC (kernel OIHW); exported as Transpose-Conv-Transpose",
     shape_fn=lambda p, x, w, b: _nhwc(_conv_shape(p, _nchw(x) if len(x) == 4 else x, w, b)),
@@ -345,5 +349,5 @@ CONV2D_NHWC = _register(OpSpec(
     flops_fn=CONV2D.flops_fn, export_fn=_conv_nhwc_export,
     runs_as=lambda p: [("conv2d_nhwc", {**p, "act": ACT_NONE}, (0, 1, 2)), ("relu", {}, (-1,))]
     if p["act"] == ACT_RELU else None,
-    shape_rules=_conv_rules(3),
+    shape_rules=_conv_rules(3), heavy=True,
 ))

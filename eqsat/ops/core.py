@@ -101,6 +101,11 @@ class CostKey:
     #: a binary element-wise operator to time this one behind (``OpSpec.measure_after``), or ""
     after: str = ""
 
+    @property
+    def is_opaque(self) -> bool:
+        """Whether this prices an opaque node (``OpSpec.opaque``), whose key holds the ONNX node, not shapes alone."""
+        return is_opaque(self.op)
+
     def as_str(self) -> str:
         """A stable, human-readable string form (used as a cache key)."""
         ps = ",".join(f"{k}={v}" for k, v in self.params)
@@ -247,6 +252,29 @@ class Uninterpreted:
 
 
 @dataclass(frozen=True)
+class TransposeFlags:
+    """Parameters that transpose an operator's operands, one per operand (ONNX Gemm's ``transA``, ``transB``): export
+    reads a weight's 2-D transpose through them rather than computing it. ``plain`` names the operator this one
+    computes with every flag off (``matmul_t``: ``matmul``), ``""`` where that is itself; an application of the plain
+    operator to a weight's transpose is written as this one."""
+
+    params: tuple[str, ...]
+    plain: str = ""
+
+
+@dataclass(frozen=True)
+class WeightFold:
+    """How the import folds an operator into ``into``, the operator computing its first input, where every other
+    input of both is a weight (as onnxruntime folds a batch norm into a convolution when it loads a model): ``into``
+    keeps its parameters and first input, and reads in place of each other input ``k`` the weight that operator
+    ``weights[k - 1]`` computes, once, in float64 from this operator's weights. Each of ``weights`` reads its inputs
+    by name among ``into``'s inputs and this operator's, and its parameters from this operator's."""
+
+    into: str
+    weights: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class OpSpec:
     """One operator, described once."""
 
@@ -323,6 +351,42 @@ class OpSpec:
     #: False where two outputs sharing an application share no real work (a transpose, a reshape: they move
     #: data): the generator then keeps no two-output rule for that sharing.
     shares_work: bool = True
+    #: The operator standing for an ONNX node the registry does not describe (``opaque``): its parameters carry
+    #: the node, it takes any number of inputs, nothing evaluates or rewrites it, and the e-graph holds it by its
+    #: key and output index. :func:`is_opaque` asks it of an operator's name.
+    opaque: bool = False
+    #: A matrix product or a convolution: the kernels whose number decides a graph's cost (the rule corpus keeps
+    #: same-size rules that change it).
+    heavy: bool = False
+    #: The glue of merges, which moves data and computes nothing: ``"join"`` for a concatenation, ``"cut"`` for one
+    #: piece of a split (``piece_params``); ``""`` for any other operator. A rule that saves only glue merges no work.
+    glue: str = ""
+    #: The output is the input's data read under another shape (a reshape): runtimes run no kernel for it, so a
+    #: measured cost model prices it at nothing.
+    view: bool = False
+    #: For an operator that only permutes its input's axes (a transpose): the parameter holding the permutation.
+    permutes: str = ""
+    #: Parameters that transpose the operands (:class:`TransposeFlags`), where it has them.
+    transpose_flags: TransposeFlags | None = None
+    #: For a unary element-wise operator that an operator with a fused-activation parameter ``act`` applies to
+    #: its output: that parameter's value (relu: ``ACT_RELU``). The import folds it into such an operator.
+    activation: int | None = None
+    #: The two operators a fused form computes in a chain, ``(producer, consumer)``, the consumer reading the
+    #: producer's output and one tensor more (of the output's shape), the fused form's last input; the producer's
+    #: parameters are the fused form's (conv2d_add: a conv2d, then an ewadd of a residual). The import folds such
+    #: pairs into the fused form, where the producer has no fused activation.
+    fuses: tuple[str, str] | None = None
+    #: How the import folds this operator into the one computing its first input (:class:`WeightFold`).
+    weight_fold: WeightFold | None = None
+    #: For a piece operator (``piece_params``): the parameter naming the axis it cuts, and how export writes the
+    #: pieces that tile a tensor along it as one node, ``(axis, sizes, input, outputs, ctx) -> nodes``.
+    piece_axis: str = ""
+    export_pieces: Callable[[int, Sequence[int], str, list[str], ExportContext], list[OnnxNode]] | None = None
+
+    @property
+    def is_constant(self) -> bool:
+        """Whether the operator is a constant: it has no tensor inputs (``const_pool``), the opaque one aside."""
+        return not self.inputs and not self.variadic and not self.opaque
 
     # -- parameters -------------------------------------------------------------------------------------
     def param_names(self) -> tuple[str, ...]:
@@ -370,7 +434,7 @@ class OpSpec:
         """Raise unless ``n`` tensor inputs is valid for this operator."""
         if self.variadic:
             require(n >= 1, f"{self.name}: needs at least one input")
-        elif self.name != "opaque":
+        elif not self.opaque:
             require(n == len(self.inputs), f"{self.name}: expects {len(self.inputs)} inputs, got {n}")
 
     def shape(self, params: Params, in_shapes: Sequence[Shape]) -> Shape:
@@ -402,7 +466,7 @@ class OpSpec:
                   weights: Sequence[int] = ()) -> tuple[CostKey, ...]:
         """The keys a cost model prices this configuration by: one, its own (a fused form is one key; a cost
         model that does not fuse splits it with :func:`runs_as_keys`)."""
-        if self.name == "opaque":
+        if self.opaque:
             if "op_type" not in params:  # an e-graph's opaque node names only the node it stands for
                 return (CostKey("opaque", (("key", params["key"]), ("index", params["index"])), (),
                                 tuple(out_shape)),)
@@ -428,59 +492,6 @@ def _params_form(spec: OpSpec, form: GeneratorForm) -> GeneratorForm:
     return GeneratorForm(apply, arity=len(spec.inputs), domains=form.domains)
 
 
-def runs_as_keys(key: CostKey) -> tuple[CostKey, ...]:
-    """The keys of the operators a configuration runs as once exported, when nothing fuses them (see
-    ``OpSpec.runs_as``: a conv with fused relu is a conv and a relu); ``(key,)`` when it runs as itself. Each
-    part's operands are those its entry names (:func:`runs_as_operands`)."""
-    if key.op == "opaque":
-        return (key,)
-    spec = get(key.op)
-    params = dict(key.params)
-    chain = spec.runs_as(params) if spec.runs_as else None
-    if not chain:
-        return (key,)
-    keys: list[CostKey] = []
-    outs: list[Shape] = []  # each part's output shape
-    for k, (op, p, positions) in enumerate(chain):
-        part = get(op)
-        p = part.normalize(p)
-        shapes = runs_as_operands(positions, k, key.input_shapes, outs)
-        weights = [j for j, i in enumerate(positions) if i >= 0 and i in key.weights]
-        out = key.output_shape
-        if k < len(chain) - 1:
-            try:
-                out = part.shape(p, shapes)
-            except OpError:  # operands ONNX broadcasts but the IR reshapes first (a bias of rank 1)
-                out = tuple(np.broadcast_shapes(*shapes))  # raises where they do not broadcast either
-        outs.append(out)
-        keys.append(part.cost_key(p, shapes, out, key.dtype, key.layout, weights))
-    return tuple(keys)
-
-
-def runs_as_operands(positions: Sequence[int], k: int, inputs: Sequence[Any], outputs: Sequence[Any]) -> list[Any]:
-    """The operands of part ``k`` of a ``runs_as`` chain (``OpSpec.runs_as``): for each position ``i``, the
-    operator's input ``inputs[i]``, or for ``-j`` the output of the part ``j`` before this one (``outputs``: the
-    parts' outputs so far). Inputs and outputs may be shapes, tensors or names."""
-    assert all(k + i >= 0 for i in positions), f"part {k} reads a part before the first"
-    return [outputs[k + i] if i < 0 else inputs[i] for i in positions]
-
-
-def runs_as_nodes(name: str, params: Params, inputs: Sequence[str], output: str,
-                  fresh: Callable[[str], str]) -> list[IRNode]:
-    """The IR nodes operator ``name`` runs as (its ``runs_as`` chain) on the tensors ``inputs``, the last one
-    writing ``output``; ``fresh(hint)`` names each tensor between them."""
-    spec = get(name)
-    chain = spec.runs_as(spec.normalize(params)) if spec.runs_as else None
-    assert chain, f"{name}: no runs_as chain"
-    nodes: list[IRNode] = []
-    outs: list[str] = []
-    for k, (op, p, positions) in enumerate(chain):
-        out = output if k == len(chain) - 1 else fresh(op)
-        nodes.append((op, dict(p), runs_as_operands(positions, k, inputs, outs), [out]))
-        outs.append(out)
-    return nodes
-
-
 REGISTRY: dict[str, OpSpec] = {}
 #: ONNX op_type -> importer(ctx, onnx_node) -> list of IR nodes, or None to keep the node opaque.
 ONNX_IMPORTERS: dict[str, Callable[[ImportContext, OnnxNode], list[IRNode] | None]] = {}
@@ -494,69 +505,33 @@ def get(name: str) -> OpSpec:
         raise OpError(f"unknown operator {name!r}; known: {sorted(REGISTRY)}") from None
 
 
-def _register(spec: OpSpec) -> OpSpec:
-    assert spec.name not in REGISTRY, spec.name
+def is_opaque(op: str) -> bool:
+    """Whether ``op`` names the operator standing for an ONNX node the registry does not describe
+    (``OpSpec.opaque``); False for any other name, an e-graph's leaves and lists included."""
+    spec = REGISTRY.get(op)
+    return spec is not None and spec.opaque
+
+
+def register(spec: OpSpec) -> OpSpec:
+    """Add an operator to the registry (once per name) and return it: a family module's
+    ``NAME = register(OpSpec(...))``."""
+    assert spec.name not in REGISTRY, f"operator {spec.name!r} registered twice"
     REGISTRY[spec.name] = spec
     return spec
 
 
-def _importer(*op_types: str):
-    def deco(fn):
+Importer = Callable[[ImportContext, OnnxNode], list[IRNode] | None]
+"""An ONNX importer: ``(ctx, node)`` -> the IR nodes the ONNX node becomes, or None (``ctx.unsupported(why)``) to
+keep it opaque."""
+
+
+def importer(*op_types: str) -> Callable[[Importer], Importer]:
+    """Decorate the function that imports the ONNX nodes of these op types (``"Conv"``; another domain's as
+    ``"com.microsoft:FusedConv"``), registering it in :data:`ONNX_IMPORTERS`."""
+    def deco(fn: Importer) -> Importer:
         for t in op_types:
+            assert t not in ONNX_IMPORTERS, f"ONNX op type {t!r} has two importers"
             ONNX_IMPORTERS[t] = fn
         return fn
 
     return deco
-
-
-
-# ---------------------------------------------------------------------------------------------------------
-# axioms shared by a kind of operator
-
-#: Permutations of rank 2 and 3, and reshape targets of four elements, on which the layout axioms of
-#: element-wise operators are validated (they are quantified over every value in Z3).
-LAYOUT_PERMS = ((1, 0), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
-LAYOUT_TARGETS = ((4,), (2, 2), (1, 4), (2, 1, 2), (1, 2, 2))
-
-
-def elementwise_axioms(name: str, params: str = "", values: dict[str, tuple] | None = None) -> tuple[tuple, ...]:
-    """Axioms of a unary element-wise operator: it commutes with transpose, reshape and concat.
-
-    ``params`` is the operator's parameter text in patterns (``":approximate ?g"``) and ``values`` the values its
-    variables are validated on; they are quantified in Z3, so the axioms hold for every parameter setting."""
-    values = values or {}
-    def op(x: str) -> str:
-        return f"({name} {params} {x})" if params else f"({name} {x})"
-    own = tuple(values)
-    return (
-        (f"{name}-transpose", f"(transpose :perm ?p {op('?a')})", op("(transpose :perm ?p ?a)"),
-         {"params": {"?p": LAYOUT_PERMS, **values}, "quantified": ("?p", *own)}),
-        (f"{name}-reshape", f"(reshape :shape ?r {op('?a')})", op("(reshape :shape ?r ?a)"),
-         {"params": {"?r": LAYOUT_TARGETS, **values}, "quantified": ("?r", *own)}),
-        (f"{name}-concat", op("(concat :axis ?ax ?a ?b)"), f"(concat :axis ?ax {op('?a')} {op('?b')})",
-         {"params": {"?ax": (0, 1), **values}, "quantified": own}),
-    )
-
-
-def same_shape_dim_axioms(name: str, term: str) -> tuple[DimAxiom, ...]:
-    """The dimension axiom of an operator whose output has its first input's shape, ``term`` applying it to ``?a``:
-    ``dim(term, k) = dim(?a, k)`` for the axes 0 and 1 (the axes split sizes are written on)."""
-    return (DimAxiom(f"dim-{name}", term, "?k", "(dim ?a ?k)", {"?k": (0, 1)}),)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# numpy helpers (float and modular share code: object arrays of Python ints are exact)
-
-
-def _mod(a: np.ndarray, p: int) -> np.ndarray:
-    return np.asarray(a, dtype=object) % p
-
-
-def _poly(x: np.ndarray, p: int, a: int, b: int, c: int) -> np.ndarray:
-    x = np.asarray(x, dtype=object)
-    return (x * x * a + x * b + c) % p
-
-
-def _relu_mod(x: np.ndarray, p: int) -> np.ndarray:
-    # relu is not algebraic; like TASO we fingerprint it with a fixed non-linear polynomial.
-    return _poly(x, p, 3, 5, 7)

@@ -10,6 +10,7 @@ import numpy as np
 
 from eqsat.ops import shapes as S
 from eqsat.ops.core import (
+    ACT_RELU,
     MAX_RANK,
     ONNX_IMPORTERS,
     DimAxiom,
@@ -26,14 +27,11 @@ from eqsat.ops.core import (
     Shape,
     SymShape,
     Uninterpreted,
-    _importer,
-    _poly,
-    _register,
-    _relu_mod,
-    elementwise_axioms,
+    importer,
+    register,
     require,
-    same_shape_dim_axioms,
 )
+from eqsat.ops.families import elementwise_axioms, fingerprint_poly, relu_mod, same_shape_dim_axioms
 from eqsat.ops.fusion import (
     Const,
     Fusion,
@@ -118,8 +116,8 @@ def _broadcast_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape:
 def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.ndarray, int], np.ndarray],
            onnx_type: str, flops_per: int, doc: str, facts: tuple[tuple[int, int], ...] = (),
            axioms: tuple[tuple, ...] = (), forms: dict[str, GeneratorForm] | None = None,
-           dim_axioms: tuple[DimAxiom, ...] = ()) -> OpSpec:
-    spec = _register(OpSpec(
+           dim_axioms: tuple[DimAxiom, ...] = (), activation: int | None = None) -> OpSpec:
+    spec = register(OpSpec(
         name=name, inputs=("x",), params=(), doc=doc, elementwise=True,
         shape_fn=lambda p, x: x,
         numpy_fn=lambda p, x: fn(x).astype(x.dtype, copy=False),
@@ -130,9 +128,10 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.
         # not polynomials: the verifier knows them only as functions of each element
         uninterpreted=Uninterpreted("elementwise", facts=facts),
         axioms=axioms, generator_forms=forms or {}, dim_axioms=dim_axioms, ranks=Ranks(same=True),
+        activation=activation,
     ))
 
-    @_importer(onnx_type)
+    @importer(onnx_type)
     def _imp(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
         _, ins, outs, _ = node
         if not ctx.is_float(ins[0]):
@@ -143,12 +142,12 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.
 
 
 # relu's layout axioms are among the hand-written ones (eqsat.rules.axioms)
-RELU = _unary("relu", lambda x: np.maximum(x, 0), _relu_mod, "Relu", 1, "max(x, 0)", facts=((0, 0),),
+RELU = _unary("relu", lambda x: np.maximum(x, 0), relu_mod, "Relu", 1, "max(x, 0)", facts=((0, 0),),
               forms={"relu": GeneratorForm(_relu_form, domains=("mat", "conv", "heads"))},
-              dim_axioms=same_shape_dim_axioms("relu", "(relu ?a)"))
-SIGMOID = _unary("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x)), lambda x, m: _poly(x, m, 11, 13, 17),
+              dim_axioms=same_shape_dim_axioms("relu", "(relu ?a)"), activation=ACT_RELU)
+SIGMOID = _unary("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x)), lambda x, m: fingerprint_poly(x, m, 11, 13, 17),
                  "Sigmoid", 4, "1 / (1 + exp(-x))", axioms=elementwise_axioms("sigmoid"))
-TANH = _unary("tanh", np.tanh, lambda x, m: _poly(x, m, 19, 23, 29), "Tanh", 4, "tanh(x)",
+TANH = _unary("tanh", np.tanh, lambda x, m: fingerprint_poly(x, m, 19, 23, 29), "Tanh", 4, "tanh(x)",
               axioms=elementwise_axioms("tanh"))
 # what normalisations and rotary embeddings are made of (RMSNorm: x * reciprocal(sqrt(mean(x^2) + eps)));
 # fingerprinted, like sigmoid and tanh, by fixed polynomials of their own ("ew" names: egglog has sqrt, sin
@@ -161,13 +160,13 @@ def _quiet(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.
     return run
 
 
-SQRT = _unary("ewsqrt", _quiet(np.sqrt), lambda x, m: _poly(x, m, 71, 73, 79), "Sqrt", 4, "sqrt(x)",
+SQRT = _unary("ewsqrt", _quiet(np.sqrt), lambda x, m: fingerprint_poly(x, m, 71, 73, 79), "Sqrt", 4, "sqrt(x)",
               axioms=elementwise_axioms("ewsqrt"))
-RECIPROCAL = _unary("ewrecip", _quiet(lambda x: 1.0 / x), lambda x, m: _poly(x, m, 83, 89, 97), "Reciprocal", 4,
-                    "1 / x", axioms=elementwise_axioms("ewrecip"))
-COS = _unary("ewcos", np.cos, lambda x, m: _poly(x, m, 101, 103, 107), "Cos", 4, "cos(x)",
+RECIPROCAL = _unary("ewrecip", _quiet(lambda x: 1.0 / x), lambda x, m: fingerprint_poly(x, m, 83, 89, 97),
+                    "Reciprocal", 4, "1 / x", axioms=elementwise_axioms("ewrecip"))
+COS = _unary("ewcos", np.cos, lambda x, m: fingerprint_poly(x, m, 101, 103, 107), "Cos", 4, "cos(x)",
              axioms=elementwise_axioms("ewcos"))
-SIN = _unary("ewsin", np.sin, lambda x, m: _poly(x, m, 109, 113, 127), "Sin", 4, "sin(x)",
+SIN = _unary("ewsin", np.sin, lambda x, m: fingerprint_poly(x, m, 109, 113, 127), "Sin", 4, "sin(x)",
              axioms=elementwise_axioms("ewsin"))
 
 
@@ -191,7 +190,7 @@ def _gelu_np(p: Params, x: np.ndarray) -> np.ndarray:
 
 def _gelu_mod(p: Params, x: np.ndarray, m: int) -> np.ndarray:
     # not algebraic; a fixed non-linear polynomial per form (the two forms are different functions)
-    return _poly(x, m, 43, 47, 53) if p["approximate"] else _poly(x, m, 31, 37, 41)
+    return fingerprint_poly(x, m, 43, 47, 53) if p["approximate"] else fingerprint_poly(x, m, 31, 37, 41)
 
 
 def _gelu_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
@@ -219,7 +218,7 @@ def _gelu_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext)
                    ("Mul", [t[3], const(0.5, "half")], [y], {})]
 
 
-GELU = _register(OpSpec(
+GELU = register(OpSpec(
     name="gelu", inputs=("x",), params=(("approximate", "int"),), defaults={"approximate": 0}, elementwise=True,
     doc="x * Phi(x): approximate=0 is the exact form 0.5 * x * (1 + erf(x / sqrt(2))), approximate=1 the tanh "
         "form 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) (ONNX Gelu-20 approximate none/tanh)",
@@ -237,7 +236,7 @@ GELU = _register(OpSpec(
 ))
 
 
-@_importer("Gelu")
+@importer("Gelu")
 def _import_gelu(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not ctx.is_float(ins[0]):
@@ -283,9 +282,9 @@ def _clip_mod(p: Params, x: np.ndarray, m: int) -> np.ndarray:
     # not algebraic: a fixed non-linear polynomial per (low, high), so that clips with different bounds never
     # fingerprint alike; clip(0, inf) is relu and takes relu's polynomial
     if p["low"] == 0.0 and p["high"] == math.inf:
-        return _relu_mod(x, m)
+        return relu_mod(x, m)
     h = zlib.crc32(f"clip({p['low']!r},{p['high']!r})".encode())
-    return _poly(x, m, 59 + h % 997, 61 + (h >> 10) % 991, 67 + (h >> 20) % 983)
+    return fingerprint_poly(x, m, 59 + h % 997, 61 + (h >> 10) % 991, 67 + (h >> 20) % 983)
 
 
 def _clip_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
@@ -300,7 +299,7 @@ def _clip_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext)
     return [("Clip", [ins[0], lo, hi], list(outs), {})]
 
 
-CLIP = _register(OpSpec(
+CLIP = register(OpSpec(
     name="clip", inputs=("x",), params=(("low", "float"), ("high", "float")),
     defaults={"low": -math.inf, "high": math.inf}, elementwise=True,
     doc="min(max(x, low), high) (ONNX Clip; ReLU6 is clip(0, 6)); an infinite bound is no bound, and where "
@@ -317,7 +316,7 @@ CLIP = _register(OpSpec(
 ))
 
 
-@_importer("Clip")
+@importer("Clip")
 def _import_clip(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not ctx.is_float(ins[0]):
@@ -372,7 +371,7 @@ def _broadcast_rules() -> tuple[S.ShapeRule, ...]:
 
 def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx_type: str, doc: str,
             on_kernels: bool, domains: tuple[str, ...]) -> OpSpec:
-    return _register(OpSpec(
+    return register(OpSpec(
         name=name, inputs=("a", "b"), params=(), doc=doc, elementwise=True,
         shape_fn=lambda p, a, b: _broadcast_shape(name, a, b),
         numpy_fn=lambda p, a, b: fn(a, b),
@@ -392,7 +391,7 @@ EWMUL = _binary("ewmul", np.multiply, "Mul", "element-wise a * b (broadcasting o
                 domains=("mat", "conv"))
 
 
-def _align_rank(ctx: ImportContext, name: str, rank: int, out: list[IRNode]) -> str:
+def align_rank(ctx: ImportContext, name: str, rank: int, out: list[IRNode]) -> str:
     """Make ``name`` have ``rank`` dims (numpy right-alignment) for a broadcasting op."""
     shape = ctx.shape(name)
     if len(shape) == rank:
@@ -420,7 +419,7 @@ def _import_chain(op: str) -> Callable[[ImportContext, OnnxNode], list[IRNode] |
                 if c is not None and c.size == 1 and len(ctx.shape(x)) == rank:
                     sname = ctx.add_weight(c.reshape(()), s)
                     return [("smul", {}, [x, sname], list(outs))]
-        names = [_align_rank(ctx, i, rank, res) for i in ins]
+        names = [align_rank(ctx, i, rank, res) for i in ins]
         acc = names[0]
         for k, nxt in enumerate(names[1:]):
             last = k == len(names) - 2
@@ -447,12 +446,12 @@ def _scale_by_const(ctx: ImportContext, x: str, c: np.ndarray, hint: str, out: s
         return [("smul", {}, [x, ctx.add_weight(c.reshape(()), hint)], [out])]
     rank = max(xr, c.ndim)
     res: list[IRNode] = []
-    xa = _align_rank(ctx, x, rank, res)
+    xa = align_rank(ctx, x, rank, res)
     w = ctx.add_weight(c.reshape((1,) * (rank - c.ndim) + c.shape), hint)
     return res + [("ewmul", {}, [xa, w], [out])]
 
 
-@_importer("Div")
+@importer("Div")
 def _import_div(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, (a, b), outs, _ = node
     if not (ctx.is_float(a) and ctx.is_float(b)):
@@ -471,7 +470,7 @@ def _import_div(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     return _scale_by_const(ctx, a, recip, b + "_reciprocal", outs[0])
 
 
-@_importer("Pow")
+@importer("Pow")
 def _import_pow(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     # x^2 = x * x (RMSNorm's mean square) and x^0.5 = sqrt(x); other exponents stay opaque
     _, (x, e), outs, _ = node
@@ -485,7 +484,7 @@ def _import_pow(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     return ctx.unsupported(f"an exponent of {float(c.reshape(()))} (2 and 0.5 import, as x * x and sqrt)")
 
 
-@_importer("Neg")
+@importer("Neg")
 def _import_neg(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     # -x = x * (-1) (rotary embeddings negate half of each head)
     _, (x,), outs, _ = node
@@ -494,7 +493,7 @@ def _import_neg(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     return [("smul", {}, [x, ctx.add_weight(np.array(-1.0, np.float32), "minus_one")], [outs[0]])]
 
 
-@_importer("Sub")
+@importer("Sub")
 def _import_sub(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, (a, b), outs, _ = node
     if not (ctx.is_float(a) and ctx.is_float(b)):
@@ -505,14 +504,14 @@ def _import_sub(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     if c is not None:  # a - c = a + (-c)
         neg = ctx.add_weight((-c).reshape((1,) * (rank - c.ndim) + c.shape), b + "_neg")
     else:  # a - b = a + b * (-1) (a constant a is aligned like any operand of an add)
-        bb, neg = _align_rank(ctx, b, rank, res), ctx.fresh(outs[0] + "_neg")
+        bb, neg = align_rank(ctx, b, rank, res), ctx.fresh(outs[0] + "_neg")
         res.append(("smul", {}, [bb, ctx.add_weight(np.array(-1.0, np.float32), "minus_one")], [neg]))
-    aa = _align_rank(ctx, a, rank, res)
+    aa = align_rank(ctx, a, rank, res)
     res.append(("ewadd", {}, [aa, neg], [outs[0]]))
     return res
 
 
-SMUL = _register(OpSpec(
+SMUL = register(OpSpec(
     name="smul", inputs=("x", "s"), params=(), doc="x * s for a rank-0 tensor s", elementwise=True,
     shape_fn=lambda p, x, s: (require(len(s) == 0, f"smul: scalar must have rank 0, got {s}"), x)[1],
     numpy_fn=lambda p, x, s: x * s,

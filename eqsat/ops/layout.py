@@ -24,10 +24,10 @@ from eqsat.ops.core import (
     Ranks,
     Shape,
     SymShape,
-    _importer,
-    _register,
     dim_add,
     dim_sub,
+    importer,
+    register,
     require,
 )
 from eqsat.ops.elementwise import apply_equal_shapes
@@ -70,7 +70,7 @@ def _transpose3_form(perm: tuple[int, ...]) -> GeneratorForm:
     return GeneratorForm(apply, domains=("heads",))
 
 
-TRANSPOSE = _register(OpSpec(
+TRANSPOSE = register(OpSpec(
     name="transpose", inputs=("x",), params=(("perm", "ints"),), doc="permute dimensions",
     shape_fn=_transpose_shape,
     numpy_fn=lambda p, x: np.ascontiguousarray(np.transpose(x, p["perm"])),
@@ -83,11 +83,11 @@ TRANSPOSE = _register(OpSpec(
     sym_shape=lambda p, ins: tuple(ins[0].sym[i] for i in p["perm"]),
     dim_axioms=(DimAxiom("dim-transpose-0", "(transpose [1 0] ?a)", 0, "(dim ?a 1)"),
                 DimAxiom("dim-transpose-1", "(transpose [1 0] ?a)", 1, "(dim ?a 0)")),
-    ranks=Ranks(same=True, param="perm"), shares_work=False,
+    ranks=Ranks(same=True, param="perm"), shares_work=False, permutes="perm",
 ))
 
 
-@_importer("Transpose")
+@importer("Transpose")
 def _import_transpose(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not ctx.is_float(ins[0]):
@@ -119,7 +119,7 @@ def _reshape_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] |
     return [t] if t is not None else None
 
 
-RESHAPE = _register(OpSpec(
+RESHAPE = register(OpSpec(
     name="reshape", inputs=("x",), params=(("shape", "ints"),), doc="reshape to a static shape",
     shape_fn=_reshape_shape,
     numpy_fn=lambda p, x: np.reshape(x, p["shape"]),
@@ -129,11 +129,11 @@ RESHAPE = _register(OpSpec(
     shape_rules=(S.rule(S.param("shape")),),
     # to the heads domain's target-shape parameter; its symbolic shape is the concrete target
     generator_forms={"reshape": GeneratorForm(_reshape_form, domains=("heads",))},
-    shares_work=False,
+    shares_work=False, view=True,
 ))
 
 
-@_importer("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+@importer("Reshape", "Flatten", "Squeeze", "Unsqueeze")
 def _import_reshape(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     # every shape-only op with a statically known output is a reshape; the output shape comes from
     # onnx shape inference via ctx (it is the node's only output)
@@ -149,7 +149,7 @@ def _import_reshape(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     return [("reshape", {"shape": tuple(out_shape)}, [ins[0]], list(outs))]
 
 
-@_importer("Identity", "Cast")
+@importer("Identity", "Cast")
 def _import_identity(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     # an Identity, or a Cast of a float tensor to its own type (exporters cast hidden states to float32 before an
     # RMSNorm), is a reshape to the same shape: a view
@@ -201,7 +201,7 @@ def _concat_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape:
 
 
 _A, _B, _AXIS = S.shape("a"), S.shape("b"), S.param("axis")
-CONCAT = _register(OpSpec(
+CONCAT = register(OpSpec(
     name="concat", inputs=("a", "b"), params=(("axis", "int"),), variadic=True,
     doc="concatenate along axis (n-ary in the IR; a left-nested binary chain in the e-graph)",
     shape_fn=_concat_shape,
@@ -217,21 +217,23 @@ CONCAT = _register(OpSpec(
     dim_axioms=(DimAxiom("dim-concat-axis", "(concat ?ax ?a ?b)", "?ax", "(+ (dim ?a ?ax) (dim ?b ?ax))",
                          {"?ax": (0, 1)}),
                 DimAxiom("dim-concat-other", "(concat ?ax ?a ?b)", "(- 1 ?ax)", "(dim ?a (- 1 ?ax))", {"?ax": (0, 1)})),
+    glue="join",
 ))
 
 
-def _norm_axis(axis: int, rank: int) -> int:
+def normalize_axis(axis: int, rank: int) -> int:
+    """An ONNX axis counted from the front (a negative one counts from the back)."""
     return axis + rank if axis < 0 else axis
 
 
-@_importer("Concat")
+@importer("Concat")
 def _import_concat(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not all(ctx.is_float(i) for i in ins):
         return ctx.unsupported('a non-float input')
     if len(ins) == 1:  # a one-input Concat is an identity; the e-graph only knows concats of two or more
         return [("reshape", {"shape": ctx.shape(ins[0])}, list(ins), list(outs))]
-    ax = _norm_axis(int(attrs["axis"]), len(ctx.shape(ins[0])))
+    ax = normalize_axis(int(attrs["axis"]), len(ctx.shape(ins[0])))
     return [("concat", {"axis": ax}, list(ins), list(outs))]
 
 
@@ -259,6 +261,14 @@ def _split_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext
     return [("Slice", [ins[0], st, en, axes], outs, {})]
 
 
+def _export_pieces(axis: int, sizes: Sequence[int], src: str, outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    # the pieces that tile a tensor: one ONNX Split (sizes an input from opset 13, an attribute before)
+    if ctx.opset >= 13:
+        s = ctx.add_initializer(np.array(sizes, dtype=np.int64), outs[0] + "_sizes")
+        return [("Split", [src, s], outs, {"axis": axis})]
+    return [("Split", [src], outs, {"axis": axis, "split": list(sizes)})]
+
+
 def _split_form(ax: int) -> GeneratorForm:
     """Both pieces of a tensor at a boundary a concatenation left (sizes as dimension expressions)."""
     def apply(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | None:
@@ -284,7 +294,7 @@ def _split_form(ax: int) -> GeneratorForm:
 
 
 _X = S.shape("x")
-SPLIT = _register(OpSpec(
+SPLIT = register(OpSpec(
     name="split", inputs=("x",), params=(("axis", "int"), ("start", "int"), ("size", "int")),
     doc="one piece of a split: x[..., start:start+size, ...] along axis (explicit sizes)",
     shape_fn=_split_shape, numpy_fn=_split_np,
@@ -296,17 +306,17 @@ SPLIT = _register(OpSpec(
                         S.le(S.param("start") + S.param("size"), S.dim(_X, _AXIS))),),
     generator_forms={"split0": _split_form(0), "split1": _split_form(1)},
     sym_shape=lambda p, ins: ins[0].sym[:p["axis"]] + (p["size"],) + ins[0].sym[p["axis"] + 1:],
-    piece_params=("start", "size"),
+    piece_params=("start", "size"), glue="cut", piece_axis="axis", export_pieces=_export_pieces,
 ))
 
 
-@_importer("Split")
+@importer("Split")
 def _import_split(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not ctx.is_float(ins[0]):
         return ctx.unsupported('a non-float input')
     shape = ctx.shape(ins[0])
-    ax = _norm_axis(int(attrs.get("axis", 0)), len(shape))
+    ax = normalize_axis(int(attrs.get("axis", 0)), len(shape))
     sizes = attrs.get("split")
     if len(ins) > 1 and ins[1]:
         c = ctx.const(ins[1])
@@ -324,7 +334,7 @@ def _import_split(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     return res
 
 
-@_importer("Slice")
+@importer("Slice")
 def _import_slice(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     # a Slice with constant bounds and unit steps is one split piece per sliced axis, chained
     _, ins, outs, attrs = node
@@ -349,7 +359,7 @@ def _import_slice(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
         return ctx.unsupported("a step other than 1")
     if len(axes) != len(starts) or any(not -len(shape) <= a < len(shape) for a in axes):
         return ctx.unsupported("axes out of range or not one per start")
-    axes = [_norm_axis(a, len(shape)) for a in axes]
+    axes = [normalize_axis(a, len(shape)) for a in axes]
     if len(set(axes)) != len(axes):
         return ctx.unsupported("an axis sliced twice")
     pieces = []
@@ -372,7 +382,7 @@ def _import_slice(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     return res
 
 
-@_importer("Gather")
+@importer("Gather")
 def _import_gather(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     # constant indices that form one ascending run (BERT's pooler takes token 0) select one piece: a split,
     # reshaped to Gather's output shape (a scalar index drops the axis)
@@ -385,7 +395,7 @@ def _import_gather(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     shape = ctx.shape(data)
     if not shape:
         return ctx.unsupported("rank-0 data")
-    ax = _norm_axis(int(attrs.get("axis", 0)), len(shape))
+    ax = normalize_axis(int(attrs.get("axis", 0)), len(shape))
     flat = [int(i) + shape[ax] if int(i) < 0 else int(i) for i in idx.reshape(-1)]
     if not flat or any(not 0 <= i < shape[ax] for i in flat) or flat != list(range(flat[0], flat[0] + len(flat))):
         return ctx.unsupported("indices that are not one ascending run of positions (only slices import)")
@@ -444,7 +454,7 @@ def _pad_rules() -> tuple[S.ShapeRule, ...]:
                  for r in range(1, MAX_RANK + 1))
 
 
-PAD = _register(OpSpec(
+PAD = register(OpSpec(
     name="pad", inputs=("x",), params=(("pads", "ints"), ("value", "float")), defaults={"value": 0.0},
     doc="constant padding: pads (non-negative) lists the entries added before each dimension, then after "
         "each (ONNX order), filled with value (ONNX Pad, mode constant)",
@@ -455,7 +465,7 @@ PAD = _register(OpSpec(
 ))
 
 
-@_importer("Pad")
+@importer("Pad")
 def _import_pad(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not ctx.is_float(ins[0]):
@@ -492,7 +502,7 @@ def _import_pad(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
                 return ctx.unsupported(f"{len(pads)} pads for {len(axes)} axes")
             if any(not -rank <= a < rank for a in axes):
                 return ctx.unsupported(f"axes {axes} out of range for rank {rank}")
-            axes = [_norm_axis(a, rank) for a in axes]
+            axes = [normalize_axis(a, rank) for a in axes]
             if len(set(axes)) != len(axes):
                 return ctx.unsupported(f"an axis listed twice in {axes}")
             full = [0] * (2 * rank)

@@ -26,9 +26,9 @@ from eqsat.ops.core import (
     OpSpec,
     Params,
     Shape,
-    _importer,
-    _register,
     get,
+    importer,
+    register,
     require,
 )
 
@@ -141,7 +141,7 @@ def _lrn_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) 
 
 
 _X = S.shape("x")
-LRN = _register(OpSpec(
+LRN = register(OpSpec(
     name="lrn", inputs=("x",),
     params=(("size", "int"), ("alpha", "float"), ("beta", "float"), ("bias", "float"), ("form", "int")),
     defaults={"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "form": FORM_NODE},
@@ -155,7 +155,7 @@ LRN = _register(OpSpec(
 ))
 
 
-@_importer("LRN")
+@importer("LRN")
 def _import_lrn(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not ctx.is_float(ins[0]) or len(ctx.shape(ins[0])) < 3:

@@ -23,12 +23,13 @@ from eqsat.ops.core import (
     Ranks,
     Shape,
     SymShape,
-    _importer,
-    _register,
+    TransposeFlags,
+    importer,
+    register,
     require,
 )
 from eqsat.ops.dims import Dim, Sym
-from eqsat.ops.elementwise import _align_rank
+from eqsat.ops.elementwise import align_rank
 
 # -- matmul ----------------------------------------------------------------------------------------------
 
@@ -74,7 +75,7 @@ def _matmul_form(g: GenContext, args: Sequence[GenTensor]) -> list[GenTensor] | 
     return [t] if t is not None else None
 
 
-MATMUL = _register(OpSpec(
+MATMUL = register(OpSpec(
     name="matmul", inputs=("a", "b"), params=(),
     doc="(batched) matrix product a @ b of operands of equal rank >= 2; batch dims broadcast (numpy/ONNX "
         "MatMul); the importer aligns the ranks of ONNX MatMul operands",
@@ -90,11 +91,11 @@ MATMUL = _register(OpSpec(
     generator_forms={"matmul": GeneratorForm(_matmul_form, arity=2, domains=("mat", "heads"))}, sym_shape=_matmul_sym,
     dim_axioms=(DimAxiom("dim-matmul-0", "(matmul ?a ?b)", 0, "(dim ?a 0)"),
                 DimAxiom("dim-matmul-1", "(matmul ?a ?b)", 1, "(dim ?b 1)")),
-    ranks=Ranks(same=True),
+    ranks=Ranks(same=True), heavy=True,
 ))
 
 
-@_importer("MatMul")
+@importer("MatMul")
 def _import_matmul(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, (a, b), outs, _ = node
     sa, sb = ctx.shape(a), ctx.shape(b)
@@ -114,11 +115,11 @@ def _import_matmul(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     # then broadcast in eqsat's matmul itself
     rank = max(len(sa), len(sb))
     res: list[IRNode] = []
-    a2, b2 = _align_rank(ctx, a, rank, res), _align_rank(ctx, b, rank, res)
+    a2, b2 = align_rank(ctx, a, rank, res), align_rank(ctx, b, rank, res)
     return res + [("matmul", {}, [a2, b2], list(outs))]
 
 
-@_importer("Gemm")
+@importer("Gemm")
 def _import_gemm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     a, b = ins[0], ins[1]
@@ -154,7 +155,7 @@ def _import_gemm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
         else:
             if beta != 1.0:
                 return ctx.unsupported('a Gemm with beta != 1')
-            c_name = _align_rank(ctx, c_name, 2, res)
+            c_name = align_rank(ctx, c_name, 2, res)
         res.append(("ewadd", {}, [prod, c_name], [outs[0]]))
     return res
 
@@ -197,7 +198,7 @@ def _matmul_t_export(p: Params, ins: list[str], outs: list[str], ctx: ExportCont
     return nodes + [("MatMul", [a, b], outs, {})]
 
 
-MATMUL_T = _register(OpSpec(
+MATMUL_T = register(OpSpec(
     name="matmul_t", inputs=("a", "b"), params=(("trans_a", "int"), ("trans_b", "int")),
     doc="layout variant of 2-D matmul: op(a) @ op(b) with op = transpose where the flag is set "
         "(cuBLAS transpose flags; ONNX Gemm transA/transB)",
@@ -208,6 +209,7 @@ MATMUL_T = _register(OpSpec(
     shape_rules=(S.rule(S.vec(S.dim(_A, S.param("trans_a")), S.dim(_B, 1 - S.param("trans_b"))),
                         S.eq(S.rank(_A), 2), S.eq(S.rank(_B), 2),
                         S.eq(S.dim(_A, 1 - S.param("trans_a")), S.dim(_B, S.param("trans_b")))),),
+    heavy=True, transpose_flags=TransposeFlags(("trans_a", "trans_b"), plain="matmul"),
 ))
 
 
@@ -222,7 +224,7 @@ def _gemm_shape(p: Params, a: Shape, b: Shape, c: Shape) -> Shape:
 _C = S.shape("c")
 _GEMM_OUT = S.vec(S.dim(_A, S.param("trans_a")), S.dim(_B, 1 - S.param("trans_b")))
 
-GEMM = _register(OpSpec(
+GEMM = register(OpSpec(
     name="gemm", inputs=("a", "b", "c"), params=(("trans_a", "int"), ("trans_b", "int")),
     doc="op(a) @ op(b) + c, c a row (1, n) broadcast over the rows or of the output's shape (ONNX Gemm with C; a "
         "bias added in the product's kernel, not by a kernel of its own)",
@@ -237,4 +239,5 @@ GEMM = _register(OpSpec(
                         S.eq(S.dim(_A, 1 - S.param("trans_a")), S.dim(_B, S.param("trans_b"))),
                         S.eq(S.rank(_C), 2), S.eq(S.dim(_C, 1), S.dim(_B, 1 - S.param("trans_b"))),
                         S.eq(0, (S.dim(_C, 0) - 1) * (S.dim(_C, 0) - S.dim(_A, S.param("trans_a"))))),),
+    heavy=True, transpose_flags=TransposeFlags(("trans_a", "trans_b")),
 ))

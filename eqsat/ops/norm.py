@@ -18,8 +18,9 @@ from eqsat.ops.core import (
     OpSpec,
     Params,
     Shape,
-    _importer,
-    _register,
+    WeightFold,
+    importer,
+    register,
     require,
 )
 from eqsat.ops.fusion import (
@@ -53,17 +54,19 @@ def _bn_np(p: Params, x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: 
     return ((x - mean.reshape(shp)) * inv.reshape(shp) + bias.reshape(shp)).astype(x.dtype, copy=False)
 
 
-BATCHNORM = _register(OpSpec(
+BATCHNORM = register(OpSpec(
     name="batchnorm", inputs=("x", "scale", "bias", "mean", "var"), params=(("epsilon", "float"),),
     defaults={"epsilon": 1e-5}, doc="inference batch normalisation over axis 1",
     shape_fn=_bn_shape, numpy_fn=_bn_np, modular_fn=None,
     flops_fn=lambda p, ins, out: 2 * math.prod(out),
     export_fn=lambda p, ins, outs, ctx: [("BatchNormalization", ins, outs, {"epsilon": p["epsilon"]})],
     shape_rules=S.same_as("x"),
+    # the kernel and bias of a convolution it follows, as onnxruntime folds them (defined below)
+    weight_fold=WeightFold("conv2d", ("bnfold_w", "bnfold_b")),
 ))
 
 
-@_importer("BatchNormalization")
+@importer("BatchNormalization")
 def _import_bn(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if len([o for o in outs if o]) != 1 or not all(ctx.is_float(i) for i in ins) or attrs.get("training_mode", 0):
@@ -99,7 +102,7 @@ def _bnfold_export(which: str) -> Callable[[Params, list[str], list[str], Export
     return export
 
 
-BNFOLD_W = _register(OpSpec(
+BNFOLD_W = register(OpSpec(
     name="bnfold_w", inputs=("w", "scale", "var"), params=(("epsilon", "float"),), defaults={"epsilon": 1e-5},
     doc="conv kernel with a following batch norm folded in: w * scale / sqrt(var + eps) per output channel",
     shape_fn=lambda p, w, s, v: (require(len(w) == 4 and s == (w[0],) and v == (w[0],),
@@ -110,7 +113,7 @@ BNFOLD_W = _register(OpSpec(
                         S.eq(S.shape("scale"), S.vec(S.dim(S.shape("w"), 0))),
                         S.eq(S.shape("var"), S.shape("scale"))),),
 ))
-BNFOLD_B = _register(OpSpec(
+BNFOLD_B = register(OpSpec(
     name="bnfold_b", inputs=("b", "scale", "bias", "mean", "var"), params=(("epsilon", "float"),),
     defaults={"epsilon": 1e-5}, doc="conv bias with a following batch norm folded in: (b - mean) * f + bias",
     shape_fn=lambda p, b, *rest: (require(all(r == b for r in rest) and len(b) == 1,
@@ -207,7 +210,7 @@ def _norm_rules(bias: bool) -> tuple[S.ShapeRule, ...]:
                  for k in range(1, MAX_RANK + 1))
 
 
-LAYERNORM = _register(OpSpec(
+LAYERNORM = register(OpSpec(
     name="layernorm", inputs=("x", "scale", "bias"), params=(("axis", "int"), ("epsilon", "float")),
     defaults={"epsilon": 1e-5},
     doc="layer normalisation over the dimensions from axis on: (x - mean) / sqrt(var + epsilon) * scale + bias, "
@@ -222,7 +225,7 @@ LAYERNORM = _register(OpSpec(
 ))
 
 
-@_importer("LayerNormalization")
+@importer("LayerNormalization")
 def _import_ln(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     # eqsat.onnx_io passes outputs nobody reads as "" (Mean and InvStdDev are statistics for training)
@@ -299,7 +302,7 @@ def _rms_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) 
     ]
 
 
-RMSNORM = _register(OpSpec(
+RMSNORM = register(OpSpec(
     name="rmsnorm", inputs=("x", "scale"), params=(("axis", "int"), ("epsilon", "float")),
     defaults={"epsilon": 1e-5},
     doc="RMS normalisation over the dimensions from axis on: x / sqrt(mean(x^2) + epsilon) * scale, with scale "
@@ -311,8 +314,9 @@ RMSNORM = _register(OpSpec(
 ))
 
 
-@_importer("RMSNormalization")
-def _import_rms(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+@importer("RMSNormalization")
+def import_rmsnorm(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
+    """ONNX ``RMSNormalization`` (and onnxruntime's ``SimplifiedLayerNormalization``, its semantics) as rmsnorm."""
     _, ins, outs, attrs = node
     if len(ins) < 2 or not all(ctx.is_float(i) for i in ins[:2]):
         return ctx.unsupported("no scale input, or a non-float input")

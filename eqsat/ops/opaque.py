@@ -11,7 +11,7 @@ from eqsat.ops.core import (
     OpSpec,
     Params,
     Shape,
-    _register,
+    register,
 )
 
 # -- opaque ----------------------------------------------------------------------------------------------
@@ -25,7 +25,7 @@ def _opaque_np(p: Params, *xs: np.ndarray) -> np.ndarray:
                   "with an opaque evaluator (eqsat.onnx_io.onnx_opaque_evaluator)")
 
 
-OPAQUE = _register(OpSpec(
+OPAQUE = register(OpSpec(
     name="opaque", inputs=(), variadic=False,
     params=(("key", "str"), ("index", "int"), ("op_type", "str"), ("domain", "str"), ("attrs", "any"),
             ("shape", "ints"), ("dtype", "str"), ("n_outputs", "int"), ("slots", "str"), ("outer", "any")),
@@ -39,4 +39,5 @@ OPAQUE = _register(OpSpec(
     flops_fn=lambda p, ins, out: math.prod(out),
     export_fn=None,  # written by eqsat.onnx_io (it needs the original attributes and all outputs at once)
     shape_rules=(),  # shapes of opaque outputs are set as facts when the graph is loaded
+    opaque=True,
 ))

@@ -21,9 +21,9 @@ import numpy as np
 
 from eqsat.ops import shapes as S
 from eqsat.ops.contrib import MS
-from eqsat.ops.core import REGISTRY, ExportContext, OnnxNode, OpSpec, Params, Shape, _register, require
-from eqsat.ops.elementwise import _gelu_np
-from eqsat.ops.norm import _ln_np, _rms_np
+from eqsat.ops.core import REGISTRY, ExportContext, OnnxNode, OpSpec, Params, Shape, register, require
+from eqsat.ops.elementwise import GELU
+from eqsat.ops.norm import LAYERNORM, RMSNORM
 
 RUNTIME = "onnxruntime"
 #: the rank of the (batch, sequence, hidden) activations the skip norms take
@@ -37,7 +37,7 @@ _TYPES: dict[str, str] = {}
 def _register_kernel(op_type: str, spec: OpSpec) -> OpSpec:
     """Register ``spec``, an operator that export writes as onnxruntime's ``op_type``."""
     _TYPES[spec.name] = op_type
-    return _register(spec)
+    return register(spec)
 
 
 def _kernel(op_type: str, attrs: tuple[str, ...] = ()):
@@ -70,7 +70,7 @@ ORT_SKIP_LAYERNORM = _register_kernel("SkipLayerNormalization", OpSpec(
         "of one shape (batch, sequence, hidden), gamma and beta (hidden,); the kernel's bias input and its "
         "statistics and sum outputs are not used",
     shape_fn=lambda p, x, skip, gamma, beta: _skip_shape("ort_skip_layernorm", x, skip, gamma, beta),
-    numpy_fn=lambda p, x, skip, gamma, beta: _ln_np({"axis": x.ndim - 1, "epsilon": p["epsilon"]}, x + skip,
+    numpy_fn=lambda p, x, skip, gamma, beta: LAYERNORM.numpy_fn({"axis": x.ndim - 1, "epsilon": p["epsilon"]}, x + skip,
                                                     gamma, beta),
     modular_fn=None, flops_fn=lambda p, ins, out: 9 * math.prod(out),
     export_fn=_kernel("SkipLayerNormalization", ("epsilon",)),
@@ -86,7 +86,7 @@ ORT_SKIP_RMSNORM = _register_kernel("SkipSimplifiedLayerNormalization", OpSpec(
         "of one shape (batch, sequence, hidden), gamma (hidden,); the kernel's bias input and its statistics and "
         "sum outputs are not used",
     shape_fn=lambda p, x, skip, gamma: _skip_shape("ort_skip_rmsnorm", x, skip, gamma),
-    numpy_fn=lambda p, x, skip, gamma: _rms_np({"axis": x.ndim - 1, "epsilon": p["epsilon"]}, x + skip, gamma),
+    numpy_fn=lambda p, x, skip, gamma: RMSNORM.numpy_fn({"axis": x.ndim - 1, "epsilon": p["epsilon"]}, x + skip, gamma),
     modular_fn=None, flops_fn=lambda p, ins, out: 5 * math.prod(out),
     export_fn=_kernel("SkipSimplifiedLayerNormalization", ("epsilon",)),
     shape_rules=_skip_rules(1),
@@ -104,7 +104,7 @@ def _bias_gelu(name: str, op_type: str, approximate: int, form: str) -> OpSpec:
         name=name, inputs=("x", "bias"), params=(), runtime=RUNTIME,
         doc=f"onnxruntime's {op_type}: gelu(x + bias) in its {form} form, the bias of shape (x.shape[-1],)",
         shape_fn=lambda p, x, bias: _bias_shape(name, x, bias),
-        numpy_fn=lambda p, x, bias: _gelu_np({"approximate": approximate}, x + bias),
+        numpy_fn=lambda p, x, bias: GELU.numpy_fn({"approximate": approximate}, x + bias),
         modular_fn=None, flops_fn=lambda p, ins, out: 9 * math.prod(out),
         export_fn=_kernel(op_type),
         shape_rules=(S.rule(S.shape("x"), S.ge(S.rank(S.shape("x")), 1),

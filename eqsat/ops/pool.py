@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from eqsat.ops import shapes as S
-from eqsat.ops.conv import _conv_out, _patches, _spatial_attrs
+from eqsat.ops.conv import conv_out_size, patches, spatial_attrs
 from eqsat.ops.core import (
     ExportContext,
     GenContext,
@@ -25,11 +25,11 @@ from eqsat.ops.core import (
     Shape,
     SymShape,
     Z3Context,
-    _importer,
-    _register,
+    importer,
+    register,
     require,
-    same_shape_dim_axioms,
 )
+from eqsat.ops.families import same_shape_dim_axioms
 
 # -- pools -----------------------------------------------------------------------------------------------
 
@@ -37,26 +37,26 @@ def _pool_shape(p: Params, x: Shape) -> Shape:
     require(len(x) == 4, f"pool: needs a 4-D input, got {x}")
     kh, kw = p["kernel"]
     st, pd = p["strides"], p["pads"]
-    oh = _conv_out(x[2], kh, st[0], pd[0] + pd[2], 1)
-    ow = _conv_out(x[3], kw, st[1], pd[1] + pd[3], 1)
+    oh = conv_out_size(x[2], kh, st[0], pd[0] + pd[2], 1)
+    ow = conv_out_size(x[3], kw, st[1], pd[1] + pd[3], 1)
     require(oh > 0 and ow > 0, f"pool: empty output for {x}")
     return (x[0], x[1], oh, ow)
 
 
 def _maxpool_np(p: Params, x: np.ndarray) -> np.ndarray:
     fill = -np.inf if x.dtype != object else -1
-    cols = _patches(x, *p["kernel"], p["strides"], p["pads"], (1, 1), fill=fill)
+    cols = patches(x, *p["kernel"], p["strides"], p["pads"], (1, 1), fill=fill)
     return cols.max(axis=(2, 3)).astype(x.dtype, copy=False)
 
 
 def _avgpool_parts(p: Params, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    cols = _patches(x, *p["kernel"], p["strides"], p["pads"], (1, 1))
+    cols = patches(x, *p["kernel"], p["strides"], p["pads"], (1, 1))
     total = cols.sum(axis=(2, 3))
     if p["count_include_pad"]:
         count = np.full(total.shape[2:], p["kernel"][0] * p["kernel"][1], dtype=np.int64)
     else:
         ones = np.ones((1, 1) + x.shape[2:], dtype=np.int64)
-        count = _patches(ones, *p["kernel"], p["strides"], p["pads"], (1, 1)).sum(axis=(2, 3))[0, 0]
+        count = patches(ones, *p["kernel"], p["strides"], p["pads"], (1, 1)).sum(axis=(2, 3))[0, 0]
     return total, count
 
 
@@ -152,7 +152,7 @@ _SAME3_TEXT = ":kernel [3 3] :strides [1 1] :pads [1 1 1 1]"
 
 
 _POOL_PARAMS = (("kernel", "ints"), ("strides", "ints"), ("pads", "ints"))
-MAXPOOL = _register(OpSpec(
+MAXPOOL = register(OpSpec(
     name="maxpool", inputs=("x",), params=_POOL_PARAMS, doc="2-D max pooling",
     defaults={"pads": (0, 0, 0, 0)},
     shape_fn=_pool_shape, numpy_fn=_maxpool_np,
@@ -162,7 +162,7 @@ MAXPOOL = _register(OpSpec(
     generator_forms={"maxpool": _pool_form("maxpool", _SAME3)}, sym_shape=_pool_sym,
     z3_fn=_maxpool_z3, dim_axioms=same_shape_dim_axioms("maxpool", f"(maxpool {_SAME3_TEXT} ?a)"), ranks=Ranks((4,)),
 ))
-AVGPOOL = _register(OpSpec(
+AVGPOOL = register(OpSpec(
     name="avgpool", inputs=("x",), params=_POOL_PARAMS + (("count_include_pad", "int"),),
     doc="2-D average pooling", defaults={"pads": (0, 0, 0, 0), "count_include_pad": 0},
     shape_fn=_pool_shape, numpy_fn=_avgpool_np, modular_fn=_avgpool_mod,
@@ -175,7 +175,7 @@ AVGPOOL = _register(OpSpec(
 ))
 
 
-@_importer("MaxPool", "AveragePool")
+@importer("MaxPool", "AveragePool")
 def _import_pool(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     op_type, ins, outs, attrs = node
     live_outs = [o for o in outs if o]
@@ -183,7 +183,7 @@ def _import_pool(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
         return ctx.unsupported("MaxPool's indices output is used, or the input is not 4-D float")
     if attrs.get("ceil_mode", 0) or attrs.get("storage_order", 0):
         return ctx.unsupported('ceil_mode or storage_order')
-    sp = _spatial_attrs(attrs, tuple(attrs["kernel_shape"]))
+    sp = spatial_attrs(attrs, tuple(attrs["kernel_shape"]))
     if sp is None or sp[2] != (1, 1):
         return ctx.unsupported('auto_pad SAME_*, or dilations')
     p: Params = {"kernel": tuple(attrs["kernel_shape"]), "strides": sp[0], "pads": sp[1]}
@@ -193,7 +193,7 @@ def _import_pool(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     return [("maxpool", p, [ins[0]], [outs[0]])]
 
 
-@_importer("GlobalAveragePool", "GlobalMaxPool")
+@importer("GlobalAveragePool", "GlobalMaxPool")
 def _import_global_pool(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     op_type, ins, outs, _ = node
     shape = ctx.shape(ins[0])

@@ -16,11 +16,11 @@ from eqsat.ops.core import (
     OpSpec,
     Params,
     Shape,
-    _importer,
-    _register,
+    importer,
+    register,
     require,
 )
-from eqsat.ops.layout import _norm_axis
+from eqsat.ops.layout import normalize_axis
 
 #: the highest input rank for keepdims=0 (one shape rule per rank and number of axes: enough for images and
 #: transformer activations, and each rule costs the engine time); the importer writes a higher-rank mean that
@@ -108,7 +108,7 @@ def _rm_rules() -> tuple[S.ShapeRule, ...]:
     return tuple(rules)
 
 
-REDUCE_MEAN = _register(OpSpec(
+REDUCE_MEAN = register(OpSpec(
     name="reduce_mean", inputs=("x",), params=(("axes", "ints"), ("keepdims", "int")), defaults={"keepdims": 1},
     doc="the mean over axes (at least one; non-negative, ascending), keeping them as size 1 when keepdims=1 "
         f"and dropping them when keepdims=0 (inputs of rank {DROP_MAX_RANK} or less) (ONNX ReduceMean)",
@@ -119,7 +119,7 @@ REDUCE_MEAN = _register(OpSpec(
 ))
 
 
-@_importer("ReduceMean")
+@importer("ReduceMean")
 def _import_reduce_mean(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not ctx.is_float(ins[0]):
@@ -147,7 +147,7 @@ def _import_reduce_mean(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | No
         axes = list(range(rank))
     if any(not -rank <= a < rank for a in axes):
         return ctx.unsupported(f"axes {axes} out of range for rank {rank}")
-    norm = sorted(_norm_axis(a, rank) for a in axes)
+    norm = sorted(normalize_axis(a, rank) for a in axes)
     if len(set(norm)) != len(norm):
         return ctx.unsupported(f"an axis listed twice in {axes}")
     if keep or rank <= DROP_MAX_RANK:

@@ -13,7 +13,6 @@ import numpy as np
 
 from eqsat.ops import shapes as S
 from eqsat.ops.core import (
-    LAYOUT_PERMS,
     ExportContext,
     GeneratorForm,
     ImportContext,
@@ -23,11 +22,12 @@ from eqsat.ops.core import (
     Params,
     Shape,
     Uninterpreted,
-    _importer,
-    _register,
+    importer,
+    register,
     require,
 )
-from eqsat.ops.layout import _norm_axis
+from eqsat.ops.families import LAYOUT_PERMS
+from eqsat.ops.layout import normalize_axis
 
 
 def _shape(p: Params, x: Shape) -> Shape:
@@ -77,7 +77,7 @@ _AXIOMS = tuple(
     for ax in range(3) for cx in range(3) if ax != cx
 )
 
-SOFTMAX = _register(OpSpec(
+SOFTMAX = register(OpSpec(
     name="softmax", inputs=("x",), params=(("axis", "int"),),
     doc="exp(x) / sum(exp(x)) along one axis",
     shape_fn=_shape, numpy_fn=_numpy, modular_fn=_modular,
@@ -92,7 +92,7 @@ SOFTMAX = _register(OpSpec(
 ))
 
 
-@_importer("Softmax")
+@importer("Softmax")
 def _import(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     _, ins, outs, attrs = node
     if not ctx.is_float(ins[0]):
@@ -101,7 +101,7 @@ def _import(ctx: ImportContext, node: OnnxNode) -> list[IRNode] | None:
     rank = len(shape)
     if rank == 0:
         return ctx.unsupported("a rank-0 input")
-    axis = _norm_axis(int(attrs.get("axis", -1 if ctx.opset >= 13 else 1)), rank)
+    axis = normalize_axis(int(attrs.get("axis", -1 if ctx.opset >= 13 else 1)), rank)
     if ctx.opset >= 13 or axis == rank - 1:
         return [("softmax", {"axis": axis}, [ins[0]], list(outs))]
     # opset < 13: one softmax over the flattened dimensions from `axis` on, between two reshapes

@@ -39,7 +39,7 @@ def opaque_cost_keys(graph: Graph, keys: Sequence[tuple[CostKey, ...]] | None = 
     """The cost keys of ``graph``'s opaque nodes by (opaque key, output index), as its e-graphs name them;
     ``keys``: :func:`eqsat.costs.graph_cost_keys` of ``graph`` when the caller has them already."""
     keys = graph_cost_keys(graph) if keys is None else keys
-    return {(n.p["key"], n.p["index"]): ks for n, ks in zip(graph.nodes, keys, strict=True) if n.op == "opaque"}
+    return {(n.p["key"], n.p["index"]): ks for n, ks in zip(graph.nodes, keys, strict=True) if n.is_opaque}
 
 
 def node_cost_keys(egraph: EGraph, graph: Graph,
@@ -53,7 +53,7 @@ def node_cost_keys(egraph: EGraph, graph: Graph,
     opaque = opaque_cost_keys(graph) if opaque is None else opaque
     at = costed_at(graph)  # an e-graph of a graph with symbols is priced at its representative sizes
     for n in egraph.nodes:
-        if n.op == "opaque" and keys[n.id] and (n.p["key"], n.p["index"]) in opaque:
+        if n.is_opaque and keys[n.id] and (n.p["key"], n.p["index"]) in opaque:
             keys[n.id] = opaque[(n.p["key"], n.p["index"])]  # priced already
         elif keys[n.id]:
             keys[n.id] = tuple(at(k) for k in keys[n.id])

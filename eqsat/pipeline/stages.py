@@ -67,7 +67,7 @@ def load(run: Run) -> Loaded:
         run.say(f"dynamic axes fixed: {static_reason}")
     elif graph_symbols(graph):
         run.say("dynamic axes kept: " + ", ".join(f"{k} (costed at {v})" for k, v in representative(graph).items()))
-    run.say(f"imported {len(graph.nodes)} nodes ({sum(1 for n in graph.nodes if n.op == 'opaque')} opaque)")
+    run.say(f"imported {len(graph.nodes)} nodes ({sum(1 for n in graph.nodes if n.is_opaque)} opaque)")
     # one instance of repeated blocks stands for all (not with a dump: it would hold the reduced graph's e-graph)
     reduction = reduce_repeats(graph) if o.reuse_blocks and not o.dump_egraph else None
     if reduction is not None:
@@ -411,11 +411,11 @@ def _cost_notes(extraction_cost: float, extracted_cost: float, final_cost: float
     notes = []
     tol = 1e-9 * max(1.0, abs(extraction_cost))
     if abs(extracted_cost - extraction_cost) > tol:
-        aliases = sum(1 for n in extracted.nodes if n.op == "reshape" and n.output in extracted.outputs
-                      and n.p["shape"] == extracted.shapes[n.inputs[0]])
+        aliases = sum(1 for n in extracted.nodes if n.spec.view and n.output in extracted.outputs
+                      and extracted.shapes[n.output] == extracted.shapes[n.inputs[0]])
         why = f"{aliases} identity node(s) for outputs that share a tensor" if aliases else "graph read-back"
         notes.append(f"{extracted_cost - extraction_cost:+.4g} ms: {why}")
     if abs(final_cost - extracted_cost) > tol:
-        merged = sum(1 for n in extracted.nodes if n.op == "concat") - sum(1 for n in final.nodes if n.op == "concat")
+        merged = sum(n.spec.variadic for n in extracted.nodes) - sum(n.spec.variadic for n in final.nodes)
         notes.append(f"{final_cost - extracted_cost:+.4g} ms: {merged} binary concat(s) merged into n-ary ones")
     return notes

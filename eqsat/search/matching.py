@@ -10,7 +10,7 @@ subgraph other than its roots is used outside it; the matched nodes are removed 
 the right-hand sides.
 
 Concats are binary here, as in the e-graph and the rules: :func:`prepare` turns n-ary concats into left-nested
-chains, and :func:`eqsat.ir.graph.flatten_concats` merges them back.
+chains, and :func:`eqsat.ir.passes.flatten_concats` merges them back.
 """
 
 from __future__ import annotations
@@ -89,21 +89,22 @@ class Match:
 
 
 def prepare(graph: Graph) -> Graph:
-    """The graph with n-ary concats as left-nested chains of binary ones (the rules' form), validated."""
+    """The graph with n-ary concats (variadic operators) as left-nested chains of binary ones (the rules' form, as
+    the e-graph holds them), validated."""
     nodes: list[Node] = []
     names = name_allocator(graph)
     changed = False
     for n in graph.nodes:
-        if n.op != "concat" or len(n.inputs) <= 2:
+        if not n.spec.variadic or len(n.inputs) <= 2:
             nodes.append(n)
             continue
         changed = True
         acc = n.inputs[0]
         for x in n.inputs[1:-1]:
             name = names.fresh(n.output + "_cat")
-            nodes.append(Node("concat", n.params, (acc, x), name))
+            nodes.append(Node(n.op, n.params, (acc, x), name))
             acc = name
-        nodes.append(Node("concat", n.params, (acc, n.inputs[-1]), n.output))
+        nodes.append(Node(n.op, n.params, (acc, n.inputs[-1]), n.output))
     if not changed:
         return graph.validate()
     return Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta).validate()

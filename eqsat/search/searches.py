@@ -25,7 +25,8 @@ from typing import Any
 from eqsat.costs import CostModel
 from eqsat.engine.errors import LimitError
 from eqsat.engine.limits import check_seconds
-from eqsat.ir.graph import Graph, computed_from_weights, flatten_concats, make_node
+from eqsat.ir.graph import Graph, computed_from_weights, make_node
+from eqsat.ir.passes import flatten_concats
 from eqsat.ir.rule import Rule
 from eqsat.ir.symbols import costed_at
 from eqsat.ops import CostKey

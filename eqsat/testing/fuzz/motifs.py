@@ -68,12 +68,13 @@ def _m_shared_matmuls(b: GraphBuilder) -> None:
     s = b.shapes[x]
     outs = [b.one("MatMul", [x, w], s[:-1] + (b.shapes[w][-1],))
             for w in [b.matrix_weight(s[-1], b.dim(), s[:-2]) for _ in range(c.int(2, 3))]]
-    how = choose(c, ["none", "concat", "add", "relu"])
-    if how == "concat":  # a concat of products sharing an input
+    # what reads the products (variants named by the ONNX node they add)
+    how = choose(c, ["none", "Concat", "Add", "Relu"])
+    if how == "Concat":  # a concat of products sharing an input
         b.one("Concat", outs, s[:-1] + (sum(b.shapes[o][-1] for o in outs),), axis=choose(c, [-1, rank - 1]))
-    elif how == "add" and b.shapes[outs[0]] == b.shapes[outs[1]]:
+    elif how == "Add" and b.shapes[outs[0]] == b.shapes[outs[1]]:
         b.one("Add", outs[:2], b.shapes[outs[0]])
-    elif how == "relu":
+    elif how == "Relu":
         for o in outs:
             b.one("Relu", [o], b.shapes[o])
 
@@ -189,13 +190,9 @@ def _m_conv(b: GraphBuilder) -> None:
     if flip(c, 0.7):
         ins.append(b.weight((out[1],), kind="small"))
     y = b.one("Conv", ins, out, **attrs)
-    post = choose(c, ["none", "relu", "bn", "bn-relu", "relu-relu"])
-    if post.startswith("bn"):
-        y = _bn(b, y)
-    if "relu" in post:
-        y = b.one("Relu", [y], out)
-    if post == "relu-relu":
-        b.one("Relu", [y], out)
+    # the ONNX nodes after the convolution, in order
+    for after in choose(c, [(), ("Relu",), ("BatchNormalization",), ("BatchNormalization", "Relu"), ("Relu", "Relu")]):
+        y = _bn(b, y) if after == "BatchNormalization" else b.one(after, [y], out)
 
 
 def _m_shared_convs(b: GraphBuilder) -> None:
@@ -216,10 +213,10 @@ def _m_shared_convs(b: GraphBuilder) -> None:
         y = b.one("Conv", [x, b.weight((o, cg, kh, kw), fan_in=cg * kh * kw), *bias], out[:1] + (o,) + out[2:],
                   **attrs)
         outs.append(b.one("Relu", [y], b.shapes[y]) if flip(c, 0.4) else y)
-    how = choose(c, ["concat", "add", "none"])
-    if how == "concat":
+    how = choose(c, ["Concat", "Add", "none"])
+    if how == "Concat":
         b.one("Concat", outs, out[:1] + (sum(b.shapes[o][1] for o in outs),) + out[2:], axis=1)
-    elif how == "add" and b.shapes[outs[0]] == b.shapes[outs[1]]:
+    elif how == "Add" and b.shapes[outs[0]] == b.shapes[outs[1]]:
         b.one("Add", outs[:2], b.shapes[outs[0]])
 
 
@@ -409,10 +406,10 @@ def _m_concat(b: GraphBuilder) -> None:
     ax = c.int(0, len(s) - 1)
     parts = [x]
     for _ in range(c.int(0, 3)):
-        how = choose(c, ["self", "act", "relu", "new"])
+        how = choose(c, ["self", "act", "Relu", "new"])
         if how == "self":
             parts.append(x)
-        elif how == "relu":
+        elif how == "Relu":
             parts.append(b.one("Relu", [x], s))
         elif how == "act":
             parts.append(b.act(lambda t: len(t) == len(s) and t[:ax] + t[ax + 1:] == s[:ax] + s[ax + 1:],
@@ -501,10 +498,10 @@ def _m_weight_only(b: GraphBuilder) -> None:
     x = b.act(lambda s: len(s) == 2, lambda: (b.dim(), b.dim()))
     m, k = b.shapes[x]
     n = b.dim()
-    form = choose(c, ["transpose", "add", "scale"])
-    if form == "transpose":
+    form = choose(c, ["Transpose", "Add", "Mul"])
+    if form == "Transpose":
         w = b.one("Transpose", [b.weight((n, k), fan_in=k)], (k, n), perm=[1, 0])
-    elif form == "add":
+    elif form == "Add":
         w = b.one("Add", [b.weight((k, n), fan_in=k), b.weight((1, n), kind="small")], (k, n))
     else:
         w = b.one("Mul", [b.weight((k, n), fan_in=k), b.const(0.5, np.float32)], (k, n))

@@ -1,0 +1,153 @@
+"""Passes over IR graphs: the folds the import makes and the flattening of the e-graph's binary chains.
+
+The import folds what a runtime fuses when it loads a model, so that a graph is priced as it runs: an operator
+into the convolution whose kernel and bias absorb it (``OpSpec.weight_fold``: a batch norm), a pair of operators
+into the fused form that computes them (``OpSpec.fuses``: a conv2d and a residual ewadd as conv2d_add), and an
+activation into the operator before it (``OpSpec.activation``: a relu as a conv's ``act``). What folds into what
+is the registry's; each pass here is the graph surgery, and returns the same graph object where nothing applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from eqsat import ops
+from eqsat.ir.graph import Graph, Node
+from eqsat.ir.names import NameAllocator
+
+
+def flatten_concats(graph: Graph) -> Graph:
+    """Merge a variadic node (a concat) into its only consumer of the same operator and parameters (a concat
+    along the same axis): the e-graph's left-nested binary chains back to n-ary nodes."""
+    consumers = graph.consumers
+    outputs = set(graph.outputs)
+    by_out = graph.producers
+    merged: dict[str, Node] = {}
+    dropped: set[str] = set()
+    for n in graph.nodes:
+        if not n.spec.variadic:
+            continue
+        ins: list[str] = []
+        for i in n.inputs:
+            src = merged.get(i) or by_out.get(i)
+            if (src is not None and src.op == n.op and src.params == n.params
+                    and len(consumers.get(i, [])) == 1 and i not in outputs):
+                ins.extend(src.inputs)
+                dropped.add(i)
+            else:
+                ins.append(i)
+        if len(ins) != len(n.inputs):
+            merged[n.output] = Node(n.op, n.params, tuple(ins), n.output)
+    if not merged:
+        return graph
+    new_nodes = tuple(merged.get(n.output, n) for n in graph.nodes if n.output not in dropped)
+    return Graph(graph.inputs, graph.weights, new_nodes, graph.outputs, graph.name, graph.meta)
+
+
+def import_folds(graph: Graph) -> Graph:
+    """The folds the import makes, in order: weights (:func:`fold_weights`), pairs (:func:`fuse_pairs`), then
+    activations (:func:`fuse_activations`), on the live graph."""
+    return fuse_activations(fuse_pairs(fold_weights(graph.live())))
+
+
+def _fuse_producers(graph: Graph, fuse: Callable[[Node, Node, int], Node | None],
+                    weights: Mapping[str, np.ndarray] | None = None) -> Graph:
+    """Replace each node ``n`` by ``fuse(n, p, k)`` where ``p`` computes ``n``'s input ``k``, ``n`` is the only
+    reader of that tensor and it is not a graph output; ``p`` goes. ``fuse`` returns ``None`` where it does not
+    apply (the first input for which it applies wins). ``weights``: the graph's weights with any ``fuse`` added."""
+    consumers = graph.consumers
+    outputs = set(graph.outputs)
+    by_out = graph.producers
+    replaced: dict[str, Node] = {}  # output of a node -> the fused node that now computes it
+    dropped: set[str] = set()  # outputs of the producers fused away
+    for n in graph.nodes:
+        for k, name in enumerate(n.inputs):
+            p = by_out.get(name)
+            if p is None or name in outputs or name in dropped or len(consumers.get(name, [])) != 1:
+                continue
+            new = fuse(n, p, k)
+            if new is not None:
+                replaced[n.output] = new
+                dropped.add(name)
+                break
+    if not replaced:
+        return graph
+    nodes = tuple(replaced.get(n.output, n) for n in graph.nodes if n.output not in dropped)
+    return Graph(graph.inputs, graph.weights if weights is None else weights, nodes, graph.outputs, graph.name,
+                 graph.meta)
+
+
+def _no_activation(n: Node) -> bool:
+    """Whether ``n`` applies no fused activation (it has no ``act`` parameter, or it is none)."""
+    return n.p.get("act", ops.ACT_NONE) == ops.ACT_NONE
+
+
+def fold_weights(graph: Graph) -> Graph:
+    """Fold an operator with a weight fold (``OpSpec.weight_fold``: a batch norm) into the operator computing its
+    first input (a conv2d), as onnxruntime does when it loads a model: that operator reads in place of its weights
+    the ones the fold's operators compute (``bnfold_w``, ``bnfold_b``: kernel ``w * f`` and bias ``(b - mean) * f +
+    bias`` per output channel, ``f = scale / sqrt(var + eps)``), once here, from the folded operator's weights in
+    float64. Only where that is the same computation up to rounding: the producer has no fused activation, its
+    output is read by the folded operator alone and is not a graph output, and every other input of both is a
+    weight. Leaves every other such operator as it is (the rule ``conv-batchnorm-fold`` still folds it inside the
+    e-graph, where a conv may have other readers)."""
+    weights = dict(graph.weights)
+    # a taken name gets the first free of _2, _3, ...
+    names = NameAllocator([i.name for i in graph.inputs] + list(weights) + [n.output for n in graph.nodes], start=2)
+
+    def fold(n: Node, src: Node, k: int) -> Node | None:
+        how = n.spec.weight_fold
+        if (how is None or k != 0 or src.op != how.into or not _no_activation(src)
+                or not all(i in graph.weights for i in (*src.inputs[1:], *n.inputs[1:]))):
+            return None
+        # the fold's operators read their inputs by name: the producer's weights as they are, the folded ones
+        # in float64
+        named = {**{x: graph.weights[i] for x, i in zip(src.spec.inputs[1:], src.inputs[1:], strict=True)},
+                 **{x: graph.weights[i].astype(np.float64) for x, i in zip(n.spec.inputs[1:], n.inputs[1:],
+                                                                           strict=True)}}
+        new = []
+        for op in how.weights:
+            spec = ops.get(op)
+            params = spec.normalize({q: v for q, v in n.p.items() if q in spec.param_names()})
+            name = names.fresh(f"{n.output}_{op}")
+            weights[name] = spec.evaluate(params, [named[x] for x in spec.inputs])
+            new.append(name)
+        return Node(src.op, src.params, (src.inputs[0], *new), n.output)
+
+    folded = _fuse_producers(graph, fold, weights)
+    return graph if folded is graph else folded.live()
+
+
+def fuse_pairs(graph: Graph) -> Graph:
+    """Fold a pair of operators into the fused form that computes them (``OpSpec.fuses``: an ``ewadd`` of a
+    ``conv2d`` and a residual as a ``conv2d_add``, which onnxruntime runs as one kernel that adds the residual while
+    writing the output): where the producer has no fused activation, its output is read by the consumer alone and is
+    not a graph output, and the consumer's two operands have one shape (no broadcast). The first operand that
+    qualifies is the producer's; the other becomes the fused form's last input."""
+    shapes = graph.shapes
+    fused = {spec.fuses: spec for spec in ops.REGISTRY.values() if spec.fuses is not None}
+
+    def fuse(n: Node, src: Node, k: int) -> Node | None:
+        spec = fused.get((src.op, n.op))
+        if (spec is None or len(n.inputs) != 2 or shapes[n.inputs[0]] != shapes[n.inputs[1]]
+                or not _no_activation(src)):
+            return None
+        return Node(spec.name, spec.param_tuple(src.p), (*src.inputs, n.inputs[1 - k]), n.output)
+
+    return _fuse_producers(graph, fuse)
+
+
+def fuse_activations(graph: Graph) -> Graph:
+    """Fold an activation (``OpSpec.activation``: a relu) into the operator that computes its input when that
+    operator has a fused-activation parameter (``act``) set to none and the activation is the only reader of its
+    output (as onnxruntime fuses Conv + Relu). The graph computes the same, and is priced as the runtime runs it."""
+
+    def fuse(n: Node, src: Node, k: int) -> Node | None:
+        act = n.spec.activation
+        if act is None or "act" not in src.spec.param_names() or not _no_activation(src):
+            return None
+        return Node(src.op, src.spec.param_tuple({**src.p, "act": act}), src.inputs, n.output)
+
+    return _fuse_producers(graph, fuse)
