@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 from eqsat.ir.rule import Rule, RuleError, parse, tensor_vars, unparse
 
 
@@ -16,22 +19,39 @@ def starter_rules() -> list[Rule]:
 def corpus_or_starter(max_ops: int = 3) -> list[Rule]:
     """The rules ``optimize`` uses by default: the verified corpus (else the starter set) plus the hand-written
     rules over operators the generator does not cover (batch-norm folding). With ``max_ops=4`` the proved rules
-    of four operators that the corpus cannot derive (``rules/corpus/rules4.json``) are added."""
-    from eqsat.rules.starter import EXTRA_RULES
+    of four operators that the corpus cannot derive (``rules/corpus/rules4.json``) are added.
+
+    The corpus files are read and parsed once per process (about 0.1 s, every ``optimize`` call paid it), and
+    again when one of them changes on disk."""
+    from eqsat.rules.corpus import CORPUS4_PATH, CORPUS_PATH
 
     if max_ops not in (3, 4):
         raise ValueError(f"rule corpora exist for 3 and 4 operators, not {max_ops}")
+    return list(_corpus_or_starter(max_ops, _stamp(CORPUS_PATH), _stamp(CORPUS4_PATH)))
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """When a file last changed, and its size (None: there is none)."""
     try:
-        from eqsat.rules.corpus import CORPUS4_PATH, load_corpus_rules
-    except ImportError:
-        return starter_rules()
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=4)
+def _corpus_or_starter(max_ops: int, *stamps: tuple[int, int] | None) -> tuple[Rule, ...]:
+    """:func:`corpus_or_starter` for corpus files in the state ``stamps`` describe (the cache key)."""
+    from eqsat.rules.corpus import CORPUS4_PATH, load_corpus_rules
+    from eqsat.rules.starter import EXTRA_RULES
+
     rules = load_corpus_rules()
     if not rules:
-        return starter_rules()
+        return tuple(starter_rules())
     if max_ops == 4:
         rules += load_corpus_rules(path=CORPUS4_PATH)
     names = {r.name for r in rules}
-    return [r for r in rules if engine_worthy(r)] + [r for r in EXTRA_RULES if r.name not in names]
+    return tuple([r for r in rules if engine_worthy(r)] + [r for r in EXTRA_RULES if r.name not in names])
 
 
 def engine_worthy(rule: Rule) -> bool:
