@@ -58,8 +58,9 @@ def test_the_choices_of_eqsat_optimize_are_the_choice_tables() -> None:
     assert list(_action(o, "rules").choices) == list(RULE_SETS)
     assert RULE_SETS[_action(o, "rules").default].rules() is None  # the default set is optimize's own default
     assert "(default 4;" in _action(o, "candidates").help and DEFAULT_CANDIDATES == 4
-    for name, solver in SOLVERS.items():  # each choice's help is its table's description
-        assert f"{name} ({solver.help})" in _action(o, "solver").help
+    for name, solver in SOLVERS.items():  # each choice's help is its table's description, the default's marked
+        default = "default: " if name == OptimizeOptions().solver else ""
+        assert f"{name} ({default}{solver.help})" in _action(o, "solver").help
 
 
 def test_demo_and_compare_take_the_defaults_of_what_they_run() -> None:

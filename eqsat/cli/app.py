@@ -112,9 +112,11 @@ def _costs_option(p: argparse.ArgumentParser, default: str) -> None:
                         "measured), measured (onnxruntime's timings on this CPU; cpu is the same), gpu")
 
 
-def _choices_help(table: Mapping[str, Any]) -> str:
-    """What each choice of a table of :mod:`eqsat.pipeline.choices` is, from its own description."""
-    return "; ".join(f"{name} ({choice.help})" for name, choice in table.items())
+def _choices_help(table: Mapping[str, Any], default: str) -> str:
+    """What each choice of a table of :mod:`eqsat.pipeline.choices` is, from its own description, the default
+    marked."""
+    return "; ".join(f"{name} ({'default: ' if name == default else ''}{choice.help})"
+                     for name, choice in table.items())
 
 
 def _cost_model(name: str, threads: int | None = None) -> CostModel:
@@ -136,7 +138,7 @@ DEFAULT_RULE_SET = "default"
 
 def rule_set(name: str) -> Any:
     """The rules of a named rule set of :data:`eqsat.pipeline.choices.RULE_SETS` (None: optimize's default)."""
-    from eqsat.pipeline.choices import RULE_SETS  # lazy: CLI start-up (see the imports)
+    from eqsat.pipeline.choices import RULE_SETS  # lazy, as build_parser's imports
 
     return RULE_SETS[name].rules()
 
@@ -407,15 +409,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with measured costs: extract up to K distinct near-optimal graphs and time each end to end; "
                         "the first choice is raced against the original unless another ran measurably faster "
                         f"(default {DEFAULT_CANDIDATES}; 1 = the cost model's choice only)")
-    o.add_argument("--solver", default=D.solver, choices=list(SOLVERS), help="extractor: " + _choices_help(SOLVERS))
+    o.add_argument("--solver", default=D.solver, choices=list(SOLVERS),
+                   help="extractor: " + _choices_help(SOLVERS, D.solver))
     o.add_argument("--no-anytime", action="store_false", dest="anytime", default=D.anytime,
                    help="extract the final e-graph only (default: also each snapshot while it saturates)")
     o.add_argument("--no-block-reuse", action="store_false", dest="reuse_blocks", default=D.reuse_blocks,
                    help="saturate every repeated block (default: a model of repeated layers has one of them "
                         "optimized and the result written for all, with no rewrite across their boundaries)")
     o.add_argument("--target", default=D.target, choices=list(TARGETS),
-                   help="what the output is written for: " + _choices_help(TARGETS))
-    o.add_argument("--rules", default=DEFAULT_RULE_SET, choices=list(RULE_SETS), help=_choices_help(RULE_SETS))
+                   help="what the output is written for: " + _choices_help(TARGETS, D.target))
+    o.add_argument("--rules", default=DEFAULT_RULE_SET, choices=list(RULE_SETS),
+                   help=_choices_help(RULE_SETS, DEFAULT_RULE_SET))
     o.add_argument("--no-check", action="store_false", dest="check", default=D.check,
                    help="skip the onnxruntime numeric check")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the report is still printed)")

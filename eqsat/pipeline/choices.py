@@ -61,9 +61,9 @@ class Target:
 TARGETS: dict[str, Target] = {
     "onnx": Target("onnx", "standard ONNX, any runtime", lambda: ()),
     "onnxruntime": Target(
-        "onnxruntime", "onnxruntime: its fused com.microsoft kernels (SkipLayerNormalization, "
-        "SkipSimplifiedLayerNormalization, BiasGelu, FastGelu, MultiHeadAttention) are alternatives, taken where "
-        "the costs find them cheaper (with measured costs; the analytic model keeps the portable form)",
+        "onnxruntime", "its fused com.microsoft kernels SkipLayerNormalization, SkipSimplifiedLayerNormalization, "
+        "BiasGelu, FastGelu and MultiHeadAttention are alternatives, taken where the costs find them cheaper: "
+        "with --costs measured; the analytic model keeps the portable form",
         lambda: ORT_KERNEL_RULES),
 }
 
@@ -100,7 +100,7 @@ class RuleSet:
 
 #: The named rule sets of the command line
 RULE_SETS: dict[str, RuleSet] = {
-    "default": RuleSet("default", "the verified corpus (rules of up to three operators), the extra and layout rules",
+    "default": RuleSet("default", "the verified corpus of rules of up to three operators, the extra and layout rules",
                        lambda: None),
     "size4": RuleSet("size4", "also the rules of four operators it cannot derive",
                      lambda: default_rules(max_ops=4)),

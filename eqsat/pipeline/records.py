@@ -2,7 +2,9 @@
 from them once, and the clock), and one frozen record per thing a stage makes: :class:`Loaded` (the model read
 and imported), :class:`Saturated` (the e-graph), :class:`Priced` (every e-node's cost), :class:`Extracted` (the
 cheapest graphs) and :class:`Decision` (what is written, and why). A stage is a function from the records it
-needs to the one it makes (:mod:`eqsat.pipeline.stages`); no stage changes a record another one made.
+needs to the one it makes (:mod:`eqsat.pipeline.stages`); no stage changes a record another one made, but for
+one growing record, the best graph so far (``Loaded.anytime``), which the saturate, cost and extract stages
+improve.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ check_stages(STAGES)
 
 def run_stages(run: Run, table: Sequence[Stage] = STAGES) -> dict[str, Any]:
     """Run the stages of ``table`` that apply, in order, and return the records they made; log each one's time
-    (DEBUG on this module's logger) and record it in ``run.stage_seconds`` under its key."""
+    (DEBUG on the ``eqsat.pipeline.run`` logger) and record it in ``run.stage_seconds`` under its key."""
     records: dict[str, Any] = {}
     for stage in table:
         if not stage.applies(run, records):
@@ -112,7 +112,8 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, options: Op
     The options are the fields of :class:`OptimizeOptions`, given as keyword arguments
     (``optimize(model, time_limit=30, cost_model="measured")``), as an object
     (``optimize(model, options=OptimizeOptions(time_limit=30))``), or both (the keywords override the object's
-    fields); :class:`OptimizeOptions` says what each does. They are validated before the model is read. The run
+    fields); :class:`OptimizeOptions` says what each does, and its defaults (those of the signature) are the
+    ones of a field neither gives. They are validated before the model is read. The run
     is :data:`STAGES`: import, saturation, costs, extraction, export, the end-to-end latency check, the numeric
     check, the e-graph dump; ``result.stage_seconds`` has each one's time.
 

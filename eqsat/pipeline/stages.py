@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from eqsat import engine, onnx_io
 from eqsat.costs import AnalyticCostModel, PricedCostModel, graph_cost, graph_cost_keys, price_within
@@ -42,7 +42,7 @@ from eqsat.pipeline.check import (
 from eqsat.pipeline.choices import default_rules
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, time_shares
 from eqsat.pipeline.records import Decision, Extracted, Loaded, Priced, Run, Saturated
-from eqsat.pipeline.result import CostCounts, OptimizeResult
+from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +85,9 @@ def load(run: Run) -> Loaded:
     # exact extraction of each snapshot: at most 5 % of the time limit (2 s under the 60 s default) each, within
     # saturation's share; CP-SAT's portfolio often proves a small e-graph optimal in a fraction of that. A measured
     # model prices the input in the cost stage, with the e-graph's configurations and within their time
-    stitch = (lambda g: g) if reduction is None else reduction.stitch
     anytime = Anytime(engine_graph, AnalyticCostModel() if cost_model.is_measured else cost_model, run.start,
                       exact_seconds=SNAPSHOT_EXACT_SHARE * o.time_limit if run.solver.exact else 0.0,
-                      deadline=run.by(shares.saturation), written=stitch)
+                      deadline=run.by(shares.saturation), written=None if reduction is None else reduction.stitch)
     return Loaded(original=original, given=given, bodies=tuple(bodies), label=label, external_data=external_data,
                   graph=graph, engine_graph=engine_graph, reduction=reduction, input_keys=input_keys,
                   fixed_shapes=not graph_symbols(graph), static_reason=static_reason, as_given=as_given,
@@ -210,12 +209,15 @@ def _input_start(anytime: Anytime, egraph: engine.EGraph, eg: SerializedEGraph) 
     return start
 
 
-def keep_original(loaded: Loaded, decision: Decision, reason: str) -> Decision:
-    """``decision`` with the original written instead: the model as given (or its import, where the user fixed
-    its dimensions), at the original's cost, and why."""
+def keep_original(loaded: Loaded, reason: str, *, cost: float, extractions: tuple[Extraction, ...],
+                  chosen: Extraction, notes: Sequence[str] = (), latency: LatencyCheck | None = None,
+                  timings: Sequence[CandidateTiming] = ()) -> Decision:
+    """The decision to write the original, at its ``cost``, and why: the model as given, or its import where the
+    user fixed its dimensions (``Loaded.as_given``). The rest is what the run found, for the report."""
     model = loaded.as_given if loaded.as_given is not None else onnx_io.to_onnx(loaded.graph)
-    return dataclasses.replace(decision, model=model, graph=loaded.graph, cost_after=decision.cost_before, kept=True,
-                               kept_reason=reason)
+    return Decision(model=model, graph=loaded.graph, cost_before=cost, cost_after=cost, extractions=extractions,
+                    chosen=chosen, kept=True, kept_reason=reason, notes=tuple(notes), latency=latency,
+                    timings=tuple(timings))
 
 
 def export(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, extracted: Extracted) -> Decision:
@@ -227,10 +229,8 @@ def export(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, extra
     lost = engine.input_terms(sat.egraph, loaded.engine_graph).missing
     if lost:  # never expected: the e-graph holds every term of its input graph; without them, no read-back is sound
         log.warning("the e-graph lost %d input term(s) (%s); the original is kept", len(lost), ", ".join(lost[:3]))
-        unread = Decision(model=loaded.original, graph=loaded.graph, cost_before=cost_before, cost_after=cost_before,
-                          extractions=extracted.extractions, chosen=chosen)
-        return keep_original(loaded, unread, f"the e-graph lost {len(lost)} of the input graph's terms (an engine "
-                                             f"fault; e.g. {lost[0]})")
+        return keep_original(loaded, f"the e-graph lost {len(lost)} of the input graph's terms (an engine fault; "
+                             f"e.g. {lost[0]})", cost=cost_before, extractions=extracted.extractions, chosen=chosen)
     extracted_graph, written = engine.graph_from_selection(sat.egraph, chosen.selection, loaded.engine_graph, names)
     new_graph = loaded.stitch(written)
     cost_after = graph_cost(new_graph, cost_model)
@@ -251,18 +251,20 @@ def export(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, extra
         more = loaded.reduction.repeats.count - 1
         notes.append(f"{cost_after - written_cost:+.4g} ms: {more} more instance(s) of the repeated block, "
                      "which the extraction priced once")
-    decision = Decision(model=loaded.original, graph=new_graph, cost_before=cost_before, cost_after=cost_after,
-                        extractions=extractions, chosen=chosen, notes=tuple(notes))
     # never return a costlier model, nor rewrite one for no gain (a rewrite at equal cost is work for nothing:
     # weight transforms, a re-export, and a model the user has to check again)
     if not cost_after < cost_before * (1 - REL_EPS):
         costlier = cost_after > cost_before * (1 + REL_EPS)
-        return keep_original(loaded, decision, f"the extracted graph costs {cost_after:.6g} ms as written, more than "
-                             "the original" if costlier else "no cheaper graph found")
+        reason = (f"the extracted graph costs {cost_after:.6g} ms as written, more than the original" if costlier
+                  else "no cheaper graph found")
+        return keep_original(loaded, reason, cost=cost_before, extractions=extractions, chosen=chosen, notes=notes)
     try:
-        return dataclasses.replace(decision, model=onnx_io.to_onnx(new_graph))
+        model = onnx_io.to_onnx(new_graph)
     except SymbolicShapeError as e:  # a size the rewritten graph would write where ONNX needs a constant
-        return keep_original(loaded, decision, f"the optimized graph cannot keep the dynamic axes ({e})")
+        return keep_original(loaded, f"the optimized graph cannot keep the dynamic axes ({e})", cost=cost_before,
+                             extractions=extractions, chosen=chosen, notes=notes)
+    return Decision(model=model, graph=new_graph, cost_before=cost_before, cost_after=cost_after,
+                    extractions=extractions, chosen=chosen, notes=tuple(notes))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,7 +315,8 @@ def time_latency(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced,
                            run.options.latency_margin, run.say, budget)
     timed = dataclasses.replace(decision, latency=race.check, timings=tuple(race.timings))
     if not race.faster:
-        return keep_original(loaded, timed, race.check.verdict)
+        return keep_original(loaded, race.check.verdict, cost=decision.cost_before, extractions=decision.extractions,
+                             chosen=decision.chosen, notes=decision.notes, latency=race.check, timings=race.timings)
     if race.winner is first:
         return timed
     # another candidate ran measurably faster than the first choice
