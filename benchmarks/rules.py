@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eqsat.cli.rules import verify_entries
 from eqsat.rules import axioms, corpus, generator, verifier
-from eqsat.rules.cli import verify_entries
 
 OUT = Path(__file__).parent / "results" / "rules.md"
 

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eqsat.cli.common import Count, Seconds
+
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
@@ -201,7 +203,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _add_dist_options(p: argparse.ArgumentParser) -> None:
-    from eqsat.cli.common import Count
     from eqsat.rules.distributed import BACKENDS
 
     p.add_argument("--workers", action=Count, minimum=1, unit="workers", default=os.cpu_count() or 1, metavar="N",
@@ -219,7 +220,6 @@ def _add_dist_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: Any) -> None:
     """Add ``eqsat rules {generate,select,verify,list,show}``."""
-    from eqsat.cli.common import Count, Seconds
     from eqsat.rules import verifier
     from eqsat.rules.corpus import CORPUS4_PATH, CORPUS_PATH
 
