@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from eqsat.cli.rules import NUMERIC_RANDOM_SHAPES
 from eqsat.engine.egraph import EGraph, ENode
 from eqsat.engine.limits import Limits
 from eqsat.engine.saturation import saturate
 from eqsat.rules import corpus
 from eqsat.rules import generator as gen
+from eqsat.rules.corpus_verify import NUMERIC_RANDOM_SHAPES
 from eqsat.rules.rule import Rule, terms_graph
 
 ENTRIES, META = corpus.read_corpus()

@@ -1,4 +1,8 @@
-"""``eqsat rules ...``: generate, verify, list and show the rule corpus."""
+"""``eqsat rules ...``: generate, select, verify, list and show the rule corpus.
+
+``generate`` and ``select`` write a verified corpus (``--no-verify``: candidates for ``select``); ``verify``
+only checks that a corpus file is what verification gives, and never writes it.
+"""
 
 from __future__ import annotations
 
@@ -10,81 +14,99 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eqsat.cli.common import Count, Seconds
+from eqsat.cli.common import Count, Seconds, check_output
+from eqsat.errors import UsageError
+from eqsat.rules import corpus
+from eqsat.rules.corpus import CORPUS4_PATH, CORPUS_PATH
+from eqsat.rules.corpus_verify import (
+    VerifyOptions,
+    regenerate_command,
+    reverify,
+    rewrite_advice,
+    stale_message,
+    verify_corpus,
+)
+from eqsat.rules.distributed import BACKENDS, default_results_dir
+
+# corpus_verify loads Z3 (the verification's defaults), as the verifier's budgets did when the parser was built;
+# the generator and the engine (select) load with the commands that use them (start-up time)
 
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
-    """Enumerate, fingerprint, prune and confirm candidates; write the (unverified) corpus."""
-    from eqsat.files import check_output
-    from eqsat.rules import corpus, generator
+def _dist_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The executor and results-folder options of the generator, the selection and the verifier."""
+    return {"executor": args.executor, "address": args.address,
+            "results_dir": args.results_dir or default_results_dir(), "fresh": args.fresh}
 
+
+def _verify_options(args: argparse.Namespace) -> VerifyOptions:
+    return VerifyOptions(rlimit=args.rlimit, timeout=args.timeout, axiom_rlimit=args.axiom_rlimit,
+                         axiom_timeout=args.axiom_timeout, redundancy=not args.skip_redundancy,
+                         workers=args.workers, dist=_dist_kwargs(args))
+
+
+def _no_verify_elsewhere(args: argparse.Namespace, committed: Path) -> None:
+    """``--no-verify`` writes candidates: never over a committed corpus, which would then hold no proved rule."""
+    if args.no_verify and Path(args.out).resolve() == committed.resolve():
+        raise UsageError(f"--no-verify writes unverified candidates; give --out FILE (the committed {committed.name} "
+                         "is written verified)")
+
+
+def _verify_and_report(entries: list[corpus.Entry], meta: dict[str, Any], args: argparse.Namespace) -> None:
+    """Verify ``entries`` into ``meta`` (:func:`eqsat.rules.corpus_verify.verify_corpus`); print the outcome."""
+    verify_corpus(entries, meta, _verify_options(args), progress=_say)
+    _print_verification(meta)
+
+
+def _print_verification(meta: dict[str, Any]) -> None:
+    ax = meta["axioms"]
+    redundant = ax["redundant"] if isinstance(ax["redundant"], str) else ", ".join(ax["redundant"]) or "none"
+    print(f"axioms: {ax['count']} valid; entailed by the others: {redundant}")
+    print("rules: " + ", ".join(f"{k} {v}" for k, v in meta["verification"].items()))
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Enumerate, fingerprint, prune and confirm candidates, select the corpus, verify it (unless
+    ``--no-verify``) and write it."""
+    from eqsat.rules import generator
+    from eqsat.rules.corpus_verify import registry_record
+
+    _no_verify_elsewhere(args, CORPUS_PATH)
     check_output(str(args.out), "--out", "corpus.json")  # before the long run
     t0 = time.perf_counter()
+    record = registry_record()["generator"]  # what the generator enumerates, read before it runs
     cands, rep = generator.generate(args.max_ops, workers=args.workers, progress=_say, **_dist_kwargs(args))
     entries = corpus.select(cands)
-    meta = {"max_ops": args.max_ops, "stages": dict(rep.table()), "selected": len(entries)}
-    corpus.save_corpus(entries, args.out, meta)
+    meta = {"max_ops": args.max_ops, "stages": dict(rep.table()), "selected": len(entries), "generator": record}
     for stage, n in rep.table():
         print(f"{stage:<45} {n}")
     print(f"{'selected for the corpus':<45} {len(entries)}")
     print("units: " + ", ".join(f"{name} {st.units} ({st.computed} run, {st.reused} reused)"
                                 for name, st in rep.stages.items()))
-    print(f"wrote {args.out} in {time.perf_counter() - t0:.1f} s")
+    if not args.no_verify:
+        _verify_and_report(entries, meta, args)
+    corpus.save_corpus(entries, args.out, meta)
+    print(f"wrote {args.out} ({'unverified' if args.no_verify else 'verified'}) in {time.perf_counter() - t0:.1f} s")
     return 0
 
 
-def _dist_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The executor and results-folder options of ``generate`` / ``verify_many`` from the command line."""
-    from eqsat.rules.distributed import default_results_dir
-
-    return {"executor": args.executor, "address": args.address,
-            "results_dir": args.results_dir or default_results_dir(), "fresh": args.fresh}
-
-
-#: Random shape assignments the numeric re-check before Z3 tries per rule, beside the generator's shape sets: a
-#: rule true only where a broadcast happens to fit the generator's shapes (a one-channel kernel added to an
-#: input) fails on some of them.
-NUMERIC_RANDOM_SHAPES = 40
-
-
-def verify_entries(entries: list[Any], timeout: float, workers: int, rlimit: int, **dist: Any) -> None:
-    """Set the status of each entry: numerically re-checked, then Z3 entailment from the axioms (within the
-    deterministic resource budget ``rlimit`` and the wall-clock safety net ``timeout``); ``dist``: the executor
-    options of :func:`eqsat.rules.verifier.verify_many`."""
-    from eqsat.rules import generator, verifier
-
-    todo = []
-    for e in entries:
-        bad = generator.check_numeric(e.lhs, e.rhs, shape_sets=(0, 1, 2), random_shapes=NUMERIC_RANDOM_SHAPES, seed=7,
-                                      conditions=e.conditions)
-        if bad is not None:
-            e.status, e.reason = "refuted", f"numeric counterexample: {bad}"
-        else:
-            todo.append(e)
-    verdicts = verifier.verify_many([(e.lhs, e.rhs, e.conditions) for e in todo], timeout=timeout, workers=workers,
-                                    rlimit=rlimit, **dist)
-    for e, v in zip(todo, verdicts, strict=True):
-        e.status, e.reason = v.status, v.reason
-
-
 def cmd_select(args: argparse.Namespace) -> int:
-    """Keep the candidates the base corpus (with the extra and layout rules) cannot derive; write them."""
-    from eqsat.files import check_output
-    from eqsat.rules import corpus, derivable
+    """Keep the candidates the base corpus (with the extra and layout rules) cannot derive; verify them (unless
+    ``--no-verify``) and write them."""
+    from eqsat.rules import derivable
     from eqsat.rules.layout import LAYOUT_RULES
     from eqsat.rules.starter import EXTRA_RULES
 
+    _no_verify_elsewhere(args, CORPUS4_PATH)
     check_output(str(args.out), "--out", "rules4.json")  # before the long run
     t0 = time.perf_counter()
     entries, meta = corpus.read_corpus(args.candidates)
     if not entries:
-        print(f"eqsat: error: no candidates in {args.candidates}; run `eqsat rules generate --out` first",
-              file=sys.stderr)
-        return 2
+        raise UsageError(f"no candidates in {args.candidates}; run `eqsat rules generate --no-verify --out "
+                         f"{args.candidates}` first")
     base, _ = corpus.read_corpus(args.base)
     rules = corpus.entries_rules(base) + list(EXTRA_RULES) + list(LAYOUT_RULES)
     kept, counts = derivable.select_novel(entries, base, rules, iters=args.iters, workers=args.workers,
@@ -94,49 +116,53 @@ def cmd_select(args: argparse.Namespace) -> int:
                                                       **counts}}
     if "stages" in meta:  # the candidates' stage counts describe the generation, not this file
         meta["generation"] = meta.pop("stages")
-    corpus.save_corpus(kept, args.out, meta)
     for step, n in counts.items():
         print(f"{step:<45} {n}")
-    print(f"wrote {args.out} in {time.perf_counter() - t0:.1f} s")
+    if not args.no_verify:
+        _verify_and_report(kept, meta, args)
+    corpus.save_corpus(kept, args.out, meta)
+    print(f"wrote {args.out} ({'unverified' if args.no_verify else 'verified'}) in {time.perf_counter() - t0:.1f} s")
     return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Validate the axioms, then verify every corpus rule; write the statuses back."""
-    from eqsat.files import check_output
-    from eqsat.rules import axioms, corpus, verifier
-
-    check_output(str(args.corpus), "--corpus", "corpus.json")  # the statuses are written back into it
+    """Verify the corpus file's rules again and compare: exit 1, with what differs, unless the file is exactly
+    what verification gives. Never writes the file (``--out`` writes what verification gives elsewhere)."""
+    if not args.corpus.is_file():
+        raise UsageError(f"no corpus at {args.corpus}; run `{regenerate_command(args.corpus)}` first")
+    out = None
+    if args.out is not None:
+        if args.out.exists() and args.out.resolve() == args.corpus.resolve():
+            raise UsageError(f"--out {args.out}: is the corpus being checked; verify never rewrites it (give "
+                             f"another file, or run `{regenerate_command(args.corpus)}`)")
+        out = check_output(str(args.out), "--out", "verified.json")  # before the long run
     t0 = time.perf_counter()
-    checks = verifier.validate_axioms(list(axioms.AXIOMS), workers=args.workers)
-    bad = [c for c in checks if c.status != "valid"]
-    for c in bad:
-        print(f"axiom {c.name}: {c.status} ({c.reason})")
-    redundant = (verifier.redundant_axioms(timeout=args.axiom_timeout, rlimit=args.axiom_rlimit)
-                 if not args.skip_redundancy else [])
-    entries, meta = corpus.read_corpus(args.corpus)
-    if not entries:
-        print(f"no corpus at {args.corpus}; run `eqsat rules generate` first")
-        return 2
-    verify_entries(entries, args.timeout, args.workers, args.rlimit, progress=_say, **_dist_kwargs(args))
-    meta["axioms"] = {"count": len(checks), "invalid": [c.name for c in bad],
-                      "redundant": "not checked" if args.skip_redundancy else redundant}
-    counts: dict[str, int] = {}
-    for e in entries:
-        counts[e.status] = counts.get(e.status, 0) + 1
-    meta["verification"] = dict(sorted(counts.items()))
-    corpus.save_corpus(entries, args.corpus, meta)
-    print(f"axioms: {len(checks)} validated, {len(bad)} not valid, redundant: "
-          + ("not checked" if args.skip_redundancy else ", ".join(redundant) or "none"))
-    print("rules: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    print(f"wrote {args.corpus} in {time.perf_counter() - t0:.1f} s")
-    return 0 if not bad else 1
+    res = reverify(args.corpus, _verify_options(args), progress=_say)
+    _print_verification(res.meta)
+    if out is not None:
+        corpus.save_corpus(res.entries, out, res.meta)
+        print(f"wrote {out}")
+    if not res.reproduces:
+        if res.text != res.written:
+            summary = res.summary()
+            for line in summary[:20]:
+                print(line)
+            if len(summary) > 20:
+                print(f"... {len(summary) - 20} more differences")
+            print()
+            for line in res.diff():
+                print(line)
+        why = (stale_message(args.corpus, res.meta) if res.stale else
+               f"{args.corpus} is not what verification gives (differences above); "
+               + rewrite_advice(args.corpus))
+        print(f"eqsat: error: {why}", file=sys.stderr)
+        return 1
+    print(f"{args.corpus}: reproduced exactly ({len(res.entries)} rules) in {time.perf_counter() - t0:.1f} s")
+    return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """List corpus rules (proved ones unless --all)."""
-    from eqsat.rules import corpus
-
     entries, _ = corpus.read_corpus(args.corpus)
     for e in entries:
         if args.all or e.status == "proved":
@@ -171,11 +197,9 @@ def _print_sides(lhs: Sequence[str], rhs: Sequence[str], conditions: Sequence[st
 def cmd_show(args: argparse.Namespace) -> int:
     """Show one rule in full: a corpus entry (with the engine rules it compiles to) or a hand-written rule.
     Every name the optimizer reports under "rules fired" resolves, ``-rev`` (reverse direction) included."""
-    from eqsat.rules import corpus
-
     entries, _ = corpus.read_corpus(args.corpus)
-    if args.corpus == corpus.CORPUS_PATH:  # the size-4 rules' names appear in reports of --rules size4
-        entries += corpus.read_corpus(corpus.CORPUS4_PATH)[0]
+    if args.corpus == CORPUS_PATH:  # the size-4 rules' names appear in reports of --rules size4
+        entries += corpus.read_corpus(CORPUS4_PATH)[0]
     base = args.id[:-len("-rev")] if args.id.endswith("-rev") else args.id
     for e in entries:
         if e.id == base:
@@ -203,8 +227,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _add_dist_options(p: argparse.ArgumentParser) -> None:
-    from eqsat.rules.distributed import BACKENDS
-
     p.add_argument("--workers", action=Count, minimum=1, unit="workers", default=os.cpu_count() or 1, metavar="N",
                    help="parallel workers on this machine (default: one per core)")
     p.add_argument("--executor", choices=BACKENDS, default="auto",
@@ -218,46 +240,60 @@ def _add_dist_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fresh", action="store_true", help="forget stored unit results and recompute everything")
 
 
+def _add_verify_options(p: argparse.ArgumentParser, writes: bool) -> None:
+    """The verification's budgets; ``writes``: the command writes a corpus, and ``--no-verify`` skips them."""
+    d = VerifyOptions()
+    p.add_argument("--rlimit", action=Count, minimum=1, unit="resource units", default=d.rlimit, metavar="N",
+                   help=f"Z3 resource units per rule, reproducible unlike time (default {d.rlimit})")
+    p.add_argument("--timeout", action=Seconds, default=d.timeout, metavar="S",
+                   help=f"wall-clock safety net in seconds per rule (default {d.timeout:g}); the rlimit normally "
+                        "stops Z3 first")
+    p.add_argument("--axiom-rlimit", action=Count, minimum=1, unit="resource units", default=d.axiom_rlimit,
+                   metavar="N", help=f"Z3 resource units per axiom in the redundancy check (default {d.axiom_rlimit})")
+    p.add_argument("--axiom-timeout", action=Seconds, default=d.axiom_timeout, metavar="S",
+                   help=f"wall-clock safety net in seconds per axiom in the redundancy check (default "
+                        f"{d.axiom_timeout:g})")
+    p.add_argument("--skip-redundancy", action="store_true",
+                   help="skip checking which axioms the others entail (the statuses of the rules do not depend on "
+                        "it; " + ("the corpus records 'not checked')" if writes else
+                                  "the redundant axioms the corpus records are not compared)"))
+    if writes:
+        p.add_argument("--no-verify", action="store_true",
+                       help="write the rules unverified (candidates for `eqsat rules select`; not over a committed "
+                            "corpus)")
+
+
 def register(subparsers: Any) -> None:
     """Add ``eqsat rules {generate,select,verify,list,show}``."""
-    from eqsat.rules import verifier
-    from eqsat.rules.corpus import CORPUS4_PATH, CORPUS_PATH
-
     corpus_help = "the corpus file (default: the committed one, of rules up to three operators)"
 
     p = subparsers.add_parser("rules", help="generate, verify and browse the rule corpus")
     sub = p.add_subparsers(dest="rules_command", required=True, help="what to do with the corpus")
-    g = sub.add_parser("generate", help="enumerate graphs and write the candidate corpus")
+    g = sub.add_parser("generate", help="enumerate graphs, select the corpus, verify it with Z3 and write it")
     g.add_argument("--max-ops", action=Count, minimum=1, unit="operators", default=3, metavar="N",
                    help="enumerate graphs of up to N operators per side (default 3)")
     g.add_argument("--out", type=Path, default=CORPUS_PATH, metavar="CORPUS.json",
-                   help="where to write the (unverified) corpus (default: the committed one)")
+                   help="where to write the corpus (default: the committed one)")
+    _add_verify_options(g, writes=True)
     _add_dist_options(g)
     g.set_defaults(func=cmd_generate)
-    n = sub.add_parser("select", help="keep the generated rules a smaller corpus cannot derive (e.g. size 4 over 3)")
-    n.add_argument("candidates", type=Path, help="a corpus written by `eqsat rules generate --out`")
+    n = sub.add_parser("select", help="keep the generated rules a smaller corpus cannot derive (e.g. size 4 over 3), "
+                                      "verify them and write them")
+    n.add_argument("candidates", type=Path, help="a corpus written by `eqsat rules generate --no-verify --out`")
     n.add_argument("--base", type=Path, default=CORPUS_PATH, help="the corpus to add to (default: the committed one)")
     n.add_argument("--iters", action=Count, minimum=0, unit="iterations", default=3, metavar="N",
                    help="a candidate the base rules derive within this many iterations is dropped (default 3)")
     n.add_argument("--out", type=Path, default=CORPUS4_PATH, metavar="CORPUS.json",
                    help="where to write the selected rules (default: the committed size-4 corpus)")
+    _add_verify_options(n, writes=True)
     _add_dist_options(n)
     n.set_defaults(func=cmd_select)
-    v = sub.add_parser("verify", help="validate the axioms and verify every corpus rule with Z3")
-    v.add_argument("--rlimit", action=Count, minimum=1, unit="resource units", default=verifier.RULE_RLIMIT,
-                   metavar="N",
-                   help=f"Z3 resource units per rule, reproducible unlike time (default {verifier.RULE_RLIMIT})")
-    v.add_argument("--timeout", action=Seconds, default=30.0, metavar="S",
-                   help="wall-clock safety net in seconds per rule (default 30); the rlimit normally stops Z3 first")
-    v.add_argument("--axiom-rlimit", action=Count, minimum=1, unit="resource units", default=verifier.AXIOM_RLIMIT,
-                   metavar="N", help="Z3 resource units per axiom in the redundancy check "
-                                     f"(default {verifier.AXIOM_RLIMIT})")
-    v.add_argument("--axiom-timeout", action=Seconds, default=15.0, metavar="S",
-                   help="wall-clock safety net in seconds per axiom in the redundancy check (default 15)")
-    v.add_argument("--skip-redundancy", action="store_true",
-                   help="skip checking which axioms the others entail (the statuses of the rules do not depend on it)")
-    v.add_argument("--corpus", type=Path, default=CORPUS_PATH, metavar="CORPUS.json",
-                   help=corpus_help + "; the statuses are written back into it")
+    v = sub.add_parser("verify", help="check a corpus: verify every rule with Z3 again and compare with the file "
+                                      "(never writes it)")
+    v.add_argument("--corpus", type=Path, default=CORPUS_PATH, metavar="CORPUS.json", help=corpus_help)
+    v.add_argument("--out", type=Path, default=None, metavar="FILE",
+                   help="also write what verification gives to FILE (never the corpus checked)")
+    _add_verify_options(v, writes=False)
     _add_dist_options(v)
     v.set_defaults(func=cmd_verify)
     ls = sub.add_parser("list", help="list corpus rules")
