@@ -21,6 +21,7 @@ from eqsat.rules.corpus import CORPUS4_PATH, CORPUS_PATH
 from eqsat.rules.corpus_verify import (
     VerifyOptions,
     regenerate_command,
+    registry_record,
     reverify,
     rewrite_advice,
     stale_message,
@@ -72,7 +73,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """Enumerate, fingerprint, prune and confirm candidates, select the corpus, verify it (unless
     ``--no-verify``) and write it."""
     from eqsat.rules import generator
-    from eqsat.rules.corpus_verify import registry_record
 
     _no_verify_elsewhere(args, CORPUS_PATH)
     check_output(str(args.out), "--out", "corpus.json")  # before the long run
