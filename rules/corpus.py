@@ -451,10 +451,10 @@ def family(sides: Sequence[str]) -> str:
     return next((f.name for f in FAMILIES if f.holds(o)), OTHER_FAMILY)
 
 
-def save_corpus(entries: Sequence[Entry], path: str | Path = CORPUS_PATH, meta: dict[str, Any] | None = None) -> None:
-    """Write the corpus (one JSON object per rule, one line each, for readable diffs; patterns with named
-    parameters, see :func:`eqsat.ir.rule.pretty`)."""
-    path = Path(path)
+def corpus_text(entries: Sequence[Entry], meta: dict[str, Any] | None = None) -> str:
+    """The text of a corpus file: one JSON object per rule, one line each, for readable diffs; patterns with
+    named parameters (see :func:`eqsat.ir.rule.pretty`). The same entries and metadata give the same text,
+    which is what ``eqsat rules verify`` compares."""
     lines = ["{", f'  "meta": {json.dumps(meta or {}, sort_keys=True)},', '  "rules": [']
     for k, e in enumerate(entries):
         row = asdict(e)
@@ -462,8 +462,13 @@ def save_corpus(entries: Sequence[Entry], path: str | Path = CORPUS_PATH, meta: 
             row[side] = [pretty(parse(x), omit_defaults=False) for x in row[side]]
         lines.append("    " + json.dumps(row) + ("," if k < len(entries) - 1 else ""))
     lines += ["  ]", "}"]
-    text = "\n".join(lines) + "\n"
-    write_file(path, lambda p: p.write_text(text))  # whole or not at all: the corpus is read back
+    return "\n".join(lines) + "\n"
+
+
+def save_corpus(entries: Sequence[Entry], path: str | Path = CORPUS_PATH, meta: dict[str, Any] | None = None) -> None:
+    """Write the corpus (:func:`corpus_text`)."""
+    text = corpus_text(entries, meta)
+    write_file(Path(path), lambda p: p.write_text(text))  # whole or not at all: the corpus is read back
 
 
 def read_corpus(path: str | Path = CORPUS_PATH) -> tuple[list[Entry], dict[str, Any]]:

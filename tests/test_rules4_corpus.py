@@ -9,7 +9,7 @@ import pytest
 
 from eqsat.rules import corpus, derivable, engine_worthy
 from eqsat.rules import generator as gen
-from eqsat.rules.cli import NUMERIC_RANDOM_SHAPES
+from eqsat.rules.corpus_verify import NUMERIC_RANDOM_SHAPES
 
 ENTRIES4, META4 = corpus.read_corpus(corpus.CORPUS4_PATH)
 BASE, _ = corpus.read_corpus()

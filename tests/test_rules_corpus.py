@@ -14,7 +14,7 @@ from eqsat.engine.saturation import saturate
 from eqsat.ir.rule import Rule, terms_graph
 from eqsat.rules import corpus
 from eqsat.rules import generator as gen
-from eqsat.rules.cli import NUMERIC_RANDOM_SHAPES
+from eqsat.rules.corpus_verify import NUMERIC_RANDOM_SHAPES
 
 ENTRIES, META = corpus.read_corpus()
 

@@ -116,20 +116,40 @@ def test_select_novel_keeps_what_the_base_cannot_derive(tmp_path: Path) -> None:
     assert counts["kept one way (reverse only new)"] == 1 and counts["kept"] == 3
 
 
-def test_select_cli_writes_the_new_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _select(tmp_path: Path, *extra: str) -> Path:
     from eqsat.cli.app import main
 
     corpus.save_corpus(BASE, tmp_path / "base.json", {"max_ops": 3})
-    corpus.save_corpus([SHUFFLE, MATMUL_ASSOC], tmp_path / "cands.json", {"max_ops": 4})
+    corpus.save_corpus([SHUFFLE, MATMUL_ASSOC], tmp_path / "cands.json", {"max_ops": 4, "stages": {"graphs": 9}})
     out = tmp_path / "new.json"
     rc = main(["rules", "select", str(tmp_path / "cands.json"), "--base", str(tmp_path / "base.json"),
-               "--out", str(out), "--executor", "serial", "--workers", "1", "--results-dir", str(tmp_path / "u")])
+               "--out", str(out), "--executor", "serial", "--workers", "1", "--results-dir", str(tmp_path / "u"),
+               *extra])
     assert rc == 0
+    return out
+
+
+def test_select_cli_writes_the_new_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _select(tmp_path, "--no-verify")
     entries, meta = corpus.read_corpus(out)
     assert [e.lhs for e in entries] == [MATMUL_ASSOC.lhs] and entries[0].id
-    assert meta["max_ops"] == 4 and meta["novelty"]["kept"] == 1
+    assert entries[0].status == "unverified" and "verification" not in meta
+    assert meta["max_ops"] == 4 and meta["novelty"]["kept"] == 1 and meta["generation"] == {"graphs": 9}
     assert "derivable within 3 iterations" in capsys.readouterr().out
     assert json.loads(out.read_text())["meta"]["selected"] == 1
+
+
+def test_select_cli_verifies_what_it_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from eqsat.rules import corpus_verify
+    from eqsat.rules.validation import AxiomCheck
+
+    # the axioms' symbolic validation (seconds) is tests/test_rules_verifier.py's; Z3 proves the kept rule here
+    monkeypatch.setattr(corpus_verify.verifier, "validate_axioms",
+                        lambda axs, workers=1: [AxiomCheck(a.name, "valid", "", 1) for a in axs])
+    entries, meta = corpus.read_corpus(_select(tmp_path, "--skip-redundancy"))
+    assert [(e.lhs, e.status) for e in entries] == [(MATMUL_ASSOC.lhs, "proved")]
+    assert meta["verification"] == {"proved": 1} and meta["axioms"]["redundant"] == "not checked"
+    assert meta["axioms"]["names"] == corpus_verify.registry_record()["axioms"]["names"]
 
 
 def test_select_cli_without_candidates_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

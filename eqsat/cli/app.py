@@ -9,8 +9,6 @@ Results go to stdout; progress and log messages go to stderr (``-q`` keeps only 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import logging
 import os
@@ -466,10 +464,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the table is still printed)")
     c.set_defaults(func=cmd_compare)
 
-    # subcommands owned by the other packages register themselves when present
-    for module in ("eqsat.extract.cli", "eqsat.rules.cli", "eqsat.cli.costs", "eqsat.cli.egraph"):
-        if importlib.util.find_spec(module) is not None:
-            importlib.import_module(module).register(sub)
+    # the subcommand modules register their own subcommands (imported here, not at module top: start-up time)
+    from eqsat.cli import costs, egraph
+    from eqsat.cli import rules as rules_cli
+    from eqsat.extract import cli as extract_cli
+
+    for module in (extract_cli, rules_cli, costs, egraph):
+        module.register(sub)
     return p
 
 
