@@ -50,7 +50,7 @@ def family_lines(rows: list[dict[str, Any]], before: str = "") -> list[str]:
              "applied in both directions, and proved by Z3. A family is the first of `eqsat.rules.corpus.FAMILIES` "
              "whose operators the rule uses; \"other\" are compositions of the families above. Convolution input "
              "linearity (two forms) and the pieces of a split concatenated back are hand-written extras "
-             "(`eqsat.rules.starter.EXTRA_RULES`), not counted here; `tests/test_derivations.py` derives a "
+             "(`eqsat.rules.starter.EXTRA_RULES`), not counted here; `tests/rules/test_derivations.py` derives a "
              "source/target pair per family."
              + (f" Before: the corpus {before} (selected / both directions / proved)." if before else ""), "",
              "| family | candidates | selected | both directions | proved |" + (" before |" if before else ""),

@@ -84,7 +84,7 @@ CSV_FIELDS = ["model", "threads", "status", "error", "original_ms", "optimized_m
 
 
 # ---------------------------------------------------------------------------------------------------------
-# statistics and targets (pure functions: tests/test_speedup_bench.py)
+# statistics and targets (pure functions: tests/benchmarks/test_speedup_bench.py)
 
 
 def bootstrap_ci(values: Sequence[float], level: float = CI_LEVEL, resamples: int = BOOTSTRAP,

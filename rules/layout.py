@@ -1,7 +1,7 @@
 """Data-layout rewrites: they add layout variants (matmul with transposed operands, NHWC convolutions with
 explicit, costed layout conversions) and implementation variants (the forms of an LRN) as members of the
 same e-class, so extraction picks substitutions and layouts jointly. Every rule is tested numerically
-(tests/test_layout.py)."""
+(tests/rules/test_layout.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The equalities between onnxruntime's fused kernels (:mod:`eqsat.ops.ort_kernels`) and their decompositions:
 run only when the target is onnxruntime (``optimize(target="onnxruntime")``), they add each kernel to the e-class
 of the portable form it computes, and extraction takes it where it is cheaper. Every rule is tested numerically
-in both directions (tests/test_ort_kernels.py).
+in both directions (tests/ops/test_ort_kernels.py).
 
 Preconditions, each enforced by the kernel operator's shape function (a right-hand side that fails it is not
 added):

@@ -1,7 +1,7 @@
 """The starter rule set: hand-written substitutions from TASO's operator properties.
 
 These are the rules the engine uses until the generated, Z3-verified corpus replaces them. Each is tested
-numerically on random tensors (tests/test_rules_starter.py). Shape soundness is checked by the engine when
+numerically on random tensors (tests/rules/test_rules_starter.py). Shape soundness is checked by the engine when
 a right-hand side is merged, so conditions here only state what shapes cannot (e.g. split offsets).
 """
 
@@ -66,7 +66,7 @@ STARTER_RULES: tuple[Rule, ...] = (
 #: own bias variable, and conv(a + b, w, bias) adds the bias once), so it is written here in the two forms
 #: the rule language can express: the biases of two convolutions add up, and a zero bias (``const_zero``)
 #: splits into two. Z3 proves both from the axioms ``conv-input-linear`` and ``zero-ewadd``
-#: (tests/test_derivations.py). The inputs must have equal shapes: with broadcasting, padding would differ.
+#: (tests/rules/test_derivations.py). The inputs must have equal shapes: with broadcasting, padding would differ.
 LINEAR_RULES: tuple[Rule, ...] = (
     Rule("conv-input-linear", (f"(ewadd (conv2d {_CONV} 0 ?x ?w ?b1) (conv2d {_CONV} 0 ?y ?w ?b2))",),
          (f"(conv2d {_CONV} 0 (ewadd ?x ?y) ?w (ewadd ?b1 ?b2))",), conditions=("(= (shape ?x) (shape ?y))",)),

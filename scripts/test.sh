@@ -2,7 +2,7 @@
 # The test suite: ruff, then pytest on two xdist workers (GPU tests skip with a reason where CUDA is absent).
 #   bash scripts/test.sh          every test (CI runs this)
 #   bash scripts/test.sh --fast   the tests not marked slow: what to run after each change
-# Other arguments go to pytest (e.g. -k NAME, tests/test_ops.py, -n 4; EQSAT_TEST_WORKERS sets the default
+# Other arguments go to pytest (e.g. -k NAME, tests/ops/test_ops.py, -n 4; EQSAT_TEST_WORKERS sets the default
 # worker count). Speed rules and shared fixtures: tests/conftest.py.
 EXTRAS="test" source "$(dirname "$0")/_env.sh"
 .venv/bin/ruff check .

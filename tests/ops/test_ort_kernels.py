@@ -1,5 +1,5 @@
 """Target onnxruntime: its fused kernels as alternatives in the e-graph. Every equality holds numerically in both
-directions (the kernels' own semantics against onnxruntime are in tests/test_ops.py's cases), a model is written
+directions (the kernels' own semantics against onnxruntime are in tests/ops/test_ops.py's cases), a model is written
 with the kernels where the costs favour them and without them otherwise, and the default target never writes
 them."""
 
@@ -57,7 +57,7 @@ def test_every_kernel_rule_has_shape_sets_and_only_the_onnxruntime_target_adds_t
 @pytest.mark.parametrize("rule", ORT_KERNEL_RULES, ids=lambda r: r.name)
 def test_kernel_equality_holds(rule) -> None:
     # the decomposition computes what the kernel does (the kernel's own semantics against onnxruntime's are in
-    # tests/test_ops.py's cases)
+    # tests/ops/test_ops.py's cases)
     assert_rule_holds(rule, SHAPES[rule.name], PARAMS)
 
 
@@ -223,7 +223,7 @@ def test_the_portable_form_is_kept_by_the_default_target_and_by_costs_that_canno
 
 def test_a_model_holding_kernels_comes_back_portable_or_with_the_kernels() -> None:
     """The other direction: the kernels of a model from onnxruntime's optimizer import as their decompositions
-    (tests/test_contrib_ops.py writes such a model as standard ONNX where that gains), and come back for onnxruntime
+    (tests/ops/test_contrib_ops.py writes such a model as standard ONNX where that gains), and come back for onnxruntime
     where they pay. For the default target there is nothing cheaper here: the model is kept as given."""
     rng = np.random.default_rng(5)
     h = 16

@@ -24,7 +24,7 @@ from eqsat.errors import DynamicShapeError, EqsatError, InputShapeError, ModelLo
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.testing.onnx_builders import make_model, value_info
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 

@@ -30,7 +30,7 @@ from eqsat.extract.validate import reachable_part
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # the extractor warns about model bugs
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "extraction-data"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "extraction-data"
 FAST = {"time_limit": 10.0, "num_workers": 2, "random_seed": 1}
 
 

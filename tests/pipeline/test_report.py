@@ -24,7 +24,7 @@ from eqsat.testing.onnx_builders import f32, make_model
 #: NasRNN's optimize result, shared with test_candidates: one worker runs them
 pytestmark = pytest.mark.xdist_group("nasrnn")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _conv_relu(bias: bool) -> onnx.ModelProto:

@@ -16,7 +16,7 @@ from eqsat.rules.corpus_verify import VerifyOptions
 from eqsat.rules.validation import AxiomCheck
 
 COMMITTED = [CORPUS_PATH, CORPUS4_PATH]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.name)
@@ -124,7 +124,7 @@ FAST = ["--skip-redundancy", "--executor", "serial", "--workers", "1"]
 
 
 def _stub_axiom_validation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every axiom taken as valid without executing it (``tests/test_rules_verifier.py`` validates them)."""
+    """Every axiom taken as valid without executing it (``tests/rules/test_rules_verifier.py`` validates them)."""
     monkeypatch.setattr(corpus_verify.verifier, "validate_axioms",
                         lambda axs, workers=1: [AxiomCheck(a.name, "valid", "", 1) for a in axs])
 

@@ -143,7 +143,7 @@ def test_select_cli_verifies_what_it_keeps(tmp_path: Path, monkeypatch: pytest.M
     from eqsat.rules import corpus_verify
     from eqsat.rules.validation import AxiomCheck
 
-    # the axioms' symbolic validation (seconds) is tests/test_rules_verifier.py's; Z3 proves the kept rule here
+    # the axioms' symbolic validation (seconds) is tests/rules/test_rules_verifier.py's; Z3 proves the kept rule here
     monkeypatch.setattr(corpus_verify.verifier, "validate_axioms",
                         lambda axs, workers=1: [AxiomCheck(a.name, "valid", "", 1) for a in axs])
     entries, meta = corpus.read_corpus(_select(tmp_path, "--skip-redundancy"))
