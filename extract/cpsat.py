@@ -14,14 +14,18 @@ reported cost is recomputed exactly from the chosen nodes.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from ortools.sat.python import cp_model
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 from .egraph_json import SerializedEGraph
 from .greedy import greedy_choices, strongly_connected_components
@@ -34,6 +38,14 @@ MAX_SCALE = 1e6
 # keep |sum of scaled costs| well inside int64 and exactly representable in a double
 _SCALED_LIMIT = 2.0**52
 _Choice = tuple[dict[str, str], float, str, "float | None"]  # selection, cost, status, bound
+
+
+def cp_sat() -> ModuleType:
+    """OR-Tools' CP-SAT module, imported when a model is first built or solved: it imports pandas (about 0.25 s
+    together), which the command line's start and ``import eqsat.engine`` do without."""
+    from ortools.sat.python import cp_model  # heavy: see above
+
+    return cp_model
 
 
 # ------------------------------------------------------------------------------------------ pruning
@@ -115,7 +127,7 @@ def cost_scale(costs: list[float]) -> float:
 
 def build_model(eg: SerializedEGraph, kept: dict[int, list[int]]) -> ExtractionModel:
     """Build the CP-SAT model over the kept classes / nodes (see the module docstring)."""
-    m = cp_model.CpModel()
+    m = cp_sat().CpModel()
     avar = {c: m.new_bool_var(f"a{c}") for c in kept}
     xvar = {n: m.new_bool_var(f"x{n}") for ns in kept.values() for n in ns}
     for r in eg.roots:
@@ -213,21 +225,27 @@ def _selection_levels(eg: SerializedEGraph, selection: dict[int, int],
 PROGRESS_EVERY = 0.5
 
 
-class _SolutionTimes(cp_model.CpSolverSolutionCallback):
-    """Records when CP-SAT reports each solution (``perf_counter`` time) and passes its objective and bound
-    (scaled, as the model has them) to ``on_solution``."""
+@functools.cache
+def _solution_times() -> type:
+    """The solution callback class (built once, on first use: its base class is CP-SAT's)."""
 
-    def __init__(self, on_solution: Callable[[float, float, float], None] | None = None) -> None:
-        super().__init__()
-        self.times: list[float] = []
-        self.on_solution = on_solution
+    class SolutionTimes(cp_sat().CpSolverSolutionCallback):  # type: ignore[misc]
+        """Records when CP-SAT reports each solution (``perf_counter`` time) and passes its objective and bound
+        (scaled, as the model has them) to ``on_solution``."""
 
-    def on_solution_callback(self) -> None:
-        """Called by CP-SAT for each solution it finds: note the time."""
-        now = time.perf_counter()
-        self.times.append(now)
-        if self.on_solution is not None:
-            self.on_solution(now, self.objective_value, self.best_objective_bound)
+        def __init__(self, on_solution: Callable[[float, float, float], None] | None = None) -> None:
+            super().__init__()
+            self.times: list[float] = []
+            self.on_solution = on_solution
+
+        def on_solution_callback(self) -> None:
+            """Called by CP-SAT for each solution it finds: note the time."""
+            now = time.perf_counter()
+            self.times.append(now)
+            if self.on_solution is not None:
+                self.on_solution(now, self.objective_value, self.best_objective_bound)
+
+    return SolutionTimes
 
 
 def solve_model(em: ExtractionModel, *, time_limit: float, num_workers: int, random_seed: int | None,
@@ -241,7 +259,7 @@ def solve_model(em: ExtractionModel, *, time_limit: float, num_workers: int, ran
 
     Ctrl-C stops the solve and raises :class:`KeyboardInterrupt` (CP-SAT's own handler would take it as "stop
     searching" and return the solution so far as if time had run out)."""
-    solver = cp_model.CpSolver()
+    solver = cp_sat().CpSolver()
     p = solver.parameters
     p.max_time_in_seconds = max(0.01, float(time_limit))
     p.num_workers = max(1, int(num_workers))
@@ -251,7 +269,7 @@ def solve_model(em: ExtractionModel, *, time_limit: float, num_workers: int, ran
     p.catch_sigint_signal = False
     if solution_times is None and on_solution is None:
         return solver, _solve_interruptibly(solver, em.model, None)
-    times = _SolutionTimes(on_solution)
+    times: Any = _solution_times()(on_solution)
     status = _solve_interruptibly(solver, em.model, times)
     if solution_times is not None:
         solution_times.extend(times.times)
@@ -335,6 +353,7 @@ def _choose(em: ExtractionModel, eg: SerializedEGraph, solver: cp_model.CpSolver
             kept_sel: dict[str, str], kept_cost: float) -> _Choice:
     """Pick the solver's solution or the incumbent (greedy's, or the caller's start where cheaper): (selection,
     cost, status, bound); status ``"greedy"`` means the incumbent was kept."""
+    cp_model = cp_sat()
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return kept_sel, kept_cost, "greedy", None
     bound: float | None = solver.best_objective_bound / em.scale

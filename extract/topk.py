@@ -16,9 +16,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 
-from ortools.sat.python import cp_model
-
-from .cpsat import ExtractionModel, build_model, decode, extract_cpsat, prune, solve_model
+from .cpsat import ExtractionModel, build_model, cp_sat, decode, extract_cpsat, prune, solve_model
 from .egraph_json import SerializedEGraph
 from .result import Extraction
 from .validate import InvalidExtraction, validate_selection
@@ -64,6 +62,7 @@ def extract_top_k(eg: SerializedEGraph, k: int, *, time_limit: float = 60.0, wit
     if limit is not None:
         em.model.add(objective <= math.floor(limit * em.scale + 0.5 * len(em.node_vars)))
     _cut(em, eg, first.selection)
+    cp_model = cp_sat()
     while len(found) < k:
         left = time_limit - (time.perf_counter() - began)
         if left <= 0.01:
