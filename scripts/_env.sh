@@ -14,5 +14,17 @@ if [ ! -x .venv/bin/python ]; then
 fi
 spec="."
 if [ -n "${EXTRAS:-}" ]; then spec=".[${EXTRAS}]"; fi
-# constraints.txt: the exact versions the tests run with (pyproject.toml only states the ranges eqsat accepts)
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e "$spec"
+# pip's check of an install that is already current takes about 7 s: skipped while the project's description,
+# the pinned versions and the extras asked for are those of the last install (a stamp in .venv; delete .venv, or
+# the stamp, to install again)
+stamp=".venv/.installed-${EXTRAS:-base}"
+want=$(.venv/bin/python -c 'import hashlib, sys
+h = hashlib.sha256(sys.argv[1].encode())
+for f in ("pyproject.toml", "constraints.txt"):
+    h.update(open(f, "rb").read())
+print(h.hexdigest())' "$spec")
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  # constraints.txt: the exact versions the tests run with (pyproject.toml only states the ranges eqsat accepts)
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e "$spec"
+  echo "$want" > "$stamp"
+fi

@@ -5,6 +5,10 @@
 # Other arguments go to pytest (e.g. -k NAME, tests/ops/test_ops.py, -n 4; EQSAT_TEST_WORKERS sets the default
 # worker count). Speed rules and shared fixtures: tests/conftest.py.
 EXTRAS="test" source "$(dirname "$0")/_env.sh"
+# Python's bytecode caches (__pycache__, ignored by git) on, where the environment turns them off: without them
+# every test process and every child process it starts compiles eqsat again, and pytest rewrites every test
+# module's asserts again (about 3 s a worker, a run)
+unset PYTHONDONTWRITEBYTECODE
 .venv/bin/ruff check .
 select=()
 args=()
