@@ -27,6 +27,7 @@ __all__ = [
     "Extraction",
     "InvalidExtraction",
     "NoFiniteChoice",
+    "EXACT_SOLVERS",
     "SOLVERS",
     "SerializedEGraph",
     "extract",
@@ -37,7 +38,11 @@ __all__ = [
     "validate_selection",
 ]
 
-SOLVERS = ("cpsat", "greedy")
+#: The extractors by name, each with what it is (its description on any command line that offers the choice)
+SOLVERS = {"cpsat": "OR-Tools CP-SAT: optimal, or the best found within the time limit",
+           "greedy": "a DAG-aware greedy heuristic: fast, not guaranteed optimal"}
+#: The extractors that work to a time limit towards a proved optimum (the others answer at once)
+EXACT_SOLVERS = frozenset({"cpsat"})
 _CPSAT_OPTIONS = frozenset({"time_limit", "num_workers", "random_seed", "log_progress", "start", "progress"})
 
 

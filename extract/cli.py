@@ -93,7 +93,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     cpsat, solver = _defaults(extract_cpsat), _defaults(extract)["solver"]
     p.add_argument("--time-limit", type=_seconds, default=cpsat["time_limit"], metavar="S",
                    help=f"seconds for the CP-SAT extractor (default: {cpsat['time_limit']:g})")
-    p.add_argument("--solver", choices=SOLVERS, default=solver, help=f"extractor (default: {solver})")
+    p.add_argument("--solver", choices=list(SOLVERS), default=solver,
+                   help="extractor: " + "; ".join(f"{name} ({'default: ' if name == solver else ''}{text})"
+                                                  for name, text in SOLVERS.items()))
     p.add_argument("--workers", type=_workers, default=cpsat["num_workers"], metavar="N",
                    help=f"CP-SAT workers (default: {cpsat['num_workers']})")
     p.add_argument("--seed", type=int, default=None, help="CP-SAT random seed")

@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eqsat.extract import Extraction, SerializedEGraph, extract, extract_top_k
+from eqsat.extract import EXACT_SOLVERS, Extraction, SerializedEGraph, extract, extract_top_k
+from eqsat.extract import SOLVERS as EXTRACTORS
 from eqsat.ir.rule import Rule
 from eqsat.rules import corpus_or_starter, starter_rules
 from eqsat.rules.layout import LAYOUT_RULES
@@ -41,11 +42,9 @@ class Solver:
         return extract_top_k(egraph, count, time_limit=seconds, start=start, progress=progress)
 
 
-#: The extraction solvers, by the name ``OptimizeOptions.solver`` takes
-SOLVERS: dict[str, Solver] = {
-    "cpsat": Solver("cpsat", "OR-Tools CP-SAT: optimal, or the best found within the time limit", exact=True),
-    "greedy": Solver("greedy", "a DAG-aware greedy heuristic: fast, not guaranteed optimal", exact=False),
-}
+#: The extraction solvers, by the name ``OptimizeOptions.solver`` takes: eqsat.extract's, as a run uses them
+SOLVERS: dict[str, Solver] = {name: Solver(name, text, exact=name in EXACT_SOLVERS)
+                              for name, text in EXTRACTORS.items()}
 
 
 @dataclass(frozen=True)
