@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -151,10 +152,13 @@ def _producers(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
     return {o: n for n in model.graph.node for o in n.output if o}
 
 
-def _pre_saturation_tensor(model: onnx.ModelProto, output: str) -> tuple[str, list[str]] | None:
+def _pre_saturation_tensor(model: onnx.ModelProto, output: str) -> tuple[str, list[Any]] | None:
     """The tensor feeding the squashing operators at the end of ``output``'s producer chain, with the
-    operator types crossed on the way; ``None`` if ``output`` does not come from a squashing operator."""
+    operators crossed on the way (each as its type, attributes and constant inputs: two chains of the same
+    operators map equal tensors to equal outputs, so only then are the tensors before them comparable); ``None``
+    if ``output`` does not come from a squashing operator."""
     producers = _producers(model)
+    constants = {t.name: t for t in model.graph.initializer}
     name, path, squashed = output, [], False
     while name in producers:
         node = producers[name]
@@ -162,7 +166,11 @@ def _pre_saturation_tensor(model: onnx.ModelProto, output: str) -> tuple[str, li
             squashed = True
         elif node.op_type not in _PASS_THROUGH:
             break
-        path.append(node.op_type)
+        more = node.input[1:]
+        if any(i and i not in constants for i in more):  # a shape computed at run time: not comparable across
+            break
+        path.append((node.op_type, sorted((a.name, str(helper.get_attribute_value(a))) for a in node.attribute),
+                     [constants[i].SerializeToString() if i else b"" for i in more]))
         name = node.input[0]
     return (name, path) if squashed else None
 
@@ -293,7 +301,8 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
         c = _compare(name, [r[name] for r in refs], [g[name] for g in gots], rtol, atol)
         if not c.problem and np.asarray(refs[0][name]).dtype.kind == "f":
             tail_a, tail_b = tails[name]
-            c.saturated = _saturation(tail_a[1] if tail_a else (), [r[name] for r in first], atol)
+            ops = [op for op, _, _ in tail_a[1]] if tail_a else []
+            c.saturated = _saturation(ops, [r[name] for r in first], atol)
             if c.saturated and name not in pre:
                 c.saturated += ("; no squashing operator to look behind" if not tail_a else
                                 "; the models do not end in the same squashing operators, so the tensor "

@@ -85,6 +85,31 @@ def test_saturated_zoo_model_catches_a_scaled_last_layer(zoo_model: Callable[[st
     assert not report.ok, report.summary()
 
 
+def test_tensors_before_squashing_are_compared_only_behind_the_same_operators() -> None:
+    # tanh(transpose(relu(transpose(x)))) and tanh(transpose(relu(x))) with the two moves as one: equal outputs,
+    # but the tensors before the last transpose have other shapes (a rewrite that moves a relu across a transpose,
+    # as the fuzzer found: the check compared them and failed a correct model)
+    x, y = f32("x", (7, 6, 5)), f32("y", (6, 7, 5))
+    original = make_model([helper.make_node("Transpose", ["x"], ["a"], perm=[2, 0, 1]),
+                           helper.make_node("Relu", ["a"], ["r"]),
+                           helper.make_node("Transpose", ["r"], ["t"], perm=[2, 1, 0]),
+                           helper.make_node("Tanh", ["t"], ["y"])], [x], [y])
+    moved = make_model([helper.make_node("Relu", ["x"], ["r"]),
+                        helper.make_node("Transpose", ["r"], ["t"], perm=[1, 0, 2]),
+                        helper.make_node("Tanh", ["t"], ["y"])], [x], [y])
+    report = check_equal(original, moved)
+    assert report.ok, report.summary()
+    assert not [c for c in report.comparisons if c.pre_saturation]  # other transposes: nothing before them compared
+    # behind the same operators the tensors before them are compared, and a difference there is caught
+    scaled = make_model([helper.make_node("Transpose", ["x"], ["a"], perm=[2, 0, 1]),
+                         helper.make_node("Relu", ["a"], ["r0"]),
+                         helper.make_node("Mul", ["r0", "k"], ["r"]),
+                         helper.make_node("Transpose", ["r"], ["t"], perm=[2, 1, 0]),
+                         helper.make_node("Tanh", ["t"], ["y"])], [x], [y], [_w("k", 1.0 + 1e-3)])
+    pre = [c for c in check_equal(original, scaled).comparisons if c.pre_saturation]
+    assert [c.name for c in pre] == ["y (before r)"]
+
+
 def test_unsaturated_softmax_is_not_reported_as_saturated() -> None:
     report = check_equal(_matmul_softmax(0.1), _matmul_softmax(0.1))
     assert report.ok and not report.saturated, report.summary()
