@@ -142,8 +142,14 @@ class _Matcher:
         if isinstance(p, Op):
             yield from self._node(p, t, s)
         elif isinstance(p, OneOf):
+            seen = s.tensors.get(id(p))
+            if seen is not None:  # alternatives used twice are one tensor too, whichever option matched it
+                if seen == t:
+                    yield s
+                return
             for option in p.options:
-                yield from self.match(option, t, s)
+                for matched in self.match(option, t, s):
+                    yield _State({**matched.tensors, id(p): t}, matched.names, matched.nodes, matched.members)
         elif isinstance(p, Const):
             c = self.consts.get(t)
             if c is not None and c.size == 1 and c.dtype.kind in p.kinds \

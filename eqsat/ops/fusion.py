@@ -66,7 +66,9 @@ class ConstVar:
 @dataclass(frozen=True, eq=False)
 class Op:
     """A default-domain node of type ``op_type`` with exactly these inputs (``other_inputs``: and any further ones,
-    left to the check) and ``attrs`` among its attributes with these values; ``name`` binds the node."""
+    left to the check) and ``attrs`` among its attributes with these values, written out (an attribute the node
+    leaves at its default does not match one given here); ``name`` binds the node. It matches a node's first
+    output only."""
 
     op_type: str
     inputs: tuple[Pattern, ...]

@@ -137,6 +137,16 @@ def test_a_variable_used_twice_binds_one_tensor() -> None:
     assert [m.op_type for m in _collapse(square, [n("Mul", ["x", "z"], ["y"])], {})[0]] == ["Mul"]
 
 
+def test_a_pattern_object_used_twice_is_one_tensor_alternatives_too() -> None:
+    either = one_of(op.Relu(X), op.Sigmoid(X))
+    twice = _toy(op.Add(either, either))
+    one = [n("Relu", ["x"], ["r"]), n("Add", ["r", "r"], ["y"])]
+    assert [m.op_type for m in _collapse(twice, one, {})[0]] == ["Relu"]
+    # two different tensors, though each matches one of the alternatives: no match (found in review)
+    two = [n("Relu", ["x"], ["r"]), n("Sigmoid", ["x"], ["g"]), n("Add", ["r", "g"], ["y"])]
+    assert [m.op_type for m in _collapse(twice, two, {})[0]] == ["Relu", "Sigmoid", "Add"]
+
+
 def test_alternatives_the_check_and_the_replacement_decide() -> None:
     inverse = one_of(op.Reciprocal(X), op.Div(Const(1.0), X))
     nodes = [n("Div", ["one", "x"], ["y"])]
