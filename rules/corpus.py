@@ -137,18 +137,13 @@ def _layout_only(c: Any) -> bool:
     return all(only_transposes(parse(s)) for s in (*c.lhs, *c.rhs))
 
 
-#: Commutative operators: rules that only swap their operands somewhere inside a term are commutativity
-#: applied in context, which the e-graph already derives from the commutativity rules by congruence.
-_COMMUTATIVE = ("ewadd", "ewmul")
-
-
 def _normal(e: Sexp) -> Sexp:
     """A pattern with the operands of every commutative operator sorted (commutativity applied)."""
     if not isinstance(e, list):
         return e
     spec, params, ins = split_args(e)
     args = [_normal(x) for x in ins]
-    if spec.name in _COMMUTATIVE:
+    if spec.commutative:  # swapping its operands inside a term: the e-graph derives that by congruence
         args.sort(key=unparse)
     return [e[0], *params, *args]
 

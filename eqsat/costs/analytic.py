@@ -16,8 +16,6 @@ _BYTES = {"float32": 4, "float16": 2, "float64": 8, "int64": 8, "int32": 4, "boo
 #: how much more than its decomposition a runtime's own kernel costs (:func:`kernel_as_parts`): a tenth
 #: of a microsecond, which extraction's integer costs (nanoseconds) still tell apart
 KERNEL_MARGIN_MS = 1e-4
-#: views: a runtime can alias them, so they cost nothing (TASO's model does the same)
-VIEWS = frozenset({"reshape", "split"})
 
 
 def kernel_as_parts(key: CostKey, price: Callable[[CostKey], float]) -> float | None:
@@ -74,7 +72,8 @@ class AnalyticCostModel(CostModel):
         parts = ops.runs_as_keys(key)
         if parts != (key,):
             return sum(self.cost(k) for k in parts)
-        if key.op in VIEWS:
+        spec = ops.get(key.op)
+        if spec.view or spec.glue == "cut":  # a runtime can alias a view or a split's piece (as TASO's model does)
             return 0.0
         return self.kernel_ms(key, *work(key))
 

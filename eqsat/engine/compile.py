@@ -106,7 +106,8 @@ def declarations(provenance: bool | Iterable[str] = False, operators: Iterable[s
         # rebuilding a row names one e-node; rows that become equal keep the smallest iteration)
         lines.append(f"(function {ITERATION_COUNTER} () i64 :merge (max old new))")
         lines.append(f"(set ({ITERATION_COUNTER}) 0)")
-        names = set(provenance) if not isinstance(provenance, bool) else set(ops.REGISTRY) - {"opaque"}
+        names = set(provenance) if not isinstance(provenance, bool) else \
+            {name for name, spec in ops.REGISTRY.items() if not spec.opaque}
         for spec in (spec for spec in ops.REGISTRY.values() if spec.name in names):
             sorts = [_SORTS[k] for _, k in egglog_params(spec)] + ["T"] * len(_egglog_inputs(spec))
             lines.append(f"(function {PROVENANCE_PREFIX}{spec.name} ({' '.join(sorts + ['String'])}) i64 "
@@ -265,7 +266,7 @@ def reachable_ops(graph: Graph, rules: Iterable[Rule]) -> frozenset[str]:
     side applies any other operator can never match, and no e-node of another operator is ever built, so
     neither those rules nor those operators' shape rules need loading (about 60 % of the default rules on
     TASO's BERT)."""
-    reach = {n.op for n in graph.nodes} | {"concat", "split"}
+    reach = {n.op for n in graph.nodes} | {name for name, spec in ops.REGISTRY.items() if spec.glue}
     todo = [_direction_ops(d) for r in rules for d in r.directions()]
     grew = True
     while grew:

@@ -364,6 +364,9 @@ class OpSpec:
     #: The output is the input's data read under another shape (a reshape): runtimes run no kernel for it, so a
     #: measured cost model prices it at nothing.
     view: bool = False
+    #: Its two inputs commute (an element-wise sum or product): a rule that only swaps them inside a term is
+    #: commutativity applied in context, which the e-graph derives by congruence (the corpus leaves it out).
+    commutative: bool = False
     #: For an operator that only permutes its input's axes (a transpose): the parameter holding the permutation.
     permutes: str = ""
     #: Parameters that transpose the operands (:class:`TransposeFlags`), where it has them.

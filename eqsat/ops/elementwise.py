@@ -372,7 +372,7 @@ def _broadcast_rules() -> tuple[S.ShapeRule, ...]:
 def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx_type: str, doc: str,
             on_kernels: bool, domains: tuple[str, ...]) -> OpSpec:
     return register(OpSpec(
-        name=name, inputs=("a", "b"), params=(), doc=doc, elementwise=True,
+        name=name, inputs=("a", "b"), params=(), doc=doc, elementwise=True, commutative=True,
         shape_fn=lambda p, a, b: _broadcast_shape(name, a, b),
         numpy_fn=lambda p, a, b: fn(a, b),
         modular_fn=lambda p, a, b, m: fn(np.asarray(a, dtype=object), np.asarray(b, dtype=object)) % m,
