@@ -128,13 +128,13 @@ def test_if_is_kept_and_the_graph_around_it_optimized() -> None:
         _same_outputs(model, res.model, {"x": sign * x})
 
 
-@pytest.mark.parametrize("trips", [0, 1, 3, 7])
-def test_loop_is_kept_and_equal_at_several_trip_counts(trips: int) -> None:
+def test_loop_is_kept_and_equal_at_several_trip_counts() -> None:
     model = loop_model()
     res = optimize(model, time_limit=20)
     assert not res.kept_original and [n.op_type for n in res.model.graph.node].count("Loop") == 1
     x = np.random.default_rng(2).standard_normal((1, 16)).astype(np.float32)
-    _same_outputs(model, res.model, {"x": x, "n": np.array(trips, np.int64)})
+    for trips in (0, 1, 3, 7):  # one optimized model, run for each
+        _same_outputs(model, res.model, {"x": x, "n": np.array(trips, np.int64)})
 
 
 def test_a_loop_that_changes_a_carried_shape_is_refused_clearly() -> None:
