@@ -27,8 +27,11 @@ def _interrupt(tmp_path: Path, model: onnx.ModelProto, options: list[str], marke
     Returns the exit status, the seconds from the signal to the exit, and stderr."""
     src, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(model, str(src))
+    # SIGINT as a terminal delivers it: a suite started in the background by a shell without job control ignores
+    # SIGINT, its children inherit that, and Python installs no KeyboardInterrupt handler then
     proc = subprocess.Popen([sys.executable, "-m", "eqsat", "optimize", str(src), "-o", str(out), "--no-check",
-                             *options], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                             *options], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr is not None
     try:
         seen = []
