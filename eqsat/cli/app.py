@@ -192,20 +192,17 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 def _save_model(model: onnx.ModelProto, path: Path, external: Path | None) -> None:
     """Write ``model`` to ``path``; with ``external`` (the final path of the model), its weights go to
     ``<name>.data`` beside it, replacing an older one (onnx appends to an existing data file)."""
-    import onnx  # lazy: CLI start-up (see the imports)
+    from eqsat.onnx_io import write_model  # lazy: CLI start-up (see the imports)
 
     if external is None:
-        onnx.save(model, str(path))
+        write_model(model, path)
         return
     target = external.resolve()  # where write_file puts the model (a link's target)
     data = target.with_name(target.name + ".data")
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)  # saving as external data moves the weights out of the proto saved
     # both files are written aside first, so a failed write leaves the old model and its data as they were
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{target.name}.") as tmp:
         aside = Path(tmp) / target.name
-        onnx.save_model(copy, str(aside), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=data.name, size_threshold=1024)
+        write_model(model, aside, data.name)
         if (Path(tmp) / data.name).exists():
             os.replace(Path(tmp) / data.name, data)
         os.replace(aside, path)

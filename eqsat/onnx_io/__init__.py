@@ -5,7 +5,7 @@ from eqsat.onnx_io.axes import load_with_axes
 from eqsat.onnx_io.dynamic import fixed_input_shapes
 from eqsat.onnx_io.export import kernel_opsets, onnx_opaque_evaluator, opaque_node, to_onnx, written_node
 from eqsat.onnx_io.load import load_model, opaque_reasons
-from eqsat.onnx_io.protos import ModelNotFoundError, input_shape_hint, read_model, read_model_stored
+from eqsat.onnx_io.protos import ModelNotFoundError, input_shape_hint, read_model, read_model_stored, write_model
 from eqsat.onnx_io.runtime import (
     INT_INPUT_BOUND,
     int_input_bounds,
@@ -22,4 +22,4 @@ __all__ = ["INT_INPUT_BOUND", "ModelNotFoundError", "ModelSummary", "TensorSumma
            "input_shape_hint", "int_input_bounds", "load_model", "onnx_opaque_evaluator", "opaque_node",
            "opaque_reasons", "random_feeds", "random_ints", "read_model", "read_model_stored", "run_onnxruntime",
            "onnxruntime_runner",
-           "summarize_model", "to_onnx", "written_node"]
+           "summarize_model", "to_onnx", "write_model", "written_node"]

@@ -1,8 +1,9 @@
-"""Small helpers over ONNX protos shared by import, export and the summary: reading a model, dtypes, shapes,
-attributes, evaluating one node."""
+"""Small helpers over ONNX protos shared by import, export and the summary: reading and writing a model, dtypes,
+shapes, attributes, evaluating one node."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, shape_inference
-from onnx.external_data_helper import load_external_data_for_model
+from onnx.external_data_helper import load_external_data_for_model, set_external_data
 from onnx.reference import ReferenceEvaluator
 
 from eqsat.errors import ModelReadError
@@ -81,6 +82,35 @@ def read_model_stored(src: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.M
         detail = " ".join(f"{type(e).__name__}: {e}".split())
         raise ModelReadError(f"{label}: not a readable ONNX model ({detail}); {hint}") from None
     return model, label, external
+
+
+#: weights of at least this many bytes go to the external data file when a model is written with one
+EXTERNAL_DATA_THRESHOLD = 1024
+
+
+def write_model(model: onnx.ModelProto, path: str | Path, data: str | None = None) -> None:
+    """Save ``model`` to ``path``; with ``data``, a file name, its weights of :data:`EXTERNAL_DATA_THRESHOLD`
+    bytes and more go to that file beside it (an older one is replaced, not appended to), which gets the
+    permissions the model file got from the user's umask (onnx creates data files readable by their owner
+    only). ``model`` itself is not changed.
+
+    onnx's own ``save_model(save_as_external_data=True)`` refuses a data file name that exists in the current
+    folder, wherever the model goes: a second run writing next to its first output failed there."""
+    path = Path(path)
+    if data is None:
+        onnx.save(model, str(path))
+        return
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # marking a weight external moves its bytes out of the proto saved
+    for g in all_graphs(copy.graph):
+        for t in g.initializer:
+            if t.HasField("raw_data") and len(t.raw_data) >= EXTERNAL_DATA_THRESHOLD:
+                set_external_data(t, data)
+    target = path.parent / data
+    target.unlink(missing_ok=True)
+    onnx.save_model(copy, str(path))  # writes the external tensors' bytes to ``target``
+    if target.exists():
+        shutil.copymode(path, target)
 
 
 def static_shape(vi: onnx.ValueInfoProto) -> Shape | None:

@@ -5,11 +5,13 @@ external data is written with external data."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import helper
 
 from eqsat import models
@@ -89,6 +91,31 @@ def test_external_data_comes_back_as_external_data(tmp_path: Path, capsys) -> No
     assert main(["optimize", str(inline), "-o", str(tmp_path / "inline.opt.onnx"), "--rules", "starter",
                  "--time-limit", "20", "-q"]) == 0
     assert not (tmp_path / "inline.opt.onnx.data").exists()
+
+
+def test_a_model_with_external_data_is_written_again_over_its_first_output_and_over_itself(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # in the output's folder (onnx's own writer looked for the data file in the current folder and refused it)
+    monkeypatch.chdir(tmp_path)
+    original = models.two_matmul_shared_input()
+    stored = onnx.ModelProto()
+    stored.CopyFrom(original)
+    onnx.save_model(stored, "m.onnx", save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    old = os.umask(0o027)  # the permissions the files get are the user's umask's, the data file's too
+    try:
+        for src in ("m.onnx", "m.onnx", "out.onnx"):  # the same command twice, then over its own output
+            assert main(["optimize", src, "-o", "out.onnx", "--time-limit", "20", "-q"]) == 0, src
+    finally:
+        os.umask(old)
+    modes = {name: stat.S_IMODE(os.stat(name).st_mode) for name in ("out.onnx", "out.onnx.data")}
+    assert modes == {"out.onnx": 0o640, "out.onnx.data": 0o640}
+    x = np.random.default_rng(1).standard_normal([d.dim_value for d in original.graph.input[0].type.tensor_type
+                                                  .shape.dim]).astype(np.float32)
+    name = original.graph.input[0].name
+    want = ort.InferenceSession(original.SerializeToString()).run(None, {name: x})
+    got = ort.InferenceSession("out.onnx").run(None, {name: x})
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_a_declared_shape_that_contradicts_the_computation_is_not_believed() -> None:
