@@ -14,12 +14,12 @@ from eqsat.onnx_io.runtime import (
     random_ints,
     run_onnxruntime,
 )
-from eqsat.onnx_io.signature import carry_signature
+from eqsat.onnx_io.signature import carry_signature, signature_changes
 from eqsat.onnx_io.summary import ModelSummary, TensorSummary, summarize_model
 
 __all__ = ["INT_INPUT_BOUND", "ModelNotFoundError", "ModelSummary", "TensorSummary", "carry_signature",
            "fixed_input_shapes", "kernel_opsets", "load_with_axes",
            "input_shape_hint", "int_input_bounds", "load_model", "onnx_opaque_evaluator", "opaque_node",
            "opaque_reasons", "random_feeds", "random_ints", "read_model", "read_model_stored", "run_onnxruntime",
-           "onnxruntime_runner",
+           "onnxruntime_runner", "signature_changes",
            "summarize_model", "to_onnx", "write_model", "written_node"]

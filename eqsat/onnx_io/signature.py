@@ -10,7 +10,34 @@ import onnx
 from eqsat.ir.graph import Graph
 from eqsat.onnx_io.protos import elem_type
 
-__all__ = ["carry_signature"]
+__all__ = ["carry_signature", "signature_changes"]
+
+
+def signature_changes(original: onnx.ModelProto, written: onnx.ModelProto) -> list[str]:
+    """How ``written``'s inputs and outputs differ from ``original``'s, one line each (empty: a drop-in: the same
+    names in the same order, dtypes and dimensions, a dynamic one by its name, an unnamed one unnamed)."""
+    out = []
+    for kind, ours, theirs in (("input", written.graph.input, original.graph.input),
+                               ("output", written.graph.output, original.graph.output)):
+        if [v.name for v in ours] != [v.name for v in theirs]:
+            out.append(f"{kind}s {[v.name for v in theirs]} -> {[v.name for v in ours]}")
+            continue
+        for mine, was in zip(ours, theirs, strict=True):
+            if _type_text(mine) != _type_text(was):
+                out.append(f"{kind} {was.name}: {_type_text(was)} -> {_type_text(mine)}")
+    return out
+
+
+def _type_text(vi: onnx.ValueInfoProto) -> str:
+    """A tensor type as ``float[batch, 1, ?]`` (``?``: an unnamed dynamic dimension; no brackets: no shape)."""
+    if not vi.type.HasField("tensor_type"):
+        return vi.type.WhichOneof("value") or "?"
+    t = vi.type.tensor_type
+    name = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name if t.elem_type else "?"
+    if not t.HasField("shape"):
+        return name
+    dims = [str(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?" for d in t.shape.dim]
+    return f"{name}[{', '.join(dims)}]"
 
 
 def carry_signature(original: onnx.ModelProto, optimized: onnx.ModelProto, written: Graph | None = None,

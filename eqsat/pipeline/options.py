@@ -81,8 +81,10 @@ class OptimizeOptions:
     from its inputs' shapes, rewrites fire only where they hold for every size of the symbols, operators are
     costed at representative sizes (``dims``, e.g. ``{"batch": 8, "seq": 128}``, and the sizes ``input_shapes``
     gives a dynamic input's symbols; 1 for any other symbol), and the numeric check runs at those sizes and at
-    other ones. With ``dynamic=False`` (or where a size cannot be followed in the symbols, which the report
-    says) ``input_shapes`` and ``dims`` fix the dimensions and the optimized model is static.
+    other ones. With ``dynamic=False``, ``input_shapes`` and ``dims`` fix the dimensions and the optimized model is
+    static (``result.signature_changes`` says how it differs). Where a size cannot be followed in the symbols,
+    the run optimizes at those sizes fixed, to report what that would gain, and keeps the original: the written
+    model's signature changes only with ``dynamic=False``.
 
     With ``verify_latency`` (default: when the cost model's runtime times whole models,
     ``CostModel.times_end_to_end``) both models are also timed end to end and the original is kept unless the

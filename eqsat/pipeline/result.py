@@ -162,6 +162,9 @@ class OptimizeResult:
     #: what the model was written for (``optimize(target=...)``), and the runtime kernels written, by type
     target: str = "onnx"
     kernels: dict[str, int] = field(default_factory=dict)
+    #: how the written model's inputs and outputs differ from the original's (empty: a drop-in replacement;
+    #: only ``dynamic=False`` changes them, and the report's first line then says so)
+    signature_changes: list[str] = field(default_factory=list)
 
     @property
     def target_note(self) -> str:
@@ -221,6 +224,7 @@ class OptimizeResult:
             "cost_model": self.cost_model, "cost_before_ms": self.cost_before, "cost_after_ms": self.cost_after,
             "extraction_cost_ms": self.extraction_cost, "cost_notes": list(self.cost_notes),
             "estimated_speedup": self.speedup, "kept_original": self.kept_original, "kept_reason": self.kept_reason,
+            "signature_changes": list(self.signature_changes),
             "decision": self.decision, "onnx_nodes": list(self.onnx_nodes), "bodies": list(self.bodies),
             "dynamic_axes": {"dims": dict(self.dims), "fixed_because": self.static_reason},
             "repeated_blocks": self.blocks, "target": self.target, "kernels": dict(self.kernels),
@@ -246,6 +250,7 @@ class OptimizeResult:
         speedup = ("infinite (no computation left)" if math.isinf(self.speedup) else f"{self.speedup:.3f}x")
         c = self.cost_counts
         rows = [
+            *([("SIGNATURE CHANGED", "; ".join(self.signature_changes))] if self.signature_changes else []),
             ("cost model", self.cost_model),
             *([] if c is None else [("costs", f"{c.configurations} operator configurations in {c.seconds:.1f} s: "
                                      f"{c.measured} measured ({c.cached} from the cache), {c.estimated} estimated "

@@ -63,8 +63,9 @@ def load(run: Run) -> Loaded:
     graph, static_reason = onnx_io.load_with_axes(given, label=label, input_shapes=o.input_shapes, dims=o.dims,
                                                   dynamic=o.dynamic)
     if static_reason:  # a size not followed in the symbols, or one the model fixes (a reshape to batch 1)
-        log.warning("%s; optimizing with the dimensions fixed", static_reason)
-        run.say(f"dynamic axes fixed: {static_reason}")
+        log.warning("%s; optimizing with the dimensions fixed, to report what that gains; the original is written "
+                    "(pass --static to write the model at fixed sizes)", static_reason)
+        run.say(f"dynamic axes fixed for the run: {static_reason}")
     elif graph_symbols(graph):
         run.say("dynamic axes kept: " + ", ".join(f"{k} (costed at {v})" for k, v in representative(graph).items()))
     run.say(f"imported {len(graph.nodes)} nodes ({sum(1 for n in graph.nodes if n.is_opaque)} opaque)")
@@ -251,6 +252,11 @@ def export(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, extra
         more = loaded.reduction.repeats.count - 1
         notes.append(f"{cost_after - written_cost:+.4g} ms: {more} more instance(s) of the repeated block, "
                      "which the extraction priced once")
+    if loaded.static_reason and run.options.dynamic:  # a drop-in is never traded for sizes nobody chose
+        reason = (f"its dynamic axes cannot be kept ({loaded.static_reason}); at fixed sizes the optimized graph "
+                  f"would cost {cost_after:.6g} ms against {cost_before:.6g}: pass --static (Python: dynamic=False), "
+                  "with --dim for the sizes, to write that")
+        return keep_original(loaded, reason, cost=cost_before, extractions=extractions, chosen=chosen, notes=notes)
     # never return a costlier model, nor rewrite one for no gain (a rewrite at equal cost is work for nothing:
     # weight transforms, a re-export, and a model the user has to check again)
     if not cost_after < cost_before * (1 - REL_EPS):
@@ -385,7 +391,8 @@ def report(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, decis
         kept_reason=decision.kept_reason, cost_counts=counts, bodies=[str(b) for b in loaded.bodies],
         dims=representative(loaded.graph), static_reason=loaded.static_reason,
         blocks="" if loaded.reduction is None else loaded.reduction.describe(), external_data=loaded.external_data,
-        target=run.target.name, kernels=_kernels_written(loaded, decision))
+        target=run.target.name, kernels=_kernels_written(loaded, decision),
+        signature_changes=onnx_io.signature_changes(loaded.original, decision.model))
 
 
 def _kernels_written(loaded: Loaded, decision: Decision) -> dict[str, int]:

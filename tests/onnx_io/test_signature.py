@@ -146,3 +146,22 @@ def test_weights_keep_their_names_through_a_gemms_transpose_flag() -> None:
     gemms = [n for n in out.graph.node if n.op_type == "Gemm"]
     assert {n.input[1] for n in gemms} == {"fc.weight", "proj.weight"}
     assert all({a.name: a.i for a in n.attribute}.get("transB") == 1 for n in gemms)
+
+
+def test_signature_changes_name_every_difference_of_inputs_and_outputs() -> None:
+    from eqsat.onnx_io import signature_changes
+
+    def model(x_dims, y_name="y", dtype=onnx.TensorProto.FLOAT):
+        return helper.make_model(helper.make_graph(
+            [helper.make_node("Relu", ["x"], [y_name])], "g", [helper.make_tensor_value_info("x", dtype, x_dims)],
+            [helper.make_tensor_value_info(y_name, dtype, x_dims)]))
+
+    original = model(["batch", None, 4])
+    assert signature_changes(original, model(["batch", None, 4])) == []
+    assert signature_changes(original, model([1, None, 4])) == [
+        "input x: float32[batch, ?, 4] -> float32[1, ?, 4]", "output y: float32[batch, ?, 4] -> float32[1, ?, 4]"]
+    assert signature_changes(original, model(["batch", "n", 4]))[0] == \
+        "input x: float32[batch, ?, 4] -> float32[batch, n, 4]"  # an unnamed dimension given a name is a change
+    assert signature_changes(original, model(["batch", None, 4], y_name="z")) == ["outputs ['y'] -> ['z']"]
+    assert signature_changes(original, model(["batch", None, 4], dtype=onnx.TensorProto.FLOAT16))[0].endswith(
+        "-> float16[batch, ?, 4]")

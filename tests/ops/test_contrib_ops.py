@@ -237,7 +237,8 @@ def test_attention_of_a_dynamic_hidden_size_stays_opaque_and_the_model_computes_
 def test_attention_of_a_hidden_size_computed_from_a_symbol_is_not_imported() -> None:
     """A hidden size of d + 16 (each input a dynamic part and a fixed one, concatenated) reads back as no
     symbol at the generic point; the model states no such size, so it is not taken as fixed either. The node
-    stays opaque, its output then has no shape import can follow, and optimize fixes the dimensions instead."""
+    stays opaque, its output then has no shape import can follow, and optimize keeps the original (a drop-in is
+    never traded for fixed sizes) unless it is asked for a static model."""
     model = _attention_beside_products(
         [helper.make_node("Concat", [f"{t}a", f"{t}e"], [t], axis=-1) for t in "qkv"],
         [*(helper.make_tensor_value_info(f"{t}a", TensorProto.FLOAT, [2, 5, "d"]) for t in "qkv"),
@@ -245,10 +246,16 @@ def test_attention_of_a_hidden_size_computed_from_a_symbol_is_not_imported() -> 
     with pytest.raises(DynamicShapeError, match="output of a MultiHeadAttention node"):
         load_model(model, symbolic=True)
     res = eqsat.optimize(model, dims={"d": 16}, time_limit=30)
-    assert res.static_reason and res.numeric.ok
+    assert res.static_reason and res.numeric.ok and not res.signature_changes
+    assert res.kept_original and "dynamic axes cannot be kept" in res.kept_reason and "--static" in res.kept_reason
+    assert res.model is not None and [v.name for v in res.model.graph.input] == [v.name for v in model.graph.input]
+    fixed = eqsat.optimize(model, dims={"d": 16}, dynamic=False, time_limit=30)  # asked for: said on line one
+    assert fixed.signature_changes and fixed.summary().startswith("SIGNATURE CHANGED")
+    assert fixed.to_dict()["signature_changes"] == fixed.signature_changes
     rng = np.random.default_rng(10)
-    _assert_same_attention(model, res.model,
-                           {f"{t}{s}": rng.standard_normal((2, 5, 16)).astype(np.float32) for t in "qkv" for s in "ae"})
+    for written in (res.model, fixed.model):
+        _assert_same_attention(model, written, {f"{t}{s}": rng.standard_normal((2, 5, 16)).astype(np.float32)
+                                                for t in "qkv" for s in "ae"})
 
 
 def test_a_model_holding_attention_is_written_portable_or_with_the_kernel() -> None:
