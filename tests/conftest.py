@@ -44,7 +44,8 @@ needs to change one copies it first):
   that run ``eqsat rules show`` once per rule name.
 
 Each worker also gets its own measured-cost cache folder (``EQSAT_CACHE_DIR``), so that no test reads or
-writes the user's cache and workers never share one.
+writes the user's cache and workers never share one, and each test its own folder of cached transformations
+(``EQSAT_TRANSFORMS_DIR``), so that a test's run never replays what another test's stored.
 """
 
 from __future__ import annotations
@@ -170,6 +171,12 @@ def _own_cost_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EQSAT_CACHE_DIR", str(tmp_path_factory.mktemp("eqsat-cost-cache")))
         yield
+
+
+@pytest.fixture(autouse=True)
+def _own_transform_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder of cached transformations per test (eqsat.pipeline.transforms)."""
+    monkeypatch.setenv("EQSAT_TRANSFORMS_DIR", str(tmp_path_factory.mktemp("transforms", numbered=True)))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -149,7 +149,7 @@ def optimize_options(args: argparse.Namespace) -> dict[str, Any]:
             "solver": args.solver, "input_shapes": input_shapes(args.input_shape) or None,
             "dims": merged_dims(args.dim) or None, "dynamic": args.dynamic, "check": args.check,
             "provenance": args.provenance, "anytime": args.anytime, "reuse_blocks": args.reuse_blocks,
-            "target": args.target}
+            "target": args.target, "cache": args.cache}
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -417,6 +417,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_choices_help(RULE_SETS, DEFAULT_RULE_SET))
     o.add_argument("--no-check", action="store_false", dest="check", default=D.check,
                    help="skip the onnxruntime numeric check")
+    o.add_argument("--no-cache", action="store_false", dest="cache", default=D.cache,
+                   help="neither replay nor store a cached transformation (default: a model of the structure of one "
+                        "optimized before, with other weights or names, gets that run's graph without a search; "
+                        "stored beside the measured costs: $EQSAT_CACHE_DIR, or $EQSAT_TRANSFORMS_DIR)")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the report is still printed)")
     o.set_defaults(func=cmd_optimize)
 

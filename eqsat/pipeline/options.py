@@ -123,6 +123,12 @@ class OptimizeOptions:
     only where the cost model finds it cheaper (a measured model times it; the analytic one cannot and keeps the
     portable form), and then runs only on onnxruntime.
 
+    With ``cache`` (the default) what a run writes is kept as a transformation of the model's structure
+    (:mod:`eqsat.pipeline.transforms`: the operators, edges, shapes; not the names, not the weights) under these
+    options, the rules and the cost model, in the folder measured costs use; a later run on a model of the same
+    structure (a fine-tune, a re-export) replays it instead of searching, and checks it as always. Not with
+    ``dump_egraph``, which needs the e-graph a search builds.
+
     Invalid values raise ValueError (a negative, NaN or infinite limit: :class:`eqsat.engine.LimitError`, which
     names the limit and what it allows); a ``cost_model`` of another type raises TypeError.
     """
@@ -149,6 +155,7 @@ class OptimizeOptions:
     anytime: bool = True
     reuse_blocks: bool = True
     target: str = "onnx"
+    cache: bool = True
 
     def __post_init__(self) -> None:
         check_seconds("time_limit", self.time_limit)
@@ -205,6 +212,7 @@ class OptimizeKeywords(TypedDict, total=False):
     anytime: bool
     reuse_blocks: bool
     target: str
+    cache: bool
 
 
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(OptimizeOptions))

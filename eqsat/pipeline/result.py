@@ -165,6 +165,9 @@ class OptimizeResult:
     #: how the written model's inputs and outputs differ from the original's (empty: a drop-in replacement;
     #: only ``dynamic=False`` changes them, and the report's first line then says so)
     signature_changes: list[str] = field(default_factory=list)
+    #: what the transformation cache did (:mod:`eqsat.pipeline.transforms`): replayed a stored transformation
+    #: instead of searching, stored this run's, or nothing ("")
+    transformation: str = ""
 
     @property
     def target_note(self) -> str:
@@ -224,11 +227,11 @@ class OptimizeResult:
             "cost_model": self.cost_model, "cost_before_ms": self.cost_before, "cost_after_ms": self.cost_after,
             "extraction_cost_ms": self.extraction_cost, "cost_notes": list(self.cost_notes),
             "estimated_speedup": self.speedup, "kept_original": self.kept_original, "kept_reason": self.kept_reason,
-            "signature_changes": list(self.signature_changes),
+            "signature_changes": list(self.signature_changes), "transformation": self.transformation,
             "decision": self.decision, "onnx_nodes": list(self.onnx_nodes), "bodies": list(self.bodies),
             "dynamic_axes": {"dims": dict(self.dims), "fixed_because": self.static_reason},
             "repeated_blocks": self.blocks, "target": self.target, "kernels": dict(self.kernels),
-            "saturation": {"iterations": len(self.iterations) - 1, "stop_reason": self.stop_reason},
+            "saturation": {"iterations": max(0, len(self.iterations) - 1), "stop_reason": self.stop_reason},
             "egraph": {"enodes": self.egraph_size[0], "eclasses": self.egraph_size[1]},
             "extraction": {"status": self.solver_status, "bound": self.solver_bound, "gap": self.solver_gap},
             "best_found": None if not self.trace else {"cost_ms": self.trace[-1][1], "seconds": self.seconds_to_best,
@@ -264,9 +267,11 @@ class OptimizeResult:
             *([("control-flow bodies", "; ".join(self.bodies))] if self.bodies else []),
             *([("dynamic axes", self.dynamic_axes)] if self.dynamic_axes else []),
             *([("repeated blocks", self.blocks)] if self.blocks else []),
+            *([("cached transformation", self.transformation)] if self.transformation else []),
             *([("target", self.target_note)] if self.target_note else []),
             ("ONNX nodes before/after", f"{self.onnx_nodes[0]} / {self.onnx_nodes[1]}"),
-            ("saturation", f"{len(self.iterations) - 1} iterations, stopped: {self.stop_reason}"),
+            ("saturation", f"{len(self.iterations) - 1} iterations, stopped: {self.stop_reason}" if self.iterations
+             else f"none: {self.stop_reason}"),
             ("e-graph", f"{self.egraph_size[0]} e-nodes, {self.egraph_size[1]} e-classes"),
             ("extraction", f"{self.solver_status}, bound {_fmt(self.solver_bound)}, gap {_fmt(self.solver_gap)}"),
             ("best found", "-" if not self.trace else

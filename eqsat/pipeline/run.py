@@ -51,15 +51,27 @@ class Stage:
         return inspect.signature(self.run).parameters[record].default is not inspect.Parameter.empty
 
 
+def _caches(run: Run) -> bool:
+    """Whether the run reads and stores cached transformations: with ``cache``, but for a dump (it is of the
+    e-graph a search builds)."""
+    return run.options.cache and not run.options.dump_egraph
+
+
+def _searches(run: Run, records: Records) -> bool:
+    """Whether the run searches: no cached transformation was replayed."""
+    return records.get("recalled") is None
+
+
 #: The run, in order. The keys are those of ``OptimizeResult.stage_seconds`` (the report and the benchmarks
 #: read them): choosing the rules and assembling the result are not timed there. The latency and signature stages
 #: refine the export's decision.
 STAGES: tuple[Stage, ...] = (
     Stage("load", stages.load, "loaded", "import"),
     Stage("rules", stages.choose_rules, "rules"),
-    Stage("saturate", stages.saturate, "saturated", "saturate"),
-    Stage("cost", stages.cost, "priced", "cost"),
-    Stage("extract", stages.extract, "extracted", "extract"),
+    Stage("recall", stages.recall, "recalled", "recall", lambda run, r: _caches(run)),
+    Stage("saturate", stages.saturate, "saturated", "saturate", _searches),
+    Stage("cost", stages.cost, "priced", "cost", _searches),
+    Stage("extract", stages.extract, "extracted", "extract", _searches),
     Stage("export", stages.export, "decision", "export"),
     Stage("latency", stages.time_latency, "decision", "latency",
           lambda run, r: run.verify_latency and not r["decision"].kept),
@@ -67,23 +79,25 @@ STAGES: tuple[Stage, ...] = (
           lambda run, r: r["decision"].model is not r["loaded"].as_given),
     Stage("check", stages.check, "numeric", "check", lambda run, r: run.options.check),
     Stage("dump", stages.dump, "egraph_dump", "dump", lambda run, r: bool(run.options.dump_egraph)),
+    Stage("remember", stages.remember, "remembered", None, lambda run, r: _caches(run) and r.get("recalled") is None),
     Stage("report", stages.report, "result"),
 )
 
 
 def check_stages(table: Sequence[Stage]) -> None:
     """Raise ValueError unless every record a stage reads is made by a stage before it, and one it may run
-    without (a default) wherever all the stages that make it only sometimes apply."""
-    surely: set[str] = set()
-    maybe: set[str] = set()
+    without (a default) wherever the stages that make it only sometimes apply, but under the very condition the
+    reader itself applies under (the same ``applies`` function: what it reads does not change once made)."""
+    made: dict[str, set[Callable[..., bool]]] = {}  # record -> the conditions of the stages that make it
     for stage in table:
         for record in stage.reads:
-            if record not in surely | maybe:
+            if record not in made:
                 raise ValueError(f"stage {stage.name} reads {record!r}, which no stage before it makes")
-            if record not in surely and not stage.optional(record):
+            conditions = made[record]
+            if _always not in conditions and stage.applies not in conditions and not stage.optional(record):
                 raise ValueError(f"stage {stage.name} needs {record!r}, which the stages before it make only "
                                  "sometimes: give the parameter a default")
-        (surely if stage.applies is _always else maybe).add(stage.makes)
+        made.setdefault(stage.makes, set()).add(stage.applies)
 
 
 check_stages(STAGES)

@@ -28,7 +28,7 @@ from eqsat.ir.graph import Graph
 from eqsat.ir.rule import Rule
 from eqsat.ir.symbols import SymbolicShapeError, graph_symbols, representative
 from eqsat.ops.ort_kernels import kernel_type
-from eqsat.pipeline import candidates
+from eqsat.pipeline import candidates, transforms
 from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, opaque_cost_keys, price_nodes
 from eqsat.pipeline.bodies import optimize_bodies
 from eqsat.pipeline.check import (
@@ -43,6 +43,7 @@ from eqsat.pipeline.choices import default_rules
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, time_shares
 from eqsat.pipeline.records import Decision, Extracted, Loaded, Priced, Run, Saturated
 from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult
+from eqsat.pipeline.transforms import Recalled
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,18 @@ def choose_rules(run: Run) -> tuple[Rule, ...]:
     rules = list(o.rules) if o.rules is not None else default_rules(o.layouts)
     names = {r.name for r in rules}
     return tuple(rules + [r for r in run.target.rules() if r.name not in names])
+
+
+def recall(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Recalled | None:
+    """The transformation a run with these rules, cost model and options stored for a model of this one's
+    structure, replayed on it (:mod:`eqsat.pipeline.transforms`), or None: then the search runs."""
+    key = transforms.run_key(loaded.graph, rules, loaded.cost_model, run.options)
+    if key is None:
+        return None
+    found = transforms.TransformCache().recall(key, loaded.graph)
+    if found is not None:
+        run.say(f"cached transformation of this structure (stored {found.stored}): no search")
+    return found
 
 
 def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
@@ -221,9 +234,13 @@ def keep_original(loaded: Loaded, reason: str, *, cost: float, extractions: tupl
                     timings=tuple(timings))
 
 
-def export(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, extracted: Extracted) -> Decision:
-    """Read the first choice back into the IR, price it as written and export it to ONNX; a graph costlier than
-    the original is not written: the original is kept."""
+def export(run: Run, loaded: Loaded, saturated: Saturated | None = None, priced: Priced | None = None,
+           extracted: Extracted | None = None, recalled: Recalled | None = None) -> Decision:
+    """Read the first choice back into the IR (or take the cached transformation's graph), price it as written
+    and export it to ONNX; a graph costlier than the original is not written: the original is kept."""
+    if recalled is not None:
+        return _replay(run, loaded, recalled)
+    assert saturated is not None and priced is not None and extracted is not None  # no recall: a search ran
     sat, cost_model, names = saturated.result, priced.cost_model, extracted.names
     chosen = extracted.extractions[0]
     cost_before = loaded.anytime.cost_before
@@ -252,6 +269,13 @@ def export(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, extra
         more = loaded.reduction.repeats.count - 1
         notes.append(f"{cost_after - written_cost:+.4g} ms: {more} more instance(s) of the repeated block, "
                      "which the extraction priced once")
+    return _written_or_kept(run, loaded, new_graph, cost_before, cost_after, extractions, chosen, notes)
+
+
+def _written_or_kept(run: Run, loaded: Loaded, new_graph: Graph, cost_before: float, cost_after: float,
+                     extractions: tuple[Extraction, ...], chosen: Extraction, notes: Sequence[str]) -> Decision:
+    """The decision to write ``new_graph``, exported, or the original where it is no drop-in, no cheaper, or
+    cannot be written with the model's dynamic axes."""
     if loaded.static_reason and run.options.dynamic:  # a drop-in is never traded for sizes nobody chose
         reason = (f"its dynamic axes cannot be kept ({loaded.static_reason}); at fixed sizes the optimized graph "
                   f"would cost {cost_after:.6g} ms against {cost_before:.6g}: pass --static (Python: dynamic=False), "
@@ -271,6 +295,21 @@ def export(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, extra
                              extractions=extractions, chosen=chosen, notes=notes)
     return Decision(model=model, graph=new_graph, cost_before=cost_before, cost_after=cost_after,
                     extractions=extractions, chosen=chosen, notes=tuple(notes))
+
+
+def _replay(run: Run, loaded: Loaded, recalled: Recalled) -> Decision:
+    """The decision a cached transformation makes for this model: its graph, priced and exported as a search's
+    would be (or the original, where the first run kept it)."""
+    cost_before = graph_cost(loaded.graph, loaded.cost_model)
+    cost_after = cost_before if recalled.graph is None else graph_cost(recalled.graph, loaded.cost_model)
+    # what the report shows of an extraction: there was none; the graph given (a "start") is the cache's
+    chosen = Extraction(selection={}, cost=cost_after, status="start", bound=None, gap=None, seconds=0.0,
+                        solver="cache", greedy_cost=None)
+    if recalled.graph is None:
+        return keep_original(loaded, f"{recalled.reason} (a cached transformation of this structure, stored "
+                             f"{recalled.stored})", cost=cost_before, extractions=(chosen,), chosen=chosen)
+    note = f"the graph a run stored for this structure on {recalled.stored} (a cached transformation)"
+    return _written_or_kept(run, loaded, recalled.graph, cost_before, cost_after, (chosen,), chosen, [note])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,17 +346,19 @@ def _best_so_far(loaded: Loaded, saturated: Saturated, priced: Priced, extracted
                  "written, less than the final extraction's: it is written")
 
 
-def time_latency(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, extracted: Extracted,
-                 decision: Decision) -> Decision:
+def time_latency(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | None = None,
+                 priced: Priced | None = None, extracted: Extracted | None = None) -> Decision:
     """Time the first choice and the other candidates against the original end to end; write the one raced
-    against the original if it wins measurably, twice, else the original (:func:`candidates.race`)."""
+    against the original if it wins measurably, twice, else the original (:func:`candidates.race`). A cached
+    transformation's graph is the one candidate."""
     first = candidates.Candidate(0, decision.graph, decision.cost_after, decision.model)
-    others = candidates.other_candidates(decision.extractions[1:], saturated.result.egraph, extracted.names,
-                                         loaded.engine_graph, decision.graph, decision.cost_before,
-                                         priced.cost_model, stitch=loaded.stitch)
+    cost_model = loaded.cost_model if priced is None else priced.cost_model
+    others = [] if saturated is None or extracted is None else candidates.other_candidates(
+        decision.extractions[1:], saturated.result.egraph, extracted.names, loaded.engine_graph, decision.graph,
+        decision.cost_before, cost_model, stitch=loaded.stitch)
     # two timings share what the time limit leaves after the check (about as long as one timing)
     budget = max(0.5, min(candidates.LATENCY_BUDGET_S, run.left() / 4))
-    race = candidates.race(loaded.original, [first, *others], loaded.graph, priced.cost_model,
+    race = candidates.race(loaded.original, [first, *others], loaded.graph, cost_model,
                            run.options.latency_margin, run.say, budget)
     timed = dataclasses.replace(decision, latency=race.check, timings=tuple(race.timings))
     if not race.faster:
@@ -338,7 +379,7 @@ def keep_signature(run: Run, loaded: Loaded, decision: Decision) -> Decision:
     return dataclasses.replace(decision, model=model)
 
 
-def check(run: Run, loaded: Loaded, saturated: Saturated, decision: Decision) -> NumericReport:
+def check(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | None = None) -> NumericReport:
     """Check that the written model computes what the original, as given, computes; raise if it does not, or if
     the check cannot run."""
     # with dynamic axes, at the representative sizes and at others: a rewrite right only at batch 1 shows
@@ -355,15 +396,17 @@ def check(run: Run, loaded: Loaded, saturated: Saturated, decision: Decision) ->
         run.say("numeric check: saturated output(s): " + "; ".join(f"{c.name} ({c.saturated})"
                                                                for c in numeric.saturated))
     if not numeric.ok:
-        fired = ", ".join(f"{k} ({v})" for k, v in sorted(saturated.result.rules_fired.items()))
+        fired = "a cached transformation's" if saturated is None else \
+            ", ".join(f"{k} ({v})" for k, v in sorted(saturated.result.rules_fired.items())) or "none"
         raise NumericMismatch(f"optimized model differs from the original: {numeric.summary()}; "
-                              f"rewrites involved: {fired or 'none'}. Nothing was written.")
+                              f"rewrites involved: {fired}. Nothing was written.")
     return numeric
 
 
-def dump(run: Run, loaded: Loaded, rules: tuple[Rule, ...], saturated: Saturated, priced: Priced,
-         decision: Decision) -> EGraphDump:
+def dump(run: Run, loaded: Loaded, rules: tuple[Rule, ...], decision: Decision, saturated: Saturated | None = None,
+         priced: Priced | None = None) -> EGraphDump:
     """The e-graph dump with costs and the choice written out, written to the path given (if one was)."""
+    assert saturated is not None and priced is not None  # a dump turns the cache off: a search ran
     out = build_dump(saturated.result, loaded.engine_graph, priced.node_costs, source=loaded.label,
                      cost_model=priced.cost_model.name, rules=len(rules), limits=saturated.limits,
                      extraction=decision.chosen, kept_original=decision.kept)
@@ -372,22 +415,41 @@ def dump(run: Run, loaded: Loaded, rules: tuple[Rule, ...], saturated: Saturated
     return out
 
 
-def report(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, decision: Decision,
-           numeric: NumericReport | None = None, egraph_dump: EGraphDump | None = None) -> OptimizeResult:
+def remember(run: Run, loaded: Loaded, rules: tuple[Rule, ...], decision: Decision,
+             numeric: NumericReport | None = None) -> bool:
+    """Keep what this search decided as a transformation of the model's structure, for a later model of the same
+    one: the graph written, once the numeric check has passed on it, or that the original was kept."""
+    if not decision.kept and (numeric is None or not numeric.ok):
+        return False  # unchecked (check=False): a graph is cached only once it is known to compute the same
+    key = transforms.run_key(loaded.graph, rules, loaded.cost_model, run.options)
+    found = None if decision.kept else decision.graph
+    return key is not None and transforms.TransformCache().remember(key, loaded.graph, found,
+                                                                    decision.kept_reason or "written")
+
+
+def report(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | None = None,
+           priced: Priced | None = None, numeric: NumericReport | None = None, egraph_dump: EGraphDump | None = None,
+           recalled: Recalled | None = None, remembered: bool = False) -> OptimizeResult:
     """The result: the model written and the report of the run."""
-    sat, first, p = saturated.result, decision.extractions[0], priced.pricing  # the solver's figures: the first's
+    first, p = decision.extractions[0], None if priced is None else priced.pricing  # the solver's: the first's
     counts = None if p is None else CostCounts(len(p.costs), p.measured, p.cached, len(p.estimated), p.seconds)
     anytime = loaded.anytime
+    sat = None if saturated is None else saturated.result
+    cost_model = loaded.cost_model if priced is None else priced.cost_model
+    cached = ("replayed: the transformation stored " + recalled.stored + " for this structure, no search"
+              if recalled is not None else "stored for a later model of this structure" if remembered else "")
     return OptimizeResult(
         model=decision.model, graph=decision.graph, original=loaded.graph, cost_before=decision.cost_before,
-        cost_after=decision.cost_after, iterations=sat.iterations, stop_reason=sat.stop_reason,
-        rules_fired=sat.rules_fired, solver_status=first.status, solver_bound=first.bound, solver_gap=first.gap,
-        extraction_cost=decision.chosen.cost, stage_seconds=run.stage_seconds, numeric=numeric,
-        cost_model=priced.cost_model.name, kept_original=decision.kept and not loaded.bodies,
+        cost_after=decision.cost_after, iterations=[] if sat is None else sat.iterations,
+        stop_reason="no search (a cached transformation)" if sat is None else sat.stop_reason,
+        rules_fired={} if sat is None else sat.rules_fired, solver_status=first.status, solver_bound=first.bound,
+        solver_gap=first.gap, extraction_cost=decision.chosen.cost, stage_seconds=run.stage_seconds,
+        numeric=numeric, cost_model=cost_model.name, kept_original=decision.kept and not loaded.bodies,
         latency=decision.latency, onnx_nodes=(len(loaded.original.graph.node), len(decision.model.graph.node)),
         cost_notes=list(decision.notes), egraph_dump=egraph_dump, candidates=list(decision.timings),
         trace=list(anytime.trace), best_source=anytime.best.source,
-        snapshots=(anytime.snapshots, anytime.snapshot_seconds), egraph_size=sat.egraph.tensor_size,
+        snapshots=(anytime.snapshots, anytime.snapshot_seconds), egraph_size=(0, 0) if sat is None else
+        sat.egraph.tensor_size, transformation=cached,
         kept_reason=decision.kept_reason, cost_counts=counts, bodies=[str(b) for b in loaded.bodies],
         dims=representative(loaded.graph), static_reason=loaded.static_reason,
         blocks="" if loaded.reduction is None else loaded.reduction.describe(), external_data=loaded.external_data,

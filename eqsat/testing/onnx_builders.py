@@ -20,7 +20,7 @@ from onnx import helper
 
 from eqsat.models.builder import FLOAT, INT64, Dim, initializer, make_model, value_info
 
-__all__ = ["FLOAT", "INT64", "f32", "i64", "initializer", "make_model", "node", "value_info"]
+__all__ = ["FLOAT", "INT64", "f32", "i64", "initializer", "make_model", "node", "reexported", "value_info"]
 
 
 def f32(name: str, shape: Sequence[Dim] | None) -> onnx.ValueInfoProto:
@@ -36,3 +36,21 @@ def i64(name: str, shape: Sequence[Dim] | None) -> onnx.ValueInfoProto:
 def node(op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any) -> onnx.NodeProto:
     """One node (``name=`` and ``domain=`` as in ``onnx.helper.make_node``; other keywords are attributes)."""
     return helper.make_node(op_type, list(inputs), list(outputs), **attrs)
+
+
+def reexported(model: onnx.ModelProto, prefix: str = "re_") -> onnx.ModelProto:
+    """``model`` as another export of it writes it: every weight and computed tensor renamed with ``prefix``, the
+    inputs and outputs keeping their names (a copy; a fine-tune exported again, with :class:`ModelBuilder`'s
+    ``seed`` for other weights)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    keep = {v.name for v in (*g.input, *g.output)}
+    names = {t.name: prefix + t.name for t in g.initializer}
+    names |= {o: prefix + o for n in g.node for o in n.output if o and o not in keep}
+    for t in g.initializer:
+        t.name = names[t.name]
+    for n in g.node:
+        n.input[:] = [names.get(i, i) for i in n.input]
+        n.output[:] = [names.get(o, o) for o in n.output]
+    return out
