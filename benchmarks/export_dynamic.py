@@ -11,8 +11,9 @@ Needs torch, torchvision, transformers and onnxscript, which eqsat does not depe
 environment (``python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch torchvision transformers
 onnxscript onnx``) and run this script with it. Writes ``<model>_<ts|dynamo>.onnx`` into OUT.
 
-Usage: /tmp/torchenv/bin/python benchmarks/export_dynamic.py OUT [MODEL ...]   (models: resnet18 mobilenet_v2
-bert gpt2 llama vit; default all; a transformer as NAME:LAYERS, e.g. bert:12, gets that many layers instead of 2)
+Usage: /tmp/torchenv/bin/python benchmarks/export_dynamic.py OUT [MODEL ...] [--seed N]   (models: resnet18
+mobilenet_v2 bert gpt2 llama vit; default all; a transformer as NAME:LAYERS, e.g. bert:12, gets that many layers
+instead of 2; ``--seed`` other random weights, as a fine-tune of the same architecture would have)
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torchvision
 import transformers
 
 MODELS = ("resnet18", "mobilenet_v2", "bert", "gpt2", "llama", "vit")
 BATCH, SEQ = 2, 16
+#: the random weights' seed (``--seed``)
+SEED = 0
 
 
 class _Bert(torch.nn.Module):
@@ -62,9 +64,11 @@ class _Vit(torch.nn.Module):
 def build(name: str, layers: int = 2) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict[str, Any]]:
     """The model (``layers`` transformer layers), its example inputs, and the names and dynamic axes of its
     export."""
-    torch.manual_seed(0)
+    torch.manual_seed(SEED)
     batch = torch.export.Dim("batch", min=1, max=1024)
     if name in ("resnet18", "mobilenet_v2"):
+        import torchvision  # only the CNNs need it
+
         model = getattr(torchvision.models, name)(weights=None).eval()
         return model, (torch.randn(BATCH, 3, 224, 224),), {
             "input_names": ["input"], "output_names": ["output"],
@@ -136,13 +140,19 @@ def export(name: str, kind: str, out: Path) -> Path:
 
 
 def main() -> int:
-    if len(sys.argv) < 2:
+    global SEED
+    args = sys.argv[1:]
+    if "--seed" in args:
+        k = args.index("--seed")
+        SEED = int(args[k + 1])
+        del args[k:k + 2]
+    if not args:
         print(__doc__)
         return 2
-    out = Path(sys.argv[1])
+    out = Path(args[0])
     out.mkdir(parents=True, exist_ok=True)
     failed = 0
-    for name in sys.argv[2:] or MODELS:
+    for name in args[1:] or MODELS:
         for kind in ("ts", "dynamo"):
             try:
                 print(f"wrote {export(name, kind, out)}", flush=True)
