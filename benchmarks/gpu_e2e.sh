@@ -12,9 +12,10 @@
 # Both folders are ignored by git (add them to .git/info/exclude) and travel with the working tree (about 10 MB).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
 case "${1:-}" in
   prepare)
-    exports="${2:?give the folder of benchmarks/export_dynamic.py's exports}"
+    exports="${2:?give the folder of the exports benchmarks/export_dynamic.py wrote}"
     py=.venv/bin/python
     rm -rf gpu_bundle .whl
     mkdir -p .whl
