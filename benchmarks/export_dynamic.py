@@ -11,9 +11,11 @@ Needs torch, torchvision, transformers and onnxscript, which eqsat does not depe
 environment (``python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch torchvision transformers
 onnxscript onnx``) and run this script with it. Writes ``<model>_<ts|dynamo>.onnx`` into OUT.
 
-Usage: /tmp/torchenv/bin/python benchmarks/export_dynamic.py OUT [MODEL ...] [--seed N]   (models: resnet18
+Usage: /tmp/torchenv/bin/python benchmarks/export_dynamic.py OUT [MODEL ...] [--seed N] [--attention sdpa]
+(models: resnet18
 mobilenet_v2 bert gpt2 llama vit; default all; a transformer as NAME:LAYERS, e.g. bert:12, gets that many layers
-instead of 2; ``--seed`` other random weights, as a fine-tune of the same architecture would have)
+instead of 2; ``--seed`` other random weights, as a fine-tune of the same architecture would have;
+``--attention sdpa`` PyTorch's fused attention instead of eager, written as ``NAME_sdpa_KIND.onnx``)
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ MODELS = ("resnet18", "mobilenet_v2", "bert", "gpt2", "llama", "vit")
 BATCH, SEQ = 2, 16
 #: the random weights' seed (``--seed``)
 SEED = 0
+#: transformers' attention (``--attention``): "eager" (matrix products and a softmax) or "sdpa" (PyTorch's fused
+#: attention, which the dynamo exporter writes with a NaN guard, IsNaN and Where, after the softmax)
+ATTENTION = "eager"
 
 
 class _Bert(torch.nn.Module):
@@ -75,7 +80,7 @@ def build(name: str, layers: int = 2) -> tuple[torch.nn.Module, tuple[torch.Tens
             "dynamic_axes": {"input": {0: "batch"}, "output": {0: "batch"}},
             "dynamic_shapes": {"x": {0: batch}}}
     if name == "bert":
-        cfg = transformers.BertConfig(num_hidden_layers=layers, attn_implementation="eager")
+        cfg = transformers.BertConfig(num_hidden_layers=layers, attn_implementation=ATTENTION)
         ids = torch.randint(0, cfg.vocab_size, (BATCH, SEQ))
         mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
         mask[1, 12:] = 0  # padding in the example, as in a real batch
@@ -87,12 +92,12 @@ def build(name: str, layers: int = 2) -> tuple[torch.nn.Module, tuple[torch.Tens
             "dynamic_shapes": {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}}
     if name in ("gpt2", "llama"):
         if name == "gpt2":
-            cfg = transformers.GPT2Config(n_layer=layers, attn_implementation="eager")
+            cfg = transformers.GPT2Config(n_layer=layers, attn_implementation=ATTENTION)
             model, longest = transformers.GPT2Model(cfg), cfg.n_positions
         else:
             cfg = transformers.LlamaConfig(num_hidden_layers=layers, hidden_size=512, intermediate_size=1376,
                                            num_attention_heads=8, num_key_value_heads=2, vocab_size=32000,
-                                           max_position_embeddings=2048, attn_implementation="eager")
+                                           max_position_embeddings=2048, attn_implementation=ATTENTION)
             model, longest = transformers.LlamaModel(cfg), cfg.max_position_embeddings
         seq = torch.export.Dim("sequence", min=2, max=longest)
         return _Decoder(model).eval(), (torch.randint(0, cfg.vocab_size, (BATCH, SEQ)),), {
@@ -102,7 +107,7 @@ def build(name: str, layers: int = 2) -> tuple[torch.nn.Module, tuple[torch.Tens
             "dynamic_shapes": {"input_ids": {0: batch, 1: seq}}}
     if name == "vit":
         cfg = transformers.ViTConfig(num_hidden_layers=layers, image_size=224, patch_size=16,
-                                     attn_implementation="eager")
+                                     attn_implementation=ATTENTION)
         return _Vit(transformers.ViTModel(cfg)).eval(), (torch.randn(BATCH, 3, 224, 224),), {
             "input_names": ["pixel_values"], "output_names": ["last_hidden_state", "pooler_output"],
             "dynamic_axes": {"pixel_values": {0: "batch"}, "last_hidden_state": {0: "batch"},
@@ -116,7 +121,8 @@ def export(name: str, kind: str, out: Path) -> Path:
     that many layers (2 by default), written as ``NAME_LAYERSl_KIND.onnx``."""
     base, _, layers = name.partition(":")
     model, args, spec = build(base, int(layers or 2))
-    path = out / (f"{base}_{layers}l_{kind}.onnx" if layers else f"{base}_{kind}.onnx")
+    tag = f"{base}_{layers}l" if layers else base
+    path = out / f"{tag}{'' if ATTENTION == 'eager' else '_' + ATTENTION}_{kind}.onnx"
     with torch.no_grad():
         if kind == "dynamo":
             program = torch.onnx.export(model, args, dynamo=True, opset_version=18, optimize=True,
@@ -140,11 +146,15 @@ def export(name: str, kind: str, out: Path) -> Path:
 
 
 def main() -> int:
-    global SEED
+    global SEED, ATTENTION
     args = sys.argv[1:]
     if "--seed" in args:
         k = args.index("--seed")
         SEED = int(args[k + 1])
+        del args[k:k + 2]
+    if "--attention" in args:
+        k = args.index("--attention")
+        ATTENTION = args[k + 1]
         del args[k:k + 2]
     if not args:
         print(__doc__)
