@@ -37,7 +37,7 @@ def profile(name: str, anytime: bool, time_limit: float, costs: str) -> dict[str
     model = models.builtin_models()[name]()
     said: list[tuple[float, str]] = []
     t = time.perf_counter()
-    res = optimize(model, cost_model=get_cost_model(costs), time_limit=time_limit, check=False,
+    res = optimize(model, cost_model=get_cost_model(costs), time_limit=time_limit, check=False, cache=False,
                    verify_latency=False, anytime=anytime, progress=lambda msg: said.append((time.perf_counter(), msg)))
     total = time.perf_counter() - t
     it0 = next((at - t for at, msg in said if msg.lstrip().startswith("iteration 0:")), None)

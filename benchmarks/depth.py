@@ -37,7 +37,7 @@ def run(path: str, dims: dict[str, int], time_limit: float, reuse: bool, measure
     runs = []
     for _ in range(2):
         t = time.perf_counter()
-        a = eqsat.optimize(path, dims=dims, time_limit=time_limit, reuse_blocks=reuse)
+        a = eqsat.optimize(path, dims=dims, time_limit=time_limit, reuse_blocks=reuse, cache=False)
         runs.append((time.perf_counter() - t, a))
     seconds, a = min(runs, key=lambda r: r[0])
     row: dict[str, Any] = {
@@ -46,7 +46,8 @@ def run(path: str, dims: dict[str, int], time_limit: float, reuse: bool, measure
         "enodes": a.egraph_size[0], "predicted": a.cost_before / a.cost_after, "check_ok": a.numeric.ok}
     if measured:
         t = time.perf_counter()
-        m = eqsat.optimize(path, dims=dims, time_limit=time_limit, reuse_blocks=reuse, cost_model="measured")
+        m = eqsat.optimize(path, dims=dims, time_limit=time_limit, reuse_blocks=reuse, cost_model="measured",
+                           cache=False)
         lat = m.latency
         again = lat.again if lat is not None and lat.again is not None else lat.race if lat is not None else None
         row["measured"] = {"seconds": time.perf_counter() - t, "written": m.decision,

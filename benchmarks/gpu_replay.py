@@ -118,7 +118,7 @@ def collect(args: argparse.Namespace) -> None:
     rec = Recording(get_cost_model("gpu-sim"))
     for name, (build, kw) in _models(args.models, args.dims).items():
         t = time.perf_counter()
-        eqsat.optimize(build(), cost_model=rec, time_limit=TIME_LIMIT, **kw)
+        eqsat.optimize(build(), cost_model=rec, time_limit=TIME_LIMIT, cache=False, **kw)
         print(f"{name}: {len(rec.keys)} configurations so far ({time.perf_counter() - t:.1f} s)", flush=True)
     # an opaque node's configuration is the ONNX node itself, which CuPy's model cannot run: the roofline's
     keys = sorted((k for k in rec.keys if k.op != "opaque"), key=lambda k: k.as_str())
@@ -161,8 +161,8 @@ def replay(args: argparse.Namespace) -> None:
     rows = []
     for name, (build, kw) in _models(args.models, args.dims).items():
         gpu = Replayed(measured)
-        res = eqsat.optimize(build(), cost_model=gpu, time_limit=TIME_LIMIT, **kw)
-        sim = eqsat.optimize(build(), cost_model=get_cost_model("gpu-sim"), time_limit=TIME_LIMIT, **kw)
+        res = eqsat.optimize(build(), cost_model=gpu, time_limit=TIME_LIMIT, cache=False, **kw)
+        sim = eqsat.optimize(build(), cost_model=get_cost_model("gpu-sim"), time_limit=TIME_LIMIT, cache=False, **kw)
 
         # every graph priced alike, as an IR graph under the measured costs (an NHWC convolution as the transposes
         # and NCHW convolution export writes; a Gemm with its bias as one kernel, which an ONNX file's import

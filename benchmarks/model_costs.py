@@ -53,7 +53,7 @@ def run(names: list[str], measured: str | None) -> list[dict[str, Any]]:
             cm = get_cost_model("analytic") if costs == "analytic" else \
                 get_cost_model("measured", cache_dir=measured, threads=1)
             t = time.perf_counter()
-            r = eqsat.optimize(build(name), cost_model=cm, time_limit=300, verify_latency=False)
+            r = eqsat.optimize(build(name), cost_model=cm, time_limit=300, verify_latency=False, cache=False)
             rows.append({"model": name, "costs": costs, "before": round(r.cost_before, 6),
                          "after": round(r.cost_after, 6), "enodes": r.iterations[-1].enodes if r.iterations else 0,
                          "stop": str(r.stop_reason), "onnx_nodes": list(r.onnx_nodes),

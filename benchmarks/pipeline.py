@@ -33,7 +33,7 @@ def run(models: list[str], time_limit: float, costs: str) -> list[dict]:
         model = builders[name]() if name in builders else zoo.load_zoo_model(name)
         t0 = time.perf_counter()
         try:
-            res = optimize(model, cost_model=get_cost_model(costs), time_limit=time_limit)
+            res = optimize(model, cost_model=get_cost_model(costs), time_limit=time_limit, cache=False)
         except Exception as e:  # a failing model is a row of the table, not the end of the run
             rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
             continue

@@ -271,7 +271,7 @@ def size4_costs(models: tuple[str, ...] = SIZE4_MODELS) -> dict[str, Any]:
         row = {}
         for label, rules in (("size 3", default_rules()), ("size 4", default_rules(max_ops=4))):
             t = time.perf_counter()
-            res = optimize(builders[name](), rules=rules)
+            res = optimize(builders[name](), rules=rules, cache=False)
             fired4 = sum(v for k, v in res.rules_fired.items() if k.removesuffix("-rev") in size4_ids)
             row[label] = {"cost": res.cost_after, "original": res.cost_before, "enodes": res.iterations[-1].enodes,
                           "iterations": len(res.iterations) - 1, "stop": str(res.stop_reason),
@@ -343,7 +343,7 @@ def model_costs() -> dict[str, dict[str, float]]:
     for name in ("bert_attention_block", "nasrnn_cell"):
         row = {}
         for label, rules in (("corpus", corpus_or_starter()), ("starter", starter_rules())):
-            res = optimize(getattr(zoo, name)(), rules=rules + list(LAYOUT_RULES))
+            res = optimize(getattr(zoo, name)(), rules=rules + list(LAYOUT_RULES), cache=False)
             row["original"] = res.cost_before
             row[label] = res.cost_after
         out[name] = row
@@ -366,7 +366,7 @@ def independent_merges() -> dict[str, dict[str, Any]]:
     for name, build in models.items():
         for label, rules in (("off", default_rules()), ("on", default_rules() + extra)):
             t = time.perf_counter()
-            res = optimize(build(), rules=rules)
+            res = optimize(build(), rules=rules, cache=False)
             out[f"{name} ({label})"] = {"cost": res.cost_after, "enodes": res.iterations[-1].enodes,
                                         "stop": str(getattr(res.stop_reason, "value", res.stop_reason)),
                                         "seconds": time.perf_counter() - t}

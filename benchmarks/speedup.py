@@ -395,7 +395,7 @@ def worker(spec: dict) -> dict:
     # get_cost_model("measured"), spelt out: its cache counts what was measured and what was found
     cm = CachedCostModel(OnnxRuntimeCostModel(threads=spec["threads"]), CostCache(spec["cache_dir"]))
     res = optimize(spec["model_path"], cost_model=cm, time_limit=spec["time_limit"],
-                   candidates=spec.get("candidates", 1), progress=say)
+                   candidates=spec.get("candidates", 1), progress=say, cache=False)
     seconds = time.perf_counter() - t0
     onnx.save(res.model, spec["out_model"])
     return {"seconds": seconds, "kept_original": res.kept_original, "predicted_before_ms": res.cost_before,

@@ -43,7 +43,8 @@ def run(variant: str, layers: int, rounds: int, time_limit: float) -> dict[str, 
     graph = onnx_io.load_model(model)
     opaque = onnx_io.opaque_reasons(graph)
     t0 = time.perf_counter()
-    res = optimize(model, cost_model=get_cost_model("measured", threads=1), time_limit=time_limit, verify_latency=False)
+    res = optimize(model, cost_model=get_cost_model("measured", threads=1), time_limit=time_limit,
+                   verify_latency=False, cache=False)
     seconds = time.perf_counter() - t0
     feeds = onnx_io.random_feeds(model, seed=0)
     before, after = end_to_end_latency([model, res.model], [feeds, feeds], rounds=rounds)

@@ -110,10 +110,11 @@ def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str, tar
     at = {k: v for k, v in dims.items() if k in symbols}
     flow, leaves, others = opaque_ops(graph)
     t = time.perf_counter()
-    analytic = eqsat.optimize(model, dims=at or None, time_limit=time_limit)
+    analytic = eqsat.optimize(model, dims=at or None, time_limit=time_limit, cache=False)
     analytic_s = time.perf_counter() - t
     t = time.perf_counter()
-    measured = eqsat.optimize(model, dims=at or None, cost_model="measured", time_limit=time_limit, target=target)
+    measured = eqsat.optimize(model, dims=at or None, cost_model="measured", time_limit=time_limit, target=target,
+                              cache=False)
     measured_s = time.perf_counter() - t
     feeds = trial_feeds(model, 0, sizes=measured.dims or at)
     times_1, share = kernel_times(model, feeds, threads=1)
@@ -122,7 +123,7 @@ def run(path: str, dims: dict[str, int], time_limit: float, ort_python: str, tar
     chained = None
     if ort_opt is not None:  # and eqsat run over the optimizer's output (its fused kernels imported)
         chained = eqsat.optimize(ort_opt, dims=at or None, cost_model="measured", time_limit=time_limit,
-                                 target=target)
+                                 target=target, cache=False)
         models += [ort_opt, chained.model]
     speedups, ort_speedups, chained_speedups = {}, {}, {}
     for threads in (1, 2):

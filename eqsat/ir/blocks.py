@@ -62,13 +62,13 @@ class _Shifts:
         self.nodes = graph.nodes
         self.index = {n.output: k for k, n in enumerate(graph.nodes)}
         shapes, dtypes = graph.shapes, graph.dtypes
-        self.sig = [(n.op, n.params, shapes[n.output], dtypes[n.output]) for n in graph.nodes]
+        self.sig = [(n.op, _alike_params(n), shapes[n.output], dtypes[n.output]) for n in graph.nodes]
 
     def alike(self, a: int, b: int) -> bool:
-        """The same operator, parameters, output shape and dtype, and as many inputs (never opaque nodes)."""
+        """The same operator, parameters, output shape and dtype, and as many inputs (an opaque node: the same
+        ONNX operator and attributes, whatever its node's name; never one with subgraphs)."""
         x, y = self.nodes[a], self.nodes[b]
-        # an opaque node is keyed by the ONNX node it stands for: never one of several
-        return self.sig[a] == self.sig[b] and not x.is_opaque and len(x.inputs) == len(y.inputs)
+        return self.sig[a] == self.sig[b] and len(x.inputs) == len(y.inputs) and not _has_subgraphs(x)
 
     def same(self, a: int, b: int) -> bool:
         if not self.alike(a, b):
@@ -84,6 +84,21 @@ class _Shifts:
             elif v != u:  # a graph input: the same one
                 return False
         return True
+
+
+def _alike_params(n: Node) -> tuple[tuple[str, object], ...]:
+    """What makes two nodes the same operation: the parameters, less an opaque node's key (the name of the ONNX
+    node it stands for, different in every layer; its operator type and attributes are compared)."""
+    return tuple(kv for kv in n.params if kv[0] != "key") if n.is_opaque else n.params
+
+
+def _has_subgraphs(n: Node) -> bool:
+    """An opaque control-flow node, whose subgraphs read tensors from around it by name (``outer``)."""
+    return n.is_opaque and bool(n.p.get("outer"))
+
+
+def _opaque_key(n: Node) -> str | None:
+    return n.p["key"] if n.is_opaque else None
 
 
 def find_repeats(graph: Graph, min_size: int = MIN_BLOCK_NODES) -> Repeats | None:
@@ -259,6 +274,8 @@ class Reduction:
     slots: tuple[int, ...]  # positions in a block whose tensors are read after it
     weights: tuple[Mapping[str, str], ...]  # per instance, block 0's weight name -> this instance's
     prefix_reads: tuple[str, ...]  # the prefix's tensors the suffix reads, in the order of their placeholders
+    #: per instance, block 0's opaque nodes' keys -> this instance's (each instance writes its own ONNX nodes)
+    opaque_keys: tuple[Mapping[str, str], ...] = ()
 
     def describe(self) -> str:
         """One line for the report."""
@@ -298,9 +315,13 @@ class Reduction:
                 if n.output not in piece or n.output in ren:
                     continue
                 ren[n.output] = n.output if m == 0 else names.fresh(f"{n.output}_b{m}")
+            keys = self.opaque_keys[m] if self.opaque_keys else {}
             for n in reduced.nodes:
                 if n.output in piece and not (m == 0 and n.output in emitted):
-                    nodes.append(Node(n.op, n.params, tuple(ren.get(i, i) for i in n.inputs), ren[n.output]))
+                    params = n.params
+                    if keys and (key := _opaque_key(n)) in keys:
+                        params = tuple((k, keys[key] if k == "key" else v) for k, v in n.params)
+                    nodes.append(Node(n.op, params, tuple(ren.get(i, i) for i in n.inputs), ren[n.output]))
         last = dict(zip((f"{_OUT}{s}" for s in self.slots), slot_names[-1], strict=True))
         prefix = {f"{_PREFIX}{k}": v for k, v in enumerate(self.prefix_reads)}
         nodes = [Node(n.op, n.params, tuple(last.get(i, prefix.get(i, i)) for i in n.inputs), n.output)
@@ -378,6 +399,15 @@ def reduce_repeats(graph: Graph, repeats: Repeats | None = None) -> Reduction | 
                 if u in g.weights and wm.setdefault(u, v) != v:
                     return None  # one weight of block 0 stands for two of another block
         weights.append(wm)
+    # per instance, block 0's opaque keys -> its own (an ONNX node of several outputs has one key for them all)
+    opaque_keys: list[dict[str, str]] = []
+    for m in range(rep.count):
+        km: dict[str, str] = {}
+        for t in rep.block(0):
+            u, v = _opaque_key(nodes[t]), _opaque_key(nodes[t + m * rep.size])
+            if u is not None and (v is None or km.setdefault(u, v) != v):
+                return None
+        opaque_keys.append(km)
     # the suffix: what it reads of the last block and of the prefix becomes placeholders
     out_ph = {nodes[last.start + s].output: f"{_OUT}{s}" for s in slots}
     prefix_reads: list[str] = []
@@ -411,4 +441,4 @@ def reduce_repeats(graph: Graph, repeats: Repeats | None = None) -> Reduction | 
     reduced = Graph(inputs, kept, tuple(prefix_nodes + block_nodes + suffix_nodes), tuple(outputs), g.name,
                     dict(g.meta))
     return Reduction(graph, reduced, rep, tuple(block_inputs), tuple(tuple(s) for s in sources), tuple(slots),
-                     tuple(weights), tuple(prefix_reads))
+                     tuple(weights), tuple(prefix_reads), tuple(opaque_keys))

@@ -182,7 +182,8 @@ Runner = Callable[..., tuple[onnx.ModelProto, list[tuple[float, float]], int, di
 def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: CostModel, budget: float, alpha: float,
                seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
                                                             dict[str, Any]]:
-    res = optimize(proto, cost_model=cost_model, rules=rules, time_limit=budget, check=False, verify_latency=False)
+    res = optimize(proto, cost_model=cost_model, rules=rules, time_limit=budget, check=False, verify_latency=False,
+                   cache=False)  # a search, timed: never a stored transformation replayed
     enodes = res.iterations[-1].enodes if res.iterations else 0
     details = {"stop_reason": res.stop_reason, "solver_status": res.solver_status,
                "iterations": len(res.iterations) - 1, "stage_seconds": res.stage_seconds,

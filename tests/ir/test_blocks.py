@@ -15,10 +15,11 @@ from eqsat.testing.onnx_builders import make_model
 D = 16
 
 
-def _mlp_block(k: int, src: str, residual: str, out: str, width: int,
-               rng: np.random.Generator) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+def _mlp_block(k: int, src: str, residual: str, out: str, width: int, rng: np.random.Generator,
+               guard: bool = False) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
     """Layer ``k``'s nodes and weights: ``out = residual + tanh(W2 relu(W1 src + b)) * half`` (the graph defines
-    ``half``)."""
+    ``half``); ``guard``: the tanh behind a NaN guard, ``Where(IsNaN(t), 0, t)``, as the dynamo exporter writes
+    after attention's softmax (operators eqsat keeps opaque), in named nodes as exporters name them."""
     inits = [numpy_helper.from_array(rng.standard_normal((D, width)).astype(np.float32) / 4, f"w1_{k}"),
              numpy_helper.from_array(rng.standard_normal((width, D)).astype(np.float32) / 4, f"w2_{k}"),
              numpy_helper.from_array(rng.standard_normal((width,)).astype(np.float32), f"b1_{k}")]
@@ -26,14 +27,17 @@ def _mlp_block(k: int, src: str, residual: str, out: str, width: int,
              helper.make_node("Add", [f"a{k}", f"b1_{k}"], [f"ab{k}"]),
              helper.make_node("Relu", [f"ab{k}"], [f"r{k}"]),
              helper.make_node("MatMul", [f"r{k}", f"w2_{k}"], [f"o{k}"]),
-             helper.make_node("Tanh", [f"o{k}"], [f"t{k}"]),
-             helper.make_node("Mul", [f"t{k}", "half"], [f"s{k}"]),
+             helper.make_node("Tanh", [f"o{k}"], [f"t{k}"])]
+    if guard:
+        nodes += [helper.make_node("IsNaN", [f"t{k}"], [f"nan{k}"], name=f"layers.{k}.isnan"),
+                  helper.make_node("Where", [f"nan{k}", "zero", f"t{k}"], [f"tg{k}"], name=f"layers.{k}.where")]
+    nodes += [helper.make_node("Mul", [f"tg{k}" if guard else f"t{k}", "half"], [f"s{k}"]),
              helper.make_node("Add", [residual, f"s{k}"], [out])]
     return nodes, inits
 
 
 def _stack(layers: int, *, widths: list[int] | None = None, mask: str = "computed", read_middle: bool = False,
-           batch: object = 4) -> onnx.ModelProto:
+           batch: object = 4, guard: bool = False) -> onnx.ModelProto:
     """A residual MLP stack: an input projection (the prefix), ``layers`` blocks h + tanh(W2 relu(W1 (h * mask) + b))
     / 2 with their own weights (``widths``: each block's hidden width) reading one mask computed from the input
     before them, and an output projection (the suffix); ``mask="input"``: the blocks read the graph input itself
@@ -44,7 +48,8 @@ def _stack(layers: int, *, widths: list[int] | None = None, mask: str = "compute
     inits = [numpy_helper.from_array(rng.standard_normal((D, D)).astype(np.float32) / 4, "w_in"),
              numpy_helper.from_array(rng.standard_normal((D, D)).astype(np.float32) / 4, "w_out"),
              numpy_helper.from_array(rng.standard_normal((D, D)).astype(np.float32) / 4, "w_m"),
-             numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+             numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "zero")]
     nodes = [helper.make_node("MatMul", ["x", "w_in"], ["h0"])]
     if mask != "late":
         nodes += [helper.make_node("MatMul", ["x", "w_m"], ["xm"]), helper.make_node("Sigmoid", ["xm"], ["mask"])]
@@ -57,7 +62,7 @@ def _stack(layers: int, *, widths: list[int] | None = None, mask: str = "compute
             nodes.append(helper.make_node("Mul", [f"p{k}", "mask"], [src]))
         else:
             nodes.append(helper.make_node("Mul", [h, "mask" if mask == "computed" else "x"], [src]))
-        more, weights = _mlp_block(k, src, h, f"h{k + 1}", width, rng)
+        more, weights = _mlp_block(k, src, h, f"h{k + 1}", width, rng, guard)
         nodes += more
         inits += weights
     last = f"h{len(widths)}"
@@ -120,6 +125,32 @@ def test_a_middle_block_read_after_the_blocks_is_no_cut() -> None:
         assert g.nodes.index(first_read) < red.repeats.start
         np.testing.assert_allclose(red.stitch(red.reduced).evaluate(_feeds())[0], g.evaluate(_feeds())[0],
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_layers_behind_an_opaque_guard_are_one_block_and_each_keeps_its_own_nodes() -> None:
+    g = onnx_io.load_model(_stack(6, guard=True))
+    keys = {n.p["key"] for n in g.nodes if n.is_opaque}
+    assert len(keys) == 12  # an IsNaN and a Where per layer, eqsat has no operator for either
+    red = reduce_repeats(g)
+    assert red is not None and red.repeats.count >= 5
+    assert sum(n.is_opaque for n in red.reduced.nodes) < len(keys)  # the engine sees one block's
+    whole = red.stitch(red.reduced)
+    # every layer writes its own IsNaN and Where (their keys: the ONNX nodes they stand for), reading its own tensors
+    assert {n.p["key"] for n in whole.nodes if n.is_opaque} == keys
+    assert len({n.inputs for n in whole.nodes if n.is_opaque}) == 12
+    np.testing.assert_allclose(whole.evaluate(_feeds(), onnx_io.onnx_opaque_evaluator(whole))[0],
+                               g.evaluate(_feeds(), onnx_io.onnx_opaque_evaluator(g))[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow  # an optimize run of a six-layer stack (about 4 s)
+def test_a_guarded_stack_is_optimized_once_and_written_whole() -> None:
+    model = _stack(6, guard=True, batch="batch")
+    res = eqsat.optimize(model, time_limit=20, iter_limit=3, cache=False)
+    assert res.blocks and res.numeric is not None and res.numeric.ok
+    written = [n for n in res.model.graph.node if n.op_type in ("IsNaN", "Where")]
+    assert len(written) == 12 and len({n.name for n in written}) == 12
+    out = onnx_io.run_onnxruntime(res.model, _feeds(3))[0]
+    np.testing.assert_allclose(out, onnx_io.run_onnxruntime(model, _feeds(3))[0], rtol=1e-4, atol=1e-4)
 
 
 def test_a_graph_without_repeats_has_no_reduction() -> None:

@@ -64,7 +64,7 @@ def check_model(model: onnx.ModelProto, *, time_limit: float = 10.0, trials: int
     changed = True
     if optimized is None:
         try:
-            res = optimize(model, check=False, time_limit=time_limit, rules=rules)
+            res = optimize(model, check=False, time_limit=time_limit, rules=rules, cache=False)
         except Exception as e:  # a crash is a result, not the end of the fuzzing run
             return CaseResult({}, {}, False, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}",
                               time.perf_counter() - t)
