@@ -15,6 +15,7 @@ the computed sizes (reshape targets) an exported model must compute from its inp
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -60,7 +61,8 @@ class Symbols:
         for name in names:
             while not _is_prime(p) or any(_near_multiple(v, p) for v in static) or any(
                     abs(c * p - d * q) <= 2 * _MAX_OFFSET for q in out.values()
-                    for c in range(1, _MAX_MULTIPLE + 1) for d in range(1, _MAX_MULTIPLE + 1)):
+                    for c in range(1, _MAX_MULTIPLE + 1) for d in range(1, _MAX_MULTIPLE + 1)) \
+                    or not _sums_apart({**out, name: p}, static):
                 p += 2
             out[name] = p
             p += 1000  # apart, so that a size near one symbol's multiple is near no other's
@@ -90,6 +92,9 @@ class Symbols:
             for c, off in ((q, r), (q + 1, r - p)):
                 if 1 <= c <= _MAX_MULTIPLE and 0 < abs(off) <= _MAX_OFFSET:
                     return dim(c * Sym.var(s) + off)
+        for coeffs, total in _sums(self.generic):  # a sum of symbols: a cache's past + new length
+            if abs(v - total) <= _MAX_OFFSET:
+                return dim(sum((c * Sym.var(s) for s, c in coeffs), start=Sym({})) + (v - total))
         return v
 
     def decode_shape(self, shape: Sequence[int], known: Mapping[int, Dim] | None = None) -> tuple[Dim, ...]:
@@ -116,6 +121,33 @@ class Symbols:
         return CostKey(key.op, tuple((k, param(v)) for k, v in key.params),
                        tuple(self.at(s, values) for s in key.input_shapes), self.at(key.output_shape, values),
                        key.dtype, key.layout, key.weights, key.after)
+
+
+#: a sum of several symbols reads back with each coefficient up to this (``past + sequence``, ``2 * past + 1``)
+_MAX_SUM_COEFF = 2
+
+
+def _sums(generic: Mapping[str, int]) -> list[tuple[tuple[tuple[str, int], ...], int]]:
+    """Every sum of two or more symbols, each with a coefficient 1 .. _MAX_SUM_COEFF, with its generic value."""
+    names = sorted(generic)
+    out = []
+    for coeffs in itertools.product(range(_MAX_SUM_COEFF + 1), repeat=len(names)):
+        if sum(1 for c in coeffs if c) >= 2:
+            out.append((tuple((s, c) for s, c in zip(names, coeffs, strict=True) if c),
+                        sum(c * generic[s] for s, c in zip(names, coeffs, strict=True))))
+    return out
+
+
+def _sums_apart(generic: Mapping[str, int], static: set[int]) -> bool:
+    """Whether every sum of symbols (:func:`_sums`) reads back as itself: near no static size, no small
+    multiple of one symbol and no other sum."""
+    if len(generic) < 2:
+        return True
+    values = sorted([t for _, t in _sums(generic)] +
+                    [c * p for p in generic.values() for c in range(1, _MAX_MULTIPLE + 1)])
+    if any(b - a <= 2 * _MAX_OFFSET for a, b in itertools.pairwise(values)):
+        return False
+    return not any(abs(v - t) <= _MAX_OFFSET for _, t in _sums(generic) for v in static)
 
 
 def _near_multiple(v: int, p: int) -> bool:

@@ -176,19 +176,55 @@ def fixed_input_shapes(model: onnx.ModelProto, sizes: Mapping[str, int],
 
 
 def symbolic_output_shape(node: onnx.NodeProto, data_shape: Sequence[int] | None, consts: Mapping[str, np.ndarray],
-                          symbolic: set[str], syms: Symbols) -> tuple[int, ...] | None:
+                          symbolic: set[str], syms: Symbols,
+                          producers: Mapping[str, onnx.NodeProto] | None = None) -> tuple[int, ...] | None:
     """The output shape, at the generic point, of a node whose output size a symbol sets and that ONNX shape
-    inference cannot type (a ``Range`` up to ``seq``) or types wrongly there (a ``Slice`` of a table up to
-    ``seq``, clamped at the generic value); ``None`` for any other node."""
-    if node.op_type == "Range" and node.domain in ("", "ai.onnx") and len(node.input) == 3 \
-            and any(i in symbolic for i in node.input) and all(i in consts for i in node.input):
-        start, limit, delta = (consts[i].reshape(()).item() for i in node.input)
-        if delta == 1 and isinstance(syms.decode(int(limit) - int(start)), Sym):
+    inference cannot type (a ``Range`` up to ``seq``, or from ``past`` to ``past + seq``) or types wrongly there
+    (a ``Slice`` of a table up to ``seq``, clamped at the generic value); ``None`` for any other node.
+    ``producers`` lets a range read its bounds through a ``Cast`` (rotary positions counted in floats)."""
+    if node.op_type == "Range" and node.domain in ("", "ai.onnx") and len(node.input) == 3:
+        bounds = [range_bound(i, consts, symbolic, producers or {}) for i in node.input]
+        if any(b is None for b in bounds) or not any(b[1] for b in bounds):  # type: ignore[index]
+            return None
+        start, limit, delta = (b[0] for b in bounds)  # type: ignore[index]
+        if delta == 1 and start == int(start) and limit == int(limit) \
+                and isinstance(syms.decode(int(limit) - int(start)), Sym):
             return (int(limit) - int(start),)
         return None
     if data_shape is None:
         return None
     return unclamped_slice_shape(node, data_shape, consts, symbolic, syms)
+
+
+def range_bound(name: str, consts: Mapping[str, np.ndarray], symbolic: set[str],
+                producers: Mapping[str, onnx.NodeProto]) -> tuple[float, bool] | None:
+    """A range's bound as ``(value at the generic point, whether a symbol sets it)``: a constant, or a ``Cast``
+    of one to a float type that holds it exactly (generic values are far below 2**24); None otherwise."""
+    if name in consts:
+        return consts[name].reshape(()).item(), name in symbolic
+    cast = producers.get(name)
+    if cast is None or cast.op_type != "Cast" or cast.domain not in ("", "ai.onnx") or cast.input[0] not in consts:
+        return None
+    value = consts[cast.input[0]]
+    if value.size != 1 or value.dtype.kind not in "iu" or abs(int(value.reshape(()))) >= 2 ** 24:
+        return None
+    to = next((a.i for a in cast.attribute if a.name == "to"), None)
+    if to not in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE):
+        return None
+    return float(value.reshape(())), cast.input[0] in symbolic
+
+
+def range_dtype(node: onnx.NodeProto, consts: Mapping[str, np.ndarray],
+                producers: Mapping[str, onnx.NodeProto]) -> str | None:
+    """The element type of a range :func:`symbolic_output_shape` typed (its start's), where it can be read."""
+    start = node.input[0]
+    if start in consts:
+        return str(consts[start].dtype)
+    cast = producers.get(start)
+    if cast is not None and cast.op_type == "Cast":
+        to = next((a.i for a in cast.attribute if a.name == "to"), None)
+        return "float32" if to == onnx.TensorProto.FLOAT else "float64" if to == onnx.TensorProto.DOUBLE else None
+    return None
 
 
 def unclamped_slice_shape(node: onnx.NodeProto, data_shape: Sequence[int], consts: Mapping[str, np.ndarray],

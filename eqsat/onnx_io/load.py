@@ -21,7 +21,14 @@ from eqsat.ir.names import NameAllocator
 from eqsat.ir.passes import import_folds
 from eqsat.ir.symbols import META_KEY, VALUES_KEY, SymbolicShapeError, Symbols, symbolic_shapes
 from eqsat.onnx_io.collapse import collapse_fusions
-from eqsat.onnx_io.dynamic import fold_allowed, may_fold, static_ints, symbol_names, symbolic_output_shape
+from eqsat.onnx_io.dynamic import (
+    fold_allowed,
+    may_fold,
+    range_dtype,
+    static_ints,
+    symbol_names,
+    symbolic_output_shape,
+)
 from eqsat.onnx_io.protos import (
     attr_dict,
     declared_dims,
@@ -344,13 +351,19 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
     sliced = []
     if imp.syms:
         shape_of = {**{k: tuple(v.shape) for k, v in imp.weights.items()}, **{i.name: i.shape for i in inputs}}
+        producers = {o: n for n in live_nodes for o in n.output if o}
         for n in live_nodes:
             out = symbolic_output_shape(n, shape_of.get(n.input[0]) if n.input else None, imp.weights,
-                                        imp.symbolic_consts, imp.syms)
+                                        imp.symbolic_consts, imp.syms, producers)
             if out is not None:
+                if n.op_type == "Range":
+                    dtype = range_dtype(n, imp.weights, producers)
+                    if dtype is None:
+                        continue
+                else:
+                    dtype = str(imp.weights[n.input[0]].dtype) if n.input[0] in imp.weights else \
+                        next(i.dtype for i in inputs if i.name == n.input[0])
                 sliced.append(n)
-                dtype = imp.weights[n.input[0]].dtype if n.input[0] in imp.weights else \
-                    next(i.dtype for i in inputs if i.name == n.input[0])
                 real.append(helper.make_tensor_value_info(n.output[0], elem_type(str(dtype)), list(out)))
     inferred_nodes = [n for n in live_nodes if n not in sliced]
     g2 = helper.make_graph(inferred_nodes, g.name or "g", real + big, list(g.output), inits)
