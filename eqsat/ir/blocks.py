@@ -63,6 +63,12 @@ class _Shifts:
         self.index = {n.output: k for k, n in enumerate(graph.nodes)}
         shapes, dtypes = graph.shapes, graph.dtypes
         self.sig = [(n.op, _alike_params(n), shapes[n.output], dtypes[n.output]) for n in graph.nodes]
+        self.inputs = {i.name: (i.shape, i.dtype) for i in graph.inputs}
+
+    def own_input(self, u: str, v: str) -> bool:
+        """Whether ``u`` and ``v`` are two graph inputs of one shape and dtype, each block's own (a KV cache's
+        past keys and values of one layer each), like weights."""
+        return u != v and u in self.inputs and self.inputs[u] == self.inputs.get(v)
 
     def alike(self, a: int, b: int) -> bool:
         """The same operator, parameters, output shape and dtype, and as many inputs (an opaque node: the same
@@ -81,7 +87,7 @@ class _Shifts:
             elif u in self.index:
                 if v != u and self.index.get(v, -1) != self.index[u] + (b - a):
                     return False
-            elif v != u:  # a graph input: the same one
+            elif v != u and not self.own_input(u, v):  # a graph input: the same one, or each block's own
                 return False
         return True
 
@@ -169,7 +175,7 @@ def _cut(graph: Graph, sh: _Shifts, rep: Repeats) -> tuple[dict[int, str], list[
     shared: list[str] = []
     for t in b1:
         for v, u in zip(nodes[t].inputs, nodes[t - rep.size].inputs, strict=True):
-            if v in graph.weights or idx.get(v, -1) in b1:
+            if v in graph.weights or idx.get(v, -1) in b1 or sh.own_input(u, v):
                 continue
             if idx.get(v, -1) in b0:  # the chain: block 0 reads a tensor from before the blocks there
                 r = idx[v] - rep.start
@@ -189,12 +195,12 @@ def _cut(graph: Graph, sh: _Shifts, rep: Repeats) -> tuple[dict[int, str], list[
         v = nodes[rep.start + r].output
         if shapes[u] != shapes[v] or dtypes[u] != dtypes[v]:
             return None
-    if not all(_reads_as_block_0(graph, idx, rep, m, chained, shared) for m in range(2, rep.count)):
+    if not all(_reads_as_block_0(graph, sh, rep, m, chained, shared) for m in range(2, rep.count)):
         return None  # block-by-block shifts do not compose: a block two on may read elsewhere
     sources = set(chained.values()) | set(shared)
     for t in b0:  # block 0 reads the prefix only in those two ways
         for u in nodes[t].inputs:
-            if u not in graph.weights and idx.get(u, -1) not in b0 and u not in sources:
+            if u not in graph.weights and idx.get(u, -1) not in b0 and u not in sources and u not in sh.inputs:
                 return None
     last = rep.block(rep.count - 1)
     for n in nodes[rep.end:]:
@@ -203,16 +209,21 @@ def _cut(graph: Graph, sh: _Shifts, rep: Repeats) -> tuple[dict[int, str], list[
             if rep.start <= k < last.start:
                 return None
     outputs = {idx.get(o, -1) for o in graph.outputs}
-    if any(rep.start <= k < last.start for k in outputs):
+    # an earlier block's tensor may be a graph output only where every block's tensor there is one (a KV
+    # cache's present keys and values): each instance then writes its own
+    places = {(k - rep.start) % rep.size for k in outputs if rep.start <= k < rep.end}
+    if any(idx.get(nodes[rep.start + m * rep.size + r].output, -1) not in outputs
+           for r in places for m in range(rep.count)):
         return None
     return chained, shared
 
 
-def _reads_as_block_0(graph: Graph, idx: Mapping[str, int], rep: Repeats, m: int, chained: Mapping[int, str],
+def _reads_as_block_0(graph: Graph, sh: _Shifts, rep: Repeats, m: int, chained: Mapping[int, str],
                       shared: list[str]) -> bool:
     """Whether every node of block ``m`` reads what its counterpart in block 0 reads, moved ``m`` blocks on: its
-    own block's tensors, block ``m - 1``'s in the chain's places, the shared tensors, weights of one shape."""
-    nodes, w = graph.nodes, graph.weights
+    own block's tensors, block ``m - 1``'s in the chain's places, the shared tensors, weights of one shape, graph
+    inputs of one shape (each block's own)."""
+    nodes, w, idx = graph.nodes, graph.weights, sh.index
     first = {u: r for r, u in chained.items()}
     for t in rep.block(0):
         for u, v in zip(nodes[t].inputs, nodes[t + m * rep.size].inputs, strict=True):
@@ -228,7 +239,7 @@ def _reads_as_block_0(graph: Graph, idx: Mapping[str, int], rep: Repeats, m: int
             elif idx.get(u, -1) in rep.block(0):
                 if idx.get(v, -1) != idx[u] + m * rep.size:
                     return False
-            else:
+            elif not sh.own_input(u, v):
                 return False
     return True
 
@@ -256,7 +267,7 @@ def _extend_back(graph: Graph, sh: _Shifts, rep: Repeats) -> Repeats:
             elif kv >= s - size:  # the chain: the earlier block reads something from before it
                 if idx.get(u, -1) >= s - size:
                     return rep
-            elif u != v:  # read by both from before: the same tensor
+            elif u != v and not sh.own_input(u, v):  # read by both from before: the same tensor, or own inputs
                 return rep
     grown = Repeats(s - size, size, rep.count + 1)
     return grown if _cut(graph, sh, grown) is not None else rep
@@ -390,13 +401,13 @@ def reduce_repeats(graph: Graph, repeats: Repeats | None = None) -> Reduction | 
     ren0 = dict(zip(sources[0], block_inputs, strict=True))
     block_nodes = [Node(n.op, n.params, tuple(ren0.get(i, i) for i in n.inputs), n.output)
                    for n in nodes[rep.start:rep.start + rep.size]]
-    # per instance, block 0's weights -> its own (node by node, input by input)
+    # per instance, block 0's weights and own graph inputs -> its own (node by node, input by input)
     weights: list[dict[str, str]] = []
     for m in range(rep.count):
         wm: dict[str, str] = {}
         for t in rep.block(0):
             for u, v in zip(nodes[t].inputs, nodes[t + m * rep.size].inputs, strict=True):
-                if u in g.weights and wm.setdefault(u, v) != v:
+                if (u in g.weights or sh.own_input(u, v)) and wm.setdefault(u, v) != v:
                     return None  # one weight of block 0 stands for two of another block
         weights.append(wm)
     # per instance, block 0's opaque keys -> its own (an ONNX node of several outputs has one key for them all)
@@ -431,7 +442,7 @@ def reduce_repeats(graph: Graph, repeats: Repeats | None = None) -> Reduction | 
     placeholders += [TensorInfo(f"{_PREFIX}{k}", shapes[v], dtypes[v]) for k, v in enumerate(prefix_reads)]
     prefix_outputs = [v for v in [*sources[0], *prefix_reads] if 0 <= idx.get(v, -1) < rep.start]
     block_outputs = [nodes[rep.start + s].output for s in slots]
-    mapped = [o for o in g.outputs if idx.get(o, -1) not in last]
+    mapped = [o for o in g.outputs if not rep.start <= idx.get(o, -1) < rep.end]
     outputs = list(dict.fromkeys([*mapped, *prefix_outputs, *block_outputs]))
     used = {i for n in [*prefix_nodes, *block_nodes, *suffix_nodes] for i in n.inputs}
     inputs = tuple(i for i in g.inputs if i.name in used or i.name in outputs) + tuple(placeholders)

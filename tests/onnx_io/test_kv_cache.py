@@ -85,3 +85,30 @@ def test_the_optimized_step_is_a_drop_in_at_a_decode_step_and_a_prefill() -> Non
         assert got[1].shape == (batch, 2, past + seq, 8)
         for a, b in zip(got, want, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_the_layers_of_a_step_are_one_block_each_with_its_own_cache() -> None:
+    from eqsat.ir.blocks import reduce_repeats
+
+    graph = onnx_io.load_model(kv_decoder_step(layers=4), symbolic=True)
+    red = reduce_repeats(graph)
+    assert red is not None and red.repeats.count == 4
+    # the engine sees one layer: one past key read, one present key written
+    assert sum(i.name.startswith("past_key") for i in red.reduced.inputs) == 1
+    whole = red.stitch(red.reduced)
+    assert whole.outputs == graph.outputs and {i.name for i in whole.inputs} == {i.name for i in graph.inputs}
+    for k in range(4):  # layer k reads its own past and writes its own present
+        concat = whole.producers[f"present_key_{k}"]
+        assert f"past_key_{k}" in concat.inputs
+    assert len(whole.nodes) == len(graph.nodes)
+
+
+@pytest.mark.slow  # an optimize run of a 4-layer step (about 3 s)
+def test_a_deep_step_is_optimized_once_for_every_layer_and_stays_a_drop_in() -> None:
+    model = kv_decoder_step(layers=4)
+    res = eqsat.optimize(model, time_limit=30, cache=False)
+    assert res.blocks and "4 repeated blocks" in res.blocks
+    assert res.numeric is not None and res.numeric.ok and not res.signature_changes
+    feeds = _feeds(1, 1, 40, layers=4)
+    for a, b in zip(onnx_io.run_onnxruntime(res.model, feeds), onnx_io.run_onnxruntime(model, feeds), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
