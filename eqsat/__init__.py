@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what editors and type checkers see: the functions and their signatures
+    from eqsat.pipeline.many import optimize_many
     from eqsat.pipeline.run import optimize
     from eqsat.search.comparison import compare
 
@@ -24,6 +25,10 @@ def __getattr__(name: str) -> Any:
         from eqsat.pipeline.run import optimize  # deferred: `import eqsat` stays light
 
         return optimize
+    if name == "optimize_many":
+        from eqsat.pipeline.many import optimize_many  # deferred, as optimize
+
+        return optimize_many
     if name == "compare":
         from eqsat.search.comparison import compare  # deferred, as optimize
 
@@ -32,7 +37,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), "optimize", "compare"])
+    return sorted([*globals(), "optimize", "optimize_many", "compare"])
 
 
-__all__ = ["compare", "optimize", "__version__"]
+__all__ = ["compare", "optimize", "optimize_many", "__version__"]

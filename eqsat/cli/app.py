@@ -160,6 +160,16 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     """
     from eqsat.pipeline.run import optimize
 
+    if args.out_dir is not None:
+        return _optimize_many(args)
+    if len(args.model) > 1:
+        raise UsageError(f"{len(args.model)} models given: optimize several with --out-dir DIR (each is written "
+                         "there as <name>.opt.onnx), or one at a time with -o")
+    if args.workers != 2 or args.ray is not None:
+        raise UsageError("--workers and --ray apply to several models at once: add --out-dir DIR")
+    if args.output is None:
+        raise UsageError("-o OUT.onnx is required (the optimized model's path), or --out-dir DIR")
+    args.model = args.model[0]
     out = check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
     dump = check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None
     if dump is not None and dump.resolve() == out.resolve() and not is_special_file(out):  # /dev/null twice is fine
@@ -187,6 +197,27 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if dump is not None:
         print(f"wrote e-graph {dump}")
     return 0
+
+
+def _optimize_many(args: argparse.Namespace) -> int:
+    """``eqsat optimize A.onnx B.onnx ... --out-dir DIR``: every model in worker processes (or Ray tasks), a line
+    per model as it finishes, the summary table at the end; exit 1 if any model failed."""
+    from eqsat.pipeline.many import optimize_many, outcomes_table
+
+    for flag, given in (("-o", args.output), ("--dump-egraph", args.dump_egraph), ("--report-json", args.report_json),
+                        ("--threads", args.threads)):
+        if given is not None:
+            raise UsageError(f"{flag} applies to one model at a time; with --out-dir each model is written as "
+                             "DIR/<name>.opt.onnx")
+    missing = [m for m in args.model if not Path(m).is_file()]
+    if missing:
+        raise UsageError(f"no such model file: {', '.join(missing)}")
+    _cost_model(args.costs)  # an unknown name is refused here, before any worker starts
+    outcomes = optimize_many(args.model, args.out_dir, workers=args.workers,
+                             backend="pool" if args.ray is None else "ray", address=args.ray or None,
+                             progress=_progress(args.quiet), **optimize_options(args))
+    print(outcomes_table(outcomes))
+    return 1 if any(o.written == "failed" for o in outcomes) else 0
 
 
 def _save_model(model: onnx.ModelProto, path: Path, external: Path | None) -> None:
@@ -370,10 +401,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"eqsat {__version__}")
     sub = p.add_subparsers(dest="command", required=True, help="what to do (eqsat COMMAND --help for its options)")
 
-    o = sub.add_parser("optimize", help="optimize an ONNX model")
-    o.add_argument("model", metavar="MODEL.onnx", help="the ONNX model to optimize")
-    o.add_argument("-o", "--output", required=True,
+    o = sub.add_parser("optimize", help="optimize an ONNX model (or several, with --out-dir)")
+    o.add_argument("model", metavar="MODEL.onnx", nargs="+",
+                   help="the ONNX model to optimize (several with --out-dir)")
+    o.add_argument("-o", "--output",
                    help="the optimized model (missing folders are created; /dev/null or a FIFO is written through)")
+    o.add_argument("--out-dir", metavar="DIR",
+                   help="optimize every MODEL in worker processes and write each as DIR/<name>.opt.onnx as it "
+                        "finishes; a failed model is reported on its line and the others go on; a table at the end")
+    o.add_argument("--workers", action=Count, minimum=1, unit="workers", default=2, metavar="N",
+                   help="with --out-dir: models optimized at once (default 2)")
+    o.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="with --out-dir: run the models as Ray tasks, on the cluster at ADDRESS or, without one, "
+                        "on a Ray started here with --workers CPUs (pip install eqsat[dist])")
     o.add_argument("--time-limit", action=Seconds, default=D.time_limit, metavar="S",
                    help=f"seconds for the whole run, measuring costs and timing included (default {D.time_limit:g})")
     o.add_argument("--node-limit", action=Count, minimum=1, unit="e-nodes", default=D.node_limit, metavar="N",
