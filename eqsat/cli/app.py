@@ -168,7 +168,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.workers != 2 or args.ray is not None:
         raise UsageError("--workers and --ray apply to several models at once: add --out-dir DIR")
     if args.output is None:
-        raise UsageError("-o OUT.onnx is required (the optimized model's path), or --out-dir DIR")
+        raise UsageError("-o/--output OUT.onnx is required (the optimized model's path), or --out-dir DIR for "
+                         "several models (eqsat optimize --help)")
     args.model = args.model[0]
     out = check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
     dump = check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None

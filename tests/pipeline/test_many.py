@@ -90,7 +90,7 @@ def test_the_cli_optimizes_several_models_into_a_folder(tmp_path: Path, capsys: 
 @pytest.mark.parametrize("argv, message", [
     (["a.onnx", "b.onnx", "-o", "x.onnx"], "optimize several with --out-dir"),
     (["a.onnx", "--workers", "3", "-o", "x.onnx"], "add --out-dir"),
-    (["a.onnx"], "-o OUT.onnx is required"),
+    (["a.onnx"], "-o/--output OUT.onnx is required"),
     (["a.onnx", "--out-dir", "d", "-o", "x.onnx"], "-o applies to one model at a time"),
 ])
 def test_the_cli_says_what_several_models_need(argv: list[str], message: str, tmp_path: Path,
