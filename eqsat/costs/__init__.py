@@ -9,7 +9,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from eqsat.costs.analytic import AnalyticCostModel
-from eqsat.costs.base import CostModel
+from eqsat.costs.base import CostModel, InPrecision
 from eqsat.costs.budget import PricedCostModel, Pricing, price_within
 from eqsat.costs.cache import CachedCostModel, CostCache
 from eqsat.costs.gpu_sim import GpuSimCostModel
@@ -56,6 +56,7 @@ def _plugin(name: str) -> Any:
     return next(iter(found)).load()
 
 
-__all__ = ["COST_MODEL_NAMES", "CostModel", "AnalyticCostModel", "GpuSimCostModel", "OnnxRuntimeCostModel",
+__all__ = ["COST_MODEL_NAMES", "CostModel", "InPrecision", "AnalyticCostModel", "GpuSimCostModel",
+           "OnnxRuntimeCostModel",
            "CostCache", "CachedCostModel", "Pricing", "PricedCostModel", "price_within", "check_cost_model_name",
            "get_cost_model", "graph_cost", "graph_cost_keys"]

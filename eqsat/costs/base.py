@@ -4,6 +4,7 @@ ask of the model besides (is it measured, can whole models be timed in its runti
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
@@ -61,3 +62,37 @@ class CostModel(Protocol):
         model times each operator with as many bytes in play as that model reads per run, so weights that fit
         in the caches together are timed from the caches. Models that measure nothing return themselves."""
         return self
+
+
+class InPrecision(CostModel):
+    """``inner``'s costs for a model that computes in ``dtype`` (a half-precision model, imported as its float32
+    copy): each float32 configuration is priced as ``dtype``'s (half the bytes moved). For a computed model; a
+    measured one times what its runtime runs."""
+
+    def __init__(self, inner: CostModel, dtype: str) -> None:
+        self.inner, self.dtype = inner, dtype
+        self.name = f"{inner.name}, in {dtype}"
+        self.is_measured, self.times_end_to_end, self.threads = inner.is_measured, inner.times_end_to_end, \
+            inner.threads
+
+    def _key(self, key: CostKey) -> CostKey:
+        return dataclasses.replace(key, dtype=self.dtype) if key.dtype == "float32" else key
+
+    def cost(self, key: CostKey) -> float:
+        return self.inner.cost(self._key(key))
+
+    def costs(self, keys: Iterable[CostKey], progress: Progress | None = None) -> dict[CostKey, float]:
+        keys = list(dict.fromkeys(keys))
+        priced = self.inner.costs([self._key(k) for k in keys], progress)
+        return {k: priced[self._key(k)] for k in keys}
+
+    def cached(self, keys: Iterable[CostKey]) -> dict[CostKey, float]:
+        keys = list(keys)
+        known = self.inner.cached([self._key(k) for k in keys])
+        return {k: known[self._key(k)] for k in keys if self._key(k) in known}
+
+    def device_identity(self) -> dict[str, str]:
+        return {**self.inner.device_identity(), "dtype": self.dtype}
+
+    def in_context(self, weight_bytes: int) -> CostModel:
+        return InPrecision(self.inner.in_context(weight_bytes), self.dtype)

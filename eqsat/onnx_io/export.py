@@ -14,6 +14,7 @@ from onnx import helper, numpy_helper
 from eqsat.ir.graph import Graph, Node, computed_from_weights, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import graph_symbols
+from eqsat.onnx_io.precision import HALF_TYPES, convert_floats
 from eqsat.onnx_io.protos import (
     all_graphs,
     elem_type,
@@ -186,6 +187,9 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
         append_initializer(model.graph, k, v)
     if not large:
         _check(model, {}, full_check=True)
+    precision = graph.meta.get("precision")
+    if precision:  # a half-precision model, optimized as its float32 copy: written back in its own precision
+        model = convert_floats(model, onnx.TensorProto.FLOAT, HALF_TYPES[precision])
     return model
 
 

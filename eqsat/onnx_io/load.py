@@ -29,6 +29,7 @@ from eqsat.onnx_io.dynamic import (
     symbol_names,
     symbolic_output_shape,
 )
+from eqsat.onnx_io.precision import HALF_TYPES, convert_floats, uniform_half
 from eqsat.onnx_io.protos import (
     attr_dict,
     declared_dims,
@@ -52,6 +53,8 @@ from eqsat.ops.dims import Sym
 _NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                "Bernoulli", "Dropout"}
 _FLOAT_TYPES = {"float32"}
+#: graph.meta key of the half-precision type a model was given in and is written back in (eqsat.onnx_io.precision)
+PRECISION_KEY = "precision"
 
 
 class _Importer:
@@ -139,6 +142,9 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     """
     model, default_label = read_model(src)  # never mutated: fixed shapes go into a copy for shape inference
     label = label or default_label
+    precision = uniform_half(model)  # all float16 (or bfloat16): imported as its float32 copy, written back
+    if precision:
+        model = convert_floats(model, HALF_TYPES[precision], onnx.TensorProto.FLOAT)
     g = model.graph
     if not g.node and not g.output:
         raise ModelReadError(f"{label}: the graph is empty (no nodes and no outputs); export the model again")
@@ -180,6 +186,8 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     if imp.syms:
         meta[META_KEY] = dict(imp.syms.generic)
         meta[VALUES_KEY] = dict(imp.symbol_values)
+    if precision:
+        meta[PRECISION_KEY] = precision
     graph = Graph(tuple(inputs), imp.weights, tuple(imp.ir), outputs, g.name or "graph", meta)
     try:
         # as onnxruntime runs the model: Conv + BatchNormalization folded, Conv + Add and Conv (+ Add) + Relu as

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from eqsat import engine, onnx_io
-from eqsat.costs import AnalyticCostModel, PricedCostModel, graph_cost, graph_cost_keys, price_within
+from eqsat.costs import AnalyticCostModel, InPrecision, PricedCostModel, graph_cost, graph_cost_keys, price_within
 from eqsat.extract import Extraction, InvalidExtraction, SerializedEGraph, validate_selection
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.blocks import reduce_repeats
@@ -77,6 +77,10 @@ def load(run: Run) -> Loaded:
     engine_graph = graph if reduction is None else reduction.reduced
     # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
     cost_model = run.cost_model.in_context(graph.weight_bytes)
+    precision = graph.meta.get(onnx_io.PRECISION_KEY, "")
+    if precision and not cost_model.is_measured:  # a half-precision model is priced in its own precision
+        cost_model = InPrecision(cost_model, precision)
+        run.say(f"a {precision} model: optimized as its float32 copy, priced and written in {precision}")
     input_keys = tuple(graph_cost_keys(graph))
     if cost_model.is_measured:  # a model optimized before: its operators are cached, saturation can take more
         first = {k for ks in input_keys for k in ks}
@@ -384,8 +388,10 @@ def check(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | N
     the check cannot run."""
     # with dynamic axes, at the representative sizes and at others: a rewrite right only at batch 1 shows
     sizes, shapes = sizes_to_check(loaded.graph)
+    # a model written in half precision rounds differently once rewritten: a tolerance fit for its precision
+    tol = onnx_io.CHECK_TOLERANCE.get(loaded.graph.meta.get(onnx_io.PRECISION_KEY, ""), 1e-4)
     numeric = check_equal(loaded.original, decision.model, reference=describe_reference(run.source), sizes=sizes,
-                          input_shapes=shapes)
+                          input_shapes=shapes, rtol=tol, atol=tol)
     if not numeric.ran:
         at = "" if not sizes[0] else (" at " + ", ".join(f"{k}={v}" for k, v in sizes[0].items()) + " (give sizes it "
                                   "runs at with --dim, Python: dims=)")
