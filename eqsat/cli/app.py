@@ -130,6 +130,14 @@ def _cost_model(name: str, threads: int | None = None) -> CostModel:
         raise UsageError(f"--costs {name}: {e}") from None
 
 
+def many_workers() -> int:
+    """``--workers`` when not given: optimize_many's own default (models optimized at once with ``--out-dir``)."""
+    import inspect
+
+    from eqsat.pipeline.many import optimize_many  # lazy: CLI start-up (see the imports)
+
+    return int(inspect.signature(optimize_many).parameters["workers"].default)
+
 #: ``--rules`` when not given: optimize's own default rule set
 DEFAULT_RULE_SET = "default"
 
@@ -165,7 +173,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if len(args.model) > 1:
         raise UsageError(f"{len(args.model)} models given: optimize several with --out-dir DIR (each is written "
                          "there as <name>.opt.onnx), or one at a time with -o")
-    if args.workers != 2 or args.ray is not None:
+    if args.workers is not None or args.ray is not None:
         raise UsageError("--workers and --ray apply to several models at once: add --out-dir DIR")
     if args.output is None:
         raise UsageError("-o/--output OUT.onnx is required (the optimized model's path), or --out-dir DIR for "
@@ -214,7 +222,7 @@ def _optimize_many(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"no such model file: {', '.join(missing)}")
     _cost_model(args.costs)  # an unknown name is refused here, before any worker starts
-    outcomes = optimize_many(args.model, args.out_dir, workers=args.workers,
+    outcomes = optimize_many(args.model, args.out_dir, workers=args.workers or many_workers(),
                              backend="pool" if args.ray is None else "ray", address=args.ray or None,
                              progress=_progress(args.quiet), **optimize_options(args))
     print(outcomes_table(outcomes))
@@ -410,8 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--out-dir", metavar="DIR",
                    help="optimize every MODEL in worker processes and write each as DIR/<name>.opt.onnx as it "
                         "finishes; a failed model is reported on its line and the others go on; a table at the end")
-    o.add_argument("--workers", action=Count, minimum=1, unit="workers", default=2, metavar="N",
-                   help="with --out-dir: models optimized at once (default 2)")
+    o.add_argument("--workers", action=Count, minimum=1, unit="workers", default=None, metavar="N",
+                   help=f"with --out-dir: models optimized at once (default {many_workers()})")
     o.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="with --out-dir: run the models as Ray tasks, on the cluster at ADDRESS or, without one, "
                         "on a Ray started here with --workers CPUs (pip install eqsat[dist])")
