@@ -11,11 +11,12 @@ Needs torch, torchvision, transformers and onnxscript, which eqsat does not depe
 environment (``python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch torchvision transformers
 onnxscript onnx``) and run this script with it. Writes ``<model>_<ts|dynamo>.onnx`` into OUT.
 
-Usage: /tmp/torchenv/bin/python benchmarks/export_dynamic.py OUT [MODEL ...] [--seed N] [--attention sdpa]
+Usage: /tmp/torchenv/bin/python benchmarks/export_dynamic.py OUT [MODEL ...] [--seed N] [--attention sdpa] [--half]
 (models: resnet18
 mobilenet_v2 bert gpt2 llama vit; default all; a transformer as NAME:LAYERS, e.g. bert:12, gets that many layers
 instead of 2; ``--seed`` other random weights, as a fine-tune of the same architecture would have;
-``--attention sdpa`` PyTorch's fused attention instead of eager, written as ``NAME_sdpa_KIND.onnx``)
+``--attention sdpa`` PyTorch's fused attention instead of eager, written as ``NAME_sdpa_KIND.onnx``; ``--half``
+the model in float16, written as ``NAME_fp16_KIND.onnx``)
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ SEED = 0
 #: transformers' attention (``--attention``): "eager" (matrix products and a softmax) or "sdpa" (PyTorch's fused
 #: attention, which the dynamo exporter writes with a NaN guard, IsNaN and Where, after the softmax)
 ATTENTION = "eager"
+#: export in float16 (``--half``: the model's weights and float inputs in half precision, as ``model.half()``)
+HALF = False
 
 
 class _Bert(torch.nn.Module):
@@ -121,8 +124,12 @@ def export(name: str, kind: str, out: Path) -> Path:
     that many layers (2 by default), written as ``NAME_LAYERSl_KIND.onnx``."""
     base, _, layers = name.partition(":")
     model, args, spec = build(base, int(layers or 2))
+    if HALF:
+        model = model.half()
+        args = tuple(a.half() if a.is_floating_point() else a for a in args)
     tag = f"{base}_{layers}l" if layers else base
-    path = out / f"{tag}{'' if ATTENTION == 'eager' else '_' + ATTENTION}_{kind}.onnx"
+    tag += ("" if ATTENTION == "eager" else "_" + ATTENTION) + ("_fp16" if HALF else "")
+    path = out / f"{tag}_{kind}.onnx"
     with torch.no_grad():
         if kind == "dynamo":
             program = torch.onnx.export(model, args, dynamo=True, opset_version=18, optimize=True,
@@ -146,8 +153,11 @@ def export(name: str, kind: str, out: Path) -> Path:
 
 
 def main() -> int:
-    global SEED, ATTENTION
+    global SEED, ATTENTION, HALF
     args = sys.argv[1:]
+    if "--half" in args:
+        HALF = True
+        args.remove("--half")
     if "--seed" in args:
         k = args.index("--seed")
         SEED = int(args[k + 1])
