@@ -15,6 +15,7 @@ the computed sizes (reshape targets) an exported model must compute from its inp
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -92,9 +93,11 @@ class Symbols:
             for c, off in ((q, r), (q + 1, r - p)):
                 if 1 <= c <= _MAX_MULTIPLE and 0 < abs(off) <= _MAX_OFFSET:
                     return dim(c * Sym.var(s) + off)
-        for coeffs, total in _sums(self.generic):  # a sum of symbols: a cache's past + new length
-            if abs(v - total) <= _MAX_OFFSET:
-                return dim(sum((c * Sym.var(s) for s, c in coeffs), start=Sym({})) + (v - total))
+        sums = _sums(self.generic)
+        for off in sorted(range(-_MAX_OFFSET, _MAX_OFFSET + 1), key=abs):  # a sum: a cache's past + new length
+            coeffs = sums.get(v - off)
+            if coeffs:
+                return dim(sum((c * Sym.var(s) for s, c in coeffs), start=Sym({})) + off)
         return v
 
     def decode_shape(self, shape: Sequence[int], known: Mapping[int, Dim] | None = None) -> tuple[Dim, ...]:
@@ -123,31 +126,45 @@ class Symbols:
                        key.dtype, key.layout, key.weights, key.after)
 
 
-#: a sum of several symbols reads back with each coefficient up to this (``past + sequence``, ``2 * past + 1``)
+#: a sum of several symbols reads back with each coefficient up to this (``past + sequence``, ``2 * past + 1``),
+#: of at most _MAX_SUM_TERMS symbols
 _MAX_SUM_COEFF = 2
+_MAX_SUM_TERMS = 3
+#: sums are read back only in graphs of at most this many symbols (batch, sequence, past and one more): with more,
+#: the sums crowd the range and generic values that keep them apart would take long to find
+_MAX_SUM_SYMBOLS = 4
 
 
-def _sums(generic: Mapping[str, int]) -> list[tuple[tuple[tuple[str, int], ...], int]]:
-    """Every sum of two or more symbols, each with a coefficient 1 .. _MAX_SUM_COEFF, with its generic value."""
-    names = sorted(generic)
-    out = []
-    for coeffs in itertools.product(range(_MAX_SUM_COEFF + 1), repeat=len(names)):
-        if sum(1 for c in coeffs if c) >= 2:
-            out.append((tuple((s, c) for s, c in zip(names, coeffs, strict=True) if c),
-                        sum(c * generic[s] for s, c in zip(names, coeffs, strict=True))))
+def _sums(generic: Mapping[str, int]) -> dict[int, tuple[tuple[str, int], ...] | None]:
+    """Every sum of two to _MAX_SUM_TERMS symbols, each with a coefficient 1 .. _MAX_SUM_COEFF, by its generic
+    value (none in a graph of more than _MAX_SUM_SYMBOLS symbols)."""
+    if not 1 < len(generic) <= _MAX_SUM_SYMBOLS:
+        return {}
+    return _sums_of(tuple(sorted(generic.items())))
+
+
+@functools.lru_cache(maxsize=64)
+def _sums_of(items: tuple[tuple[str, int], ...]) -> dict[int, tuple[tuple[str, int], ...] | None]:
+    out: dict[int, tuple[tuple[str, int], ...] | None] = {}
+    for k in range(2, min(_MAX_SUM_TERMS, len(items)) + 1):
+        for chosen in itertools.combinations(items, k):
+            for coeffs in itertools.product(range(1, _MAX_SUM_COEFF + 1), repeat=k):
+                total = sum(c * p for c, (_, p) in zip(coeffs, chosen, strict=True))
+                # two sums of one value read back as neither (Symbols.choose avoids it)
+                out[total] = None if total in out else tuple((s, c) for c, (s, _) in zip(coeffs, chosen, strict=True))
     return out
 
 
 def _sums_apart(generic: Mapping[str, int], static: set[int]) -> bool:
     """Whether every sum of symbols (:func:`_sums`) reads back as itself: near no static size, no small
     multiple of one symbol and no other sum."""
-    if len(generic) < 2:
+    sums = _sums(generic)
+    if not sums:
         return True
-    values = sorted([t for _, t in _sums(generic)] +
-                    [c * p for p in generic.values() for c in range(1, _MAX_MULTIPLE + 1)])
-    if any(b - a <= 2 * _MAX_OFFSET for a, b in itertools.pairwise(values)):
+    values = sorted([*sums] + [c * p for p in generic.values() for c in range(1, _MAX_MULTIPLE + 1)])
+    if None in sums.values() or any(b - a <= 2 * _MAX_OFFSET for a, b in itertools.pairwise(values)):
         return False
-    return not any(abs(v - t) <= _MAX_OFFSET for _, t in _sums(generic) for v in static)
+    return not any(v + off in sums for v in static for off in range(-_MAX_OFFSET, _MAX_OFFSET + 1))
 
 
 def _near_multiple(v: int, p: int) -> bool:
