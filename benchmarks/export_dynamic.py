@@ -12,11 +12,13 @@ environment (``python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install tor
 onnxscript onnx``) and run this script with it. Writes ``<model>_<ts|dynamo>.onnx`` into OUT.
 
 Usage: /tmp/torchenv/bin/python benchmarks/export_dynamic.py OUT [MODEL ...] [--seed N] [--attention sdpa] [--half]
+[--hidden N]
 (models: resnet18
 mobilenet_v2 bert gpt2 llama vit; default all; a transformer as NAME:LAYERS, e.g. bert:12, gets that many layers
 instead of 2; ``--seed`` other random weights, as a fine-tune of the same architecture would have;
 ``--attention sdpa`` PyTorch's fused attention instead of eager, written as ``NAME_sdpa_KIND.onnx``; ``--half``
-the model in float16, written as ``NAME_fp16_KIND.onnx``)
+the model in float16, written as ``NAME_fp16_KIND.onnx``; ``--hidden N`` the LLaMA-style decoder's width, 512 by
+default: ``llama:11 --hidden 2048`` has 2.2 GB of weights, written as external data as over 1 GB are)
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ SEED = 0
 #: transformers' attention (``--attention``): "eager" (matrix products and a softmax) or "sdpa" (PyTorch's fused
 #: attention, which the dynamo exporter writes with a NaN guard, IsNaN and Where, after the softmax)
 ATTENTION = "eager"
+#: the LLaMA-style decoder's hidden size (``--hidden``; 2048 with 11 layers is 2.2 GB of float32 weights)
+HIDDEN = 512
 #: export in float16 (``--half``: the model's weights and float inputs in half precision, as ``model.half()``)
 HALF = False
 
@@ -98,8 +102,9 @@ def build(name: str, layers: int = 2) -> tuple[torch.nn.Module, tuple[torch.Tens
             cfg = transformers.GPT2Config(n_layer=layers, attn_implementation=ATTENTION)
             model, longest = transformers.GPT2Model(cfg), cfg.n_positions
         else:
-            cfg = transformers.LlamaConfig(num_hidden_layers=layers, hidden_size=512, intermediate_size=1376,
-                                           num_attention_heads=8, num_key_value_heads=2, vocab_size=32000,
+            cfg = transformers.LlamaConfig(num_hidden_layers=layers, hidden_size=HIDDEN,
+                                           intermediate_size=HIDDEN * 43 // 16, num_attention_heads=HIDDEN // 64,
+                                           num_key_value_heads=HIDDEN // 256, vocab_size=32000,
                                            max_position_embeddings=2048, attn_implementation=ATTENTION)
             model, longest = transformers.LlamaModel(cfg), cfg.max_position_embeddings
         seq = torch.export.Dim("sequence", min=2, max=longest)
@@ -135,7 +140,8 @@ def export(name: str, kind: str, out: Path) -> Path:
             program = torch.onnx.export(model, args, dynamo=True, opset_version=18, optimize=True,
                                         input_names=spec["input_names"], output_names=spec["output_names"],
                                         dynamic_shapes=spec["dynamic_shapes"])
-            program.save(str(path), external_data=False)
+            # a model over protobuf's 2 GB keeps its weights in a data file beside it, as exporters write it
+            program.save(str(path), external_data=sum(p.numel() for p in model.parameters()) * 4 > 2**30)
             return path
         import transformers.masking_utils as masking
 
@@ -153,8 +159,12 @@ def export(name: str, kind: str, out: Path) -> Path:
 
 
 def main() -> int:
-    global SEED, ATTENTION, HALF
+    global SEED, ATTENTION, HALF, HIDDEN
     args = sys.argv[1:]
+    if "--hidden" in args:
+        k = args.index("--hidden")
+        HIDDEN = int(args[k + 1])
+        del args[k:k + 2]
     if "--half" in args:
         HALF = True
         args.remove("--half")

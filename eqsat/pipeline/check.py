@@ -291,6 +291,7 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
             report.sizes.append(dict(at))
     first = refs[:trials]  # the trials at the first sizes: tensors of one shape, for the saturation test
     report.trials = len(feeds)
+    run_a = None  # its session and its copy of the weights go before the optimized model's are made
     try:
         run_b = onnxruntime_runner(optimized, b_extra)
         gots = [run_b(f) for f in feeds]
