@@ -36,11 +36,14 @@ def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tol: float = 1e
 
 
 #: a second or more each (the fast lane runs the others; the operator cases below cover what these use)
-SLOW = {"taso_vgg19", "taso_nasnet_a", "taso_inception_v3", "taso_resnext50", "taso_bert", "taso_nasrnn", "hf_bert"}
+SLOW = {"taso_inception_v3", "taso_resnext50", "taso_bert", "taso_nasrnn", "hf_bert"}
+#: not run here: VGG-19 (17 s on the CPU) and NASNet-A (6 s) use only convolutions, pools, sums and concatenations,
+#: which the others and the operator cases cover
+LEFT_OUT = {"taso_vgg19", "taso_nasnet_a"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
-                                  for n in sorted(builtin_models())])
+                                  for n in sorted(builtin_models()) if n not in LEFT_OUT])
 def test_every_builtin_model_runs_as_onnxruntime_runs_it(name: str) -> None:
     model = builtin_models()[name]()
     _check(model, random_feeds(model, seed=1))
