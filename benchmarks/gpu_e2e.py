@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import geomean, ran_as, save_results, spearman  # noqa: E402
+from _common import geomean, git_commit, ran_as, save_results, spearman  # noqa: E402
 
 #: float initializers of at least this many elements are left out of the bundle and drawn again where timed
 DRAWN_ELEMENTS = 4096
@@ -119,7 +119,8 @@ def prepare(args: argparse.Namespace) -> None:
     measured = _merged([json.loads(Path(p).read_text(encoding="utf-8")) for p in args.measured])
     bundle = Path(args.bundle)
     bundle.mkdir(parents=True, exist_ok=True)
-    manifest: dict[str, Any] = {"gpu_costs": measured["identity"], "commit": _commit(), "models": []}
+    manifest: dict[str, Any] = {"gpu_costs": measured["identity"], "commit": git_commit(mark_uncommitted=True),
+                                "models": []}
     for name, (build, kw) in _models(args.models, args.dims).items():
         t0, seen = time.perf_counter(), []
         with _recording_candidates(seen):
@@ -155,12 +156,6 @@ def _merged(tables: list[dict[str, Any]]) -> dict[str, Any]:
     out = dict(tables[0])
     out["costs"] = [e for t in tables for e in t["costs"]]
     return out
-
-
-def _commit() -> str:
-    from _common import git_commit
-
-    return git_commit(mark_uncommitted=True)
 
 
 # -- timing --------------------------------------------------------------------------------------------------------

@@ -432,7 +432,6 @@ class Ctx:
     op: str
     outputs: list[str]
     float_dtype: Any
-    device: Any
     torch: Any
 
     def dtype_of(self, onnx_type: int) -> Any:

@@ -88,7 +88,7 @@ class TorchModel:
         self.input_names = [i.name for i in g.input if i.name not in {t.name for t in g.initializer}]
         self.output_names = [o.name for o in g.output]
         for n in g.node:
-            ctx = Ctx(n.op_type, list(n.output), self.float_dtype, self.device, torch)
+            ctx = Ctx(n.op_type, list(n.output), self.float_dtype, torch)
             self._steps.append(_Step(OPS[n.op_type], list(n.input), list(n.output), _attributes(n), ctx))
         self._weights = {t.name: t for t in g.initializer}
 
@@ -108,7 +108,7 @@ class TorchModel:
         only the rest, on the device. Returns the outputs. ``host_reads`` counts the values the live steps read
         back from the device (none: the run can be captured in a CUDA graph)."""
         torch = self.torch
-        cpu = Ctx("", [], self.float_dtype, "cpu", torch)
+        cpu = Ctx("", [], self.float_dtype, torch)
         fixed: dict[str, Any] = {"": None, **{n: cpu.tensor(p) for n, p in self._weights.items()}}
         env: dict[str, Any] = dict(feeds)
         live: list[tuple[_Step, list[Any]]] = []  # each live step with its fixed arguments (None: read from env)

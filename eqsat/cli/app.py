@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -39,7 +38,6 @@ from eqsat.files import is_special_file
 # onnx, eqsat.onnx_io, eqsat.pipeline, eqsat.models and eqsat.search.comparison (about 0.2 s together) are imported
 # by the commands that use them, so that the CLI starts (and --help answers) without them
 if TYPE_CHECKING:
-    import onnx
 
     from eqsat.costs import CostModel
     from eqsat.onnx_io import ModelSummary
@@ -195,8 +193,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                    dump_egraph=dump is not None, progress=_progress(args.quiet))  # the dump object only: written here
     res = optimize(args.model, **options)
     # a model that keeps its weights as external data is written the same way (it may be too large for one file)
-    external = res.external_data and not is_special_file(out)
-    write_file(out, lambda p: _save_model(res.model, p, out if external else None))
+    from eqsat.onnx_io import save_model  # lazy: CLI start-up (see the imports)
+
+    save_model(res.model, out, res.external_data)
     if dump is not None and res.egraph_dump is not None:
         res.egraph_dump.write(dump)  # creates missing folders, through a temporary file
     if report is not None:
@@ -227,25 +226,6 @@ def _optimize_many(args: argparse.Namespace) -> int:
                              progress=_progress(args.quiet), **optimize_options(args))
     print(outcomes_table(outcomes))
     return 1 if any(o.written == "failed" for o in outcomes) else 0
-
-
-def _save_model(model: onnx.ModelProto, path: Path, external: Path | None) -> None:
-    """Write ``model`` to ``path``; with ``external`` (the final path of the model), its weights go to
-    ``<name>.data`` beside it, replacing an older one (onnx appends to an existing data file)."""
-    from eqsat.onnx_io import write_model  # lazy: CLI start-up (see the imports)
-
-    if external is None:
-        write_model(model, path)
-        return
-    target = external.resolve()  # where write_file puts the model (a link's target)
-    data = target.with_name(target.name + ".data")
-    # both files are written aside first, so a failed write leaves the old model and its data as they were
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{target.name}.") as tmp:
-        aside = Path(tmp) / target.name
-        write_model(model, aside, data.name)
-        if (Path(tmp) / data.name).exists():
-            os.replace(Path(tmp) / data.name, data)
-        os.replace(aside, path)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

@@ -401,23 +401,21 @@ def reduce_repeats(graph: Graph, repeats: Repeats | None = None) -> Reduction | 
     ren0 = dict(zip(sources[0], block_inputs, strict=True))
     block_nodes = [Node(n.op, n.params, tuple(ren0.get(i, i) for i in n.inputs), n.output)
                    for n in nodes[rep.start:rep.start + rep.size]]
-    # per instance, block 0's weights and own graph inputs -> its own (node by node, input by input)
+    # per instance, block 0's weights and own graph inputs -> its own (node by node, input by input), and block
+    # 0's opaque nodes' keys -> its own (an ONNX node of several outputs has one key for them all)
     weights: list[dict[str, str]] = []
+    opaque_keys: list[dict[str, str]] = []
     for m in range(rep.count):
         wm: dict[str, str] = {}
+        km: dict[str, str] = {}
         for t in rep.block(0):
             for u, v in zip(nodes[t].inputs, nodes[t + m * rep.size].inputs, strict=True):
                 if (u in g.weights or sh.own_input(u, v)) and wm.setdefault(u, v) != v:
                     return None  # one weight of block 0 stands for two of another block
-        weights.append(wm)
-    # per instance, block 0's opaque keys -> its own (an ONNX node of several outputs has one key for them all)
-    opaque_keys: list[dict[str, str]] = []
-    for m in range(rep.count):
-        km: dict[str, str] = {}
-        for t in rep.block(0):
-            u, v = _opaque_key(nodes[t]), _opaque_key(nodes[t + m * rep.size])
-            if u is not None and (v is None or km.setdefault(u, v) != v):
+            ku, kv = _opaque_key(nodes[t]), _opaque_key(nodes[t + m * rep.size])
+            if ku is not None and (kv is None or km.setdefault(ku, kv) != kv):
                 return None
+        weights.append(wm)
         opaque_keys.append(km)
     # the suffix: what it reads of the last block and of the prefix becomes placeholders
     out_ph = {nodes[last.start + s].output: f"{_OUT}{s}" for s in slots}

@@ -206,10 +206,8 @@ def range_bound(name: str, consts: Mapping[str, np.ndarray], symbolic: set[str],
     if cast is None or cast.op_type != "Cast" or cast.domain not in ("", "ai.onnx") or cast.input[0] not in consts:
         return None
     value = consts[cast.input[0]]
-    if value.size != 1 or value.dtype.kind not in "iu" or abs(int(value.reshape(()))) >= 2 ** 24:
-        return None
-    to = next((a.i for a in cast.attribute if a.name == "to"), None)
-    if to not in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE):
+    if value.size != 1 or value.dtype.kind not in "iu" or abs(int(value.reshape(()))) >= 2 ** 24 \
+            or _float_cast_type(cast) is None:
         return None
     return float(value.reshape(())), cast.input[0] in symbolic
 
@@ -221,10 +219,13 @@ def range_dtype(node: onnx.NodeProto, consts: Mapping[str, np.ndarray],
     if start in consts:
         return str(consts[start].dtype)
     cast = producers.get(start)
-    if cast is not None and cast.op_type == "Cast":
-        to = next((a.i for a in cast.attribute if a.name == "to"), None)
-        return "float32" if to == onnx.TensorProto.FLOAT else "float64" if to == onnx.TensorProto.DOUBLE else None
-    return None
+    return _float_cast_type(cast) if cast is not None and cast.op_type == "Cast" else None
+
+
+def _float_cast_type(cast: onnx.NodeProto) -> str | None:
+    """The type a ``Cast`` converts to where it is float32 or float64 (which hold a generic size exactly)."""
+    to = next((a.i for a in cast.attribute if a.name == "to"), None)
+    return {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64"}.get(to)
 
 
 def unclamped_slice_shape(node: onnx.NodeProto, data_shape: Sequence[int], consts: Mapping[str, np.ndarray],

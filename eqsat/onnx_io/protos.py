@@ -3,7 +3,9 @@ shapes, attributes, evaluating one node."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from onnx.external_data_helper import load_external_data_for_model, set_external
 from onnx.reference import ReferenceEvaluator
 
 from eqsat.errors import ModelReadError
+from eqsat.files import is_special_file, write_file
 from eqsat.ops import Shape
 
 #: Ops never folded even when all inputs are constant (non-deterministic).
@@ -111,6 +114,29 @@ def write_model(model: onnx.ModelProto, path: str | Path, data: str | None = Non
     onnx.save_model(copy, str(path))  # writes the external tensors' bytes to ``target``
     if target.exists():
         shutil.copymode(path, target)
+
+
+def save_model(model: onnx.ModelProto, out: str | Path, external_data: bool = False) -> None:
+    """Write ``model`` to ``out`` as a finished file only (through a temporary one, :func:`eqsat.files.write_file`;
+    missing folders are created). With ``external_data`` and a regular file, its weights go to ``<name>.data``
+    beside it: both files are written aside first and then moved into place, so a failed write leaves an older
+    model and its data as they were. Raises :class:`eqsat.errors.OutputError`."""
+    out = Path(out)
+    if not external_data or is_special_file(out):
+        write_file(out, lambda p: write_model(model, p))
+        return
+    target = out.resolve()  # where write_file puts the model (a link's target)
+    data = target.with_name(target.name + ".data")
+
+    def aside_then_replace(path: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{target.name}.") as tmp:
+            aside = Path(tmp) / target.name
+            write_model(model, aside, data.name)
+            if (Path(tmp) / data.name).exists():
+                os.replace(Path(tmp) / data.name, data)
+            os.replace(aside, path)
+
+    write_file(out, aside_then_replace)
 
 
 def static_shape(vi: onnx.ValueInfoProto) -> Shape | None:

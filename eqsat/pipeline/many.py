@@ -37,7 +37,7 @@ class ModelOutcome:
 
 def _one(task: tuple[str, str, dict[str, Any]]) -> ModelOutcome:
     """Optimize one model and write it (in a worker process): never raises, a failure is the outcome."""
-    from eqsat.onnx_io import write_model
+    from eqsat.onnx_io import save_model
     from eqsat.pipeline.choices import RULE_SETS
     from eqsat.pipeline.run import optimize
 
@@ -48,9 +48,8 @@ def _one(task: tuple[str, str, dict[str, Any]]) -> ModelOutcome:
         if isinstance(opts.get("rules"), str):
             opts["rules"] = RULE_SETS[opts["rules"]].rules()
         res = optimize(src, **opts)
-        path = Path(out)
         # a model whose weights are external data is written the same way (its data beside it)
-        write_model(res.model, path, path.name + ".data" if res.external_data else None)
+        save_model(res.model, out, res.external_data)
         measured = res.latency.speedup.median if res.latency is not None and res.latency.speedup else None
         return ModelOutcome(src, out, "original" if res.kept_original else "optimized", res.cost_before,
                             res.cost_after, measured, time.perf_counter() - t0,

@@ -106,7 +106,6 @@ def test_the_cli_says_what_several_models_need(argv: list[str], message: str, tm
 
 @pytest.mark.slow  # starts a local Ray (about 10 s)
 def test_ray_tasks_write_what_the_pool_writes(tmp_path: Path) -> None:
-    pytest.importorskip("ray", reason="Ray is in the test extra")
     paths = _models(tmp_path, broken=False)[:2]
     by_ray = optimize_many(paths, tmp_path / "ray", workers=2, backend="ray", time_limit=30, cache=False)
     by_pool = optimize_many(paths, tmp_path / "pool", workers=2, backend="pool", time_limit=30, cache=False)
