@@ -13,7 +13,7 @@ def graph_cost_keys(graph: Graph) -> list[tuple[CostKey, ...]]:
     which export precomputes."""
     shapes = graph.shapes
     const = set(graph.weights)
-    at = costed_at(graph)  # a graph with symbols is priced at its representative sizes
+    at = costed_at(graph)  # a graph with symbols is priced at its price points
     keys: list[tuple[CostKey, ...]] = []
     for n in graph.nodes:
         if computed_from_weights(n.op, n.inputs, const):  # constants and weight transforms
@@ -22,7 +22,7 @@ def graph_cost_keys(graph: Graph) -> list[tuple[CostKey, ...]]:
         else:
             own = n.spec.cost_keys(n.p, [shapes[i] for i in n.inputs], shapes[n.output],
                                    weights=[k for k, i in enumerate(n.inputs) if i in const])
-            keys.append(tuple(at(k) for k in own))
+            keys.append(tuple(c for k in own for c in at(k)))
     return keys
 
 

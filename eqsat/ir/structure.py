@@ -55,8 +55,8 @@ def structure_key(graph: Graph) -> str:
 
 
 #: what of a graph's ``meta`` is structure: its opset and the symbols of its dynamic axes (with the sizes they are
-#: costed at); the opaque nodes' protos and other notes follow from the nodes
-_STRUCTURAL_META = ("opset", "symbols", "symbol_values")
+#: checked and costed at); the opaque nodes' protos and other notes follow from the nodes
+_STRUCTURAL_META = ("opset", "symbols", "symbol_values", "price_points")
 
 
 def encode(found: Graph, base: Graph) -> dict[str, Any]:

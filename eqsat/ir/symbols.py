@@ -26,8 +26,12 @@ from eqsat.ops.dims import Dim, Sym, UndecidedDim, concrete, dim
 
 #: graph.meta key of a graph's symbols (name -> generic value)
 META_KEY = "symbols"
-#: graph.meta key of the sizes its symbols are costed and timed at (name -> size; 1 where absent)
+#: graph.meta key of the sizes its symbols are checked and timed at (name -> size; 1 where absent), and costed at
+#: unless the graph has price points
 VALUES_KEY = "symbol_values"
+#: graph.meta key of the points its costs are priced at, where the user gave no size for some symbol: (label,
+#: name -> size) pairs (:mod:`eqsat.ir.price_points`); a node costs the sum of its costs at each
+POINTS_KEY = "price_points"
 #: generic values are primes from here up (above any realistic kernel, stride or head count)
 _FIRST_PRIME = 10_007
 #: a value within this of a small multiple of a generic value reads as that multiple plus the offset
@@ -187,19 +191,28 @@ def representative(graph: object) -> dict[str, int]:
     return {s: int(given.get(s, 1)) for s in graph_symbols(graph).generic}
 
 
-def costed_at(graph: object) -> Callable[[CostKey], CostKey]:
+def price_points(graph: object) -> list[tuple[str, dict[str, int]]]:
+    """The points (a label, a size per symbol) a graph's costs are priced at: ``graph.meta["price_points"]``,
+    else its representative sizes alone (label "")."""
+    points = (getattr(graph, "meta", {}) or {}).get(POINTS_KEY)
+    if points:
+        return [(str(label), dict(sizes)) for label, sizes in points]
+    return [("", representative(graph))]
+
+
+def costed_at(graph: object) -> Callable[[CostKey], tuple[CostKey, ...]]:
     """What a cost key of ``graph`` (or of an e-graph of it) is priced as: itself for a static graph, else
-    the key at the representative sizes (:func:`representative`), so every cost model sees concrete sizes a
-    user chose and never the generic values."""
+    the key at each of its price points (:func:`price_points`; the node costs the sum), so every cost model sees
+    concrete sizes and never the generic values."""
     syms = graph_symbols(graph)
     if not syms:
-        return lambda key: key
-    values = representative(graph)
-    cache: dict[CostKey, CostKey] = {}
+        return lambda key: (key,)
+    points = [values for _, values in price_points(graph)]
+    cache: dict[CostKey, tuple[CostKey, ...]] = {}
 
-    def at(key: CostKey) -> CostKey:
+    def at(key: CostKey) -> tuple[CostKey, ...]:
         if key not in cache:
-            cache[key] = syms.key_at(key, values)
+            cache[key] = tuple(syms.key_at(key, values) for values in points)
         return cache[key]
 
     return at

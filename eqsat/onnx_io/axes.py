@@ -1,6 +1,6 @@
 """The import an optimization run makes: the model's dynamic axes kept as symbols where they can be, costed at
-the sizes the user gives them, else fixed at those sizes, with the reason (what ``eqsat optimize`` and
-``eqsat costs measure`` share, so that both price the same configurations)."""
+the sizes the user gives them (typical ones for the others), else fixed at those sizes, with the reason (what
+``eqsat optimize`` and ``eqsat costs measure`` share, so that both price the same configurations)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import onnx
 
 from eqsat.errors import DynamicShapeError, InputShapeError
 from eqsat.ir.graph import Graph
-from eqsat.ir.symbols import VALUES_KEY, graph_symbols
+from eqsat.ir.price_points import default_price_points
+from eqsat.ir.symbols import POINTS_KEY, VALUES_KEY, graph_symbols
 from eqsat.onnx_io.dynamic import fixed_input_shapes
 from eqsat.onnx_io.load import load_model
 
@@ -20,7 +21,8 @@ def load_with_axes(model: onnx.ModelProto, *, label: str, input_shapes: Mapping[
     """The graph of ``model`` and why its dynamic axes were fixed ("" where they were kept, or there are none).
 
     With ``dynamic``, each dynamic dimension is a symbol (:func:`eqsat.onnx_io.load_model` with ``symbolic``),
-    costed at its size in ``dims``, or in the shape ``input_shapes`` gives its input (1 otherwise); a model
+    checked and timed at its size in ``dims``, or in the shape ``input_shapes`` gives its input (1 otherwise), and
+    costed there too where every symbol has one (else at the price points of :mod:`eqsat.ir.price_points`); a model
     whose sizes the symbols cannot follow (:class:`~eqsat.errors.DynamicShapeError`: a reshape to batch 1, a
     floor division) is imported with them fixed at those sizes instead. Without ``dynamic`` they are fixed.
     Raises :class:`InputShapeError` for a ``dims`` entry that names no symbol of the model."""
@@ -40,7 +42,8 @@ def load_with_axes(model: onnx.ModelProto, *, label: str, input_shapes: Mapping[
             if not syms:
                 return graph, ""
             values = {**graph.meta.get(VALUES_KEY, {}), **dict(dims or {})}
-            return Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name,
-                         {**graph.meta, VALUES_KEY: values}), ""
+            points = default_price_points(graph, values)
+            meta = {**graph.meta, VALUES_KEY: values, **({POINTS_KEY: points} if points[0][0] else {})}
+            return Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name, meta), ""
     fixed = fixed_input_shapes(model, dict(dims or {}), shapes)
     return load_model(model, input_shapes=fixed or None, label=label), reason

@@ -51,12 +51,12 @@ def node_cost_keys(egraph: EGraph, graph: Graph,
     ``opaque``: :func:`opaque_cost_keys` of ``graph`` when the caller has them already."""
     keys = engine.node_cost_keys(egraph)
     opaque = opaque_cost_keys(graph) if opaque is None else opaque
-    at = costed_at(graph)  # an e-graph of a graph with symbols is priced at its representative sizes
+    at = costed_at(graph)  # an e-graph of a graph with symbols is priced at its price points
     for n in egraph.nodes:
         if n.is_opaque and keys[n.id] and (n.p["key"], n.p["index"]) in opaque:
             keys[n.id] = opaque[(n.p["key"], n.p["index"])]  # priced already
         elif keys[n.id]:
-            keys[n.id] = tuple(at(k) for k in keys[n.id])
+            keys[n.id] = tuple(c for k in keys[n.id] for c in at(k))
     return keys
 
 

@@ -21,9 +21,9 @@ from onnx import helper
 
 from eqsat.errors import EqsatError
 from eqsat.ir.graph import Graph
+from eqsat.ir.price_points import summed_symbols
 from eqsat.ir.symbols import graph_symbols, representative
 from eqsat.onnx_io import int_input_bounds, onnxruntime_runner, random_ints
-from eqsat.ops.dims import Sym
 
 #: Operators whose output can saturate (stop reflecting their input), and whose input is checked instead.
 SQUASHING_OPS = {"Softmax", "Sigmoid", "Tanh", "HardSigmoid", "Hardmax", "ArgMax", "ArgMin", "Sign", "Clip",
@@ -352,19 +352,6 @@ def sizes_to_check(graph: Graph) -> tuple[list[dict[str, int]], list[dict[str, t
 
 #: the size a summed symbol is checked at, alone long (a past of 31 tokens)
 LONG_SIZE = 31
-
-
-def summed_symbols(graph: Graph) -> list[str]:
-    """The symbols that appear in a sum of several symbols in the graph's input or output shapes (``past +
-    sequence``), in the order of the graph's symbols."""
-    syms = graph_symbols(graph)
-    found: set[str] = set()
-    shapes = graph.shapes
-    for shape in (*(i.shape for i in graph.inputs), *(shapes[o] for o in graph.outputs)):
-        for d in syms.decode_shape(shape):
-            if isinstance(d, Sym) and len(d.terms) > 1 and len(d.symbols) > 1:
-                found |= d.symbols
-    return [s for s in syms.generic if s in found]
 
 
 def describe_reference(src: str | Path | bytes | onnx.ModelProto) -> str:

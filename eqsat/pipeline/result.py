@@ -103,6 +103,21 @@ class CostCounts:
     seconds: float
 
 
+@dataclass(frozen=True)
+class PricePoint:
+    """One set of sizes a model with dynamic axes was priced at (a decode step, a prefill), and its costs there."""
+
+    label: str
+    sizes: dict[str, int]
+    cost_before: float
+    cost_after: float
+
+    def describe(self) -> str:
+        """"decode step (batch=1, sequence=1): 1.2 -> 1.1 ms"."""
+        at = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        return f"{self.label} ({at}): {self.cost_before:.4g} -> {self.cost_after:.4g} ms"
+
+
 @dataclass
 class OptimizeResult:
     """The optimized model and a report of what happened.
@@ -151,8 +166,12 @@ class OptimizeResult:
     #: the control-flow bodies optimized, each as a model of its own ("If 'choose' then_branch 0.2 -> 0.1 ms");
     #: the costs above are the main graph's
     bodies: list[str] = field(default_factory=list)
-    #: the dynamic axes: what each symbol was costed and timed at (empty: a static model, or axes fixed)
+    #: the dynamic axes: what each symbol was checked and timed at, and costed at where ``price_points`` is empty
+    #: (empty: a static model, or axes fixed)
     dims: dict[str, int] = field(default_factory=dict)
+    #: where the user gave no size for some symbol, the points costs were priced at (:mod:`eqsat.ir.price_points`):
+    #: (label, sizes, cost before, cost after) each, the costs above their sums
+    price_points: list[PricePoint] = field(default_factory=list)
     #: why the model's dynamic axes were fixed for the run (empty: kept, or a static model)
     static_reason: str = ""
     #: the repeated blocks optimized once for all, in words (empty: none; :mod:`eqsat.ir.blocks`)
@@ -186,8 +205,11 @@ class OptimizeResult:
             return f"fixed for the run ({self.static_reason})"
         if not self.dims:
             return ""
-        costed = ", ".join(f"{k}={v}" for k, v in self.dims.items())
-        return f"kept: {', '.join(self.dims)} (costed and timed at {costed})"
+        at = ", ".join(f"{k}={v}" for k, v in self.dims.items())
+        if not self.price_points:
+            return f"kept: {', '.join(self.dims)} (costed and timed at {at})"
+        points = "; ".join(p.describe() for p in self.price_points)
+        return f"kept: {', '.join(self.dims)} (checked and timed at {at}; priced at {points})"
 
     @property
     def latency_ms(self) -> tuple[float, float] | None:
@@ -229,7 +251,8 @@ class OptimizeResult:
             "estimated_speedup": self.speedup, "kept_original": self.kept_original, "kept_reason": self.kept_reason,
             "signature_changes": list(self.signature_changes), "transformation": self.transformation,
             "decision": self.decision, "onnx_nodes": list(self.onnx_nodes), "bodies": list(self.bodies),
-            "dynamic_axes": {"dims": dict(self.dims), "fixed_because": self.static_reason},
+            "dynamic_axes": {"dims": dict(self.dims), "fixed_because": self.static_reason,
+                             "price_points": [dataclasses.asdict(p) for p in self.price_points]},
             "repeated_blocks": self.blocks, "target": self.target, "kernels": dict(self.kernels),
             "saturation": {"iterations": max(0, len(self.iterations) - 1), "stop_reason": self.stop_reason},
             "egraph": {"enodes": self.egraph_size[0], "eclasses": self.egraph_size[1]},

@@ -20,13 +20,21 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from eqsat import engine, onnx_io
-from eqsat.costs import AnalyticCostModel, InPrecision, PricedCostModel, graph_cost, graph_cost_keys, price_within
+from eqsat.costs import (
+    AnalyticCostModel,
+    CostModel,
+    InPrecision,
+    PricedCostModel,
+    graph_cost,
+    graph_cost_keys,
+    price_within,
+)
 from eqsat.extract import Extraction, InvalidExtraction, SerializedEGraph, validate_selection
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.blocks import reduce_repeats
 from eqsat.ir.graph import Graph
 from eqsat.ir.rule import Rule
-from eqsat.ir.symbols import SymbolicShapeError, graph_symbols, representative
+from eqsat.ir.symbols import POINTS_KEY, SymbolicShapeError, graph_symbols, price_points, representative
 from eqsat.ops.ort_kernels import kernel_type
 from eqsat.pipeline import candidates, transforms
 from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, opaque_cost_keys, price_nodes
@@ -42,7 +50,7 @@ from eqsat.pipeline.check import (
 from eqsat.pipeline.choices import default_rules
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, time_shares
 from eqsat.pipeline.records import Decision, Extracted, Loaded, Priced, Run, Saturated
-from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult
+from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult, PricePoint
 from eqsat.pipeline.transforms import Recalled
 
 log = logging.getLogger(__name__)
@@ -68,7 +76,7 @@ def load(run: Run) -> Loaded:
                     "(pass --static to write the model at fixed sizes)", static_reason)
         run.say(f"dynamic axes fixed for the run: {static_reason}")
     elif graph_symbols(graph):
-        run.say("dynamic axes kept: " + ", ".join(f"{k} (costed at {v})" for k, v in representative(graph).items()))
+        run.say("dynamic axes kept: " + ", ".join(representative(graph)) + "; " + _pricing(graph))
     run.say(f"imported {len(graph.nodes)} nodes ({sum(1 for n in graph.nodes if n.is_opaque)} opaque)")
     # one instance of repeated blocks stands for all (not with a dump: it would hold the reduced graph's e-graph)
     reduction = reduce_repeats(graph) if o.reuse_blocks and not o.dump_egraph else None
@@ -98,6 +106,14 @@ def load(run: Run) -> Loaded:
                   graph=graph, engine_graph=engine_graph, reduction=reduction, input_keys=input_keys,
                   fixed_shapes=not graph_symbols(graph), static_reason=static_reason, as_given=as_given,
                   cost_model=cost_model, shares=shares, anytime=anytime)
+
+
+def _pricing(graph: Graph) -> str:
+    """Where a graph with symbols is priced, in words."""
+    points = price_points(graph)
+    text = " and ".join(f"{label} " * bool(label) + ", ".join(f"{k}={v}" for k, v in sizes.items())
+                        for label, sizes in points)
+    return f"priced at {text}" + (" (each node the sum)" if len(points) > 1 else "")
 
 
 def choose_rules(run: Run) -> tuple[Rule, ...]:
@@ -457,10 +473,25 @@ def report(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | 
         snapshots=(anytime.snapshots, anytime.snapshot_seconds), egraph_size=(0, 0) if sat is None else
         sat.egraph.tensor_size, transformation=cached,
         kept_reason=decision.kept_reason, cost_counts=counts, bodies=[str(b) for b in loaded.bodies],
-        dims=representative(loaded.graph), static_reason=loaded.static_reason,
+        dims=representative(loaded.graph), price_points=_price_points(loaded, decision, cost_model),
+        static_reason=loaded.static_reason,
         blocks="" if loaded.reduction is None else loaded.reduction.describe(), external_data=loaded.external_data,
         target=run.target.name, kernels=_kernels_written(loaded, decision),
         signature_changes=onnx_io.signature_changes(loaded.original, decision.model))
+
+
+def _price_points(loaded: Loaded, decision: Decision, cost_model: CostModel) -> list[PricePoint]:
+    """The costs before and after at each price point of a model priced at several (none: one point)."""
+    points = price_points(loaded.graph)
+    if len(points) < 2 and not points[0][0]:
+        return []
+
+    def at(graph: Graph, point: tuple[str, dict[str, int]]) -> float:
+        return graph_cost(Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name,
+                                {**graph.meta, POINTS_KEY: [point]}), cost_model)
+
+    return [PricePoint(label, sizes, at(loaded.graph, (label, sizes)), at(decision.graph, (label, sizes)))
+            for label, sizes in points]
 
 
 def _kernels_written(loaded: Loaded, decision: Decision) -> dict[str, int]:

@@ -118,7 +118,7 @@ def _strict(x: Any) -> Any:
 
 def model_cost(model: onnx.ModelProto, cost_model: CostModel) -> float:
     """The cost of an ONNX model under ``cost_model``: the one function every method's result is judged by."""
-    return graph_cost(onnx_io.load_with_axes(model, label="model")[0], cost_model)  # dynamic axes: at size 1
+    return graph_cost(onnx_io.load_with_axes(model, label="model")[0], cost_model)  # dynamic axes: at price points
 
 
 def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] = METHODS, budget: float = 60.0,
@@ -141,7 +141,7 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     say = progress or (lambda msg: None)
     cost_model = cost_model or get_cost_model("analytic")
     proto, label = onnx_io.read_model(model)
-    graph, _ = onnx_io.load_with_axes(proto, label=label)  # dynamic axes as symbols, each costed at 1
+    graph, _ = onnx_io.load_with_axes(proto, label=label)  # dynamic axes as symbols, at their price points
     sizes, shapes = sizes_to_check(graph)
     label = name or (label if isinstance(model, str | Path) else proto.graph.name or label)
     rules = list(rules) if rules is not None else default_rules()

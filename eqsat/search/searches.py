@@ -37,9 +37,9 @@ class GraphCoster:
     """Sum of per-node costs, the same as :func:`eqsat.costs.graph_cost`, with each operator configuration
     priced once (work on weights only is free: export precomputes it)."""
 
-    def __init__(self, cost_model: CostModel, at: Callable[[CostKey], CostKey] | None = None) -> None:
+    def __init__(self, cost_model: CostModel, at: Callable[[CostKey], tuple[CostKey, ...]] | None = None) -> None:
         self.cost_model = cost_model
-        self.at = at or (lambda key: key)  # a graph with symbols: keys at its representative sizes (costed_at)
+        self.at = at or (lambda key: (key,))  # a graph with symbols: keys at its price points (costed_at)
         self._keys: dict[tuple[Any, ...], float] = {}
         self._prices: dict[CostKey, float] = {}
 
@@ -49,7 +49,8 @@ class GraphCoster:
         key = (node.op, node.params, tuple(in_shapes), const_inputs)
         c = self._keys.get(key)
         if c is None:
-            keys = tuple(self.at(k) for k in node.spec.cost_keys(node.p, in_shapes, out_shape, weights=const_inputs))
+            keys = tuple(c for k in node.spec.cost_keys(node.p, in_shapes, out_shape, weights=const_inputs)
+                         for c in self.at(k))
             missing = [k for k in keys if k not in self._prices]
             if missing:
                 self._prices.update(self.cost_model.costs(missing))

@@ -10,9 +10,10 @@ import pytest
 
 import eqsat
 from eqsat import onnx_io
+from eqsat.ir.price_points import summed_symbols
 from eqsat.ir.symbols import Symbols, _sums_apart, graph_symbols
 from eqsat.ops.dims import Sym
-from eqsat.pipeline.check import LONG_SIZE, sizes_to_check, summed_symbols
+from eqsat.pipeline.check import LONG_SIZE, sizes_to_check
 from eqsat.testing.kv_decoder import kv_decoder_step
 
 S, P, B = Sym.var("sequence"), Sym.var("past_sequence"), Sym.var("batch")
