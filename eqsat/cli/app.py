@@ -422,8 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the shape to cost and time a dynamic input at; its dynamic axes stay dynamic in the output "
                         "(with --static: the shape to fix it to) (repeatable)")
     o.add_argument("--dim", action="append", type=parse_dims, metavar="NAME=SIZE,...",
-                   help="the size to cost and time a symbolic dimension at, e.g. --dim batch=8,seq=128 (default 1; "
-                        "repeatable)")
+                   help="the size to cost, time and check a symbolic dimension at, e.g. --dim batch=8,seq=128 "
+                        "(repeatable; default: timed and checked at 1, priced at typical sizes: a batch at 1, a "
+                        "length at 128, a KV-cache step at a decode step and a prefill)")
     o.add_argument("--static", action="store_false", dest="dynamic", default=D.dynamic,
                    help="fix the dynamic dimensions (at --input-shape / --dim, else 1): the output has static shapes")
     _costs_option(o, D.cost_model)
