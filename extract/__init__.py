@@ -7,6 +7,7 @@ Public API::
     ext = extract(eg)                          # CP-SAT (default) or extract(eg, solver="greedy")
     ext.selection, ext.cost, ext.status        # class -> node, DAG cost, "optimal"/"feasible"/"greedy"
     extract_top_k(eg, 4)                       # up to 4 distinct near-optimal extractions, cheapest first
+    extract_cpsat_parallel(eg, ParallelCost(alpha=0.25, branches=2))  # total + alpha * critical path
     validate_selection(eg, ext.selection)      # independent check; returns the DAG cost
 """
 
@@ -19,22 +20,28 @@ from typing import Any
 from .cpsat import extract_cpsat
 from .egraph_json import SerializedEGraph, load_egraph
 from .greedy import extract_greedy
+from .parallel import ParallelCost, ParallelExtraction, extract_cpsat_parallel, parallel_cost_of
 from .result import Extraction, NoFiniteChoice
 from .topk import extract_top_k
-from .validate import InvalidExtraction, validate_selection
+from .validate import InvalidExtraction, selection_critical_path, validate_selection
 
 __all__ = [
     "Extraction",
     "InvalidExtraction",
     "NoFiniteChoice",
+    "ParallelCost",
+    "ParallelExtraction",
     "EXACT_SOLVERS",
     "SOLVERS",
     "SerializedEGraph",
     "extract",
     "extract_cpsat",
+    "extract_cpsat_parallel",
     "extract_greedy",
     "extract_top_k",
     "load_egraph",
+    "parallel_cost_of",
+    "selection_critical_path",
     "validate_selection",
 ]
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from .egraph_json import SerializedEGraph
 
-__all__ = ["InvalidExtraction", "validate_selection", "reachable_classes", "reachable_part"]
+__all__ = ["InvalidExtraction", "validate_selection", "reachable_classes", "reachable_part", "selection_critical_path"]
 
 
 class InvalidExtraction(ValueError):
@@ -96,6 +96,17 @@ def validate_selection(eg: SerializedEGraph, selection: Mapping[str, str]) -> fl
                                 f"got {type(selection).__name__}")
     order = reachable_classes(eg, selection)
     return math.fsum(eg.cost_of(selection[c]) for c in order)
+
+
+def selection_critical_path(eg: SerializedEGraph, selection: Mapping[str, str]) -> float:
+    """The critical path of a valid selection: the largest sum of chosen nodes' costs along a path from a leaf to
+    a root (what a runtime that runs independent operators at once needs at the least). Raises
+    :class:`InvalidExtraction` for an invalid selection."""
+    finish: dict[str, float] = {}
+    for c in reachable_classes(eg, selection):  # children first
+        n = selection[c]
+        finish[c] = eg.cost_of(n) + max((finish[d] for d in eg.child_classes(n)), default=0.0)
+    return max(finish.values(), default=0.0)
 
 
 def reachable_part(eg: SerializedEGraph, selection: Mapping[str, str]) -> dict[str, str]:
