@@ -155,7 +155,8 @@ def optimize_options(args: argparse.Namespace) -> dict[str, Any]:
             "solver": args.solver, "input_shapes": input_shapes(args.input_shape) or None,
             "dims": merged_dims(args.dim) or None, "dynamic": args.dynamic, "check": args.check,
             "provenance": args.provenance, "anytime": args.anytime, "reuse_blocks": args.reuse_blocks,
-            "target": args.target, "cache": args.cache}
+            "target": args.target, "cache": args.cache, "parallel": args.parallel,
+            "critical_path_weight": args.critical_path_weight}
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -443,6 +444,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "optimized and the result written for all, with no rewrite across their boundaries)")
     o.add_argument("--target", default=D.target, choices=list(TARGETS),
                    help="what the output is written for: " + _choices_help(TARGETS, D.target))
+    o.add_argument("--parallel", type=int, default=D.parallel, metavar="N",
+                   help="optimize for a runtime that runs up to N independent operators at once (onnxruntime's "
+                        "parallel executor with N inter-op threads): graphs compared by their total plus "
+                        "--critical-path-weight times their critical path (AutoGraph's mixed cost; default: the "
+                        "sum of their operators' costs)")
+    o.add_argument("--critical-path-weight", type=float, default=D.critical_path_weight, metavar="ALPHA",
+                   help=f"with --parallel, the weight of the critical path in the mixed cost (default "
+                        f"{D.critical_path_weight:g})")
     o.add_argument("--rules", default=DEFAULT_RULE_SET, choices=list(RULE_SETS),
                    help=_choices_help(RULE_SETS, DEFAULT_RULE_SET))
     o.add_argument("--no-check", action="store_false", dest="check", default=D.check,

@@ -15,6 +15,7 @@ from eqsat.costs.cache import CachedCostModel, CostCache
 from eqsat.costs.gpu_sim import GpuSimCostModel
 from eqsat.costs.graph import graph_cost, graph_cost_keys
 from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
+from eqsat.costs.parallel import SUM, Objective, ParallelFigures, graph_parallel_cost
 
 #: the names :func:`get_cost_model` knows
 COST_MODEL_NAMES = ("analytic", "gpu-sim", "measured", "cpu", "gpu")
@@ -59,4 +60,5 @@ def _plugin(name: str) -> Any:
 __all__ = ["COST_MODEL_NAMES", "CostModel", "InPrecision", "AnalyticCostModel", "GpuSimCostModel",
            "OnnxRuntimeCostModel",
            "CostCache", "CachedCostModel", "Pricing", "PricedCostModel", "price_within", "check_cost_model_name",
-           "get_cost_model", "graph_cost", "graph_cost_keys"]
+           "get_cost_model", "graph_cost", "graph_cost_keys", "Objective", "ParallelFigures", "SUM",
+           "graph_parallel_cost"]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eqsat import engine
-from eqsat.costs import CostModel, graph_cost, graph_cost_keys
+from eqsat.costs import SUM, CostModel, Objective, graph_cost_keys
 from eqsat.engine import EGraph, Snapshot
 from eqsat.extract import Extraction, InvalidExtraction, NoFiniteChoice, SerializedEGraph, extract_cpsat, extract_greedy
 from eqsat.ir.graph import Graph
@@ -104,17 +104,20 @@ class Anytime:
     """
 
     def __init__(self, graph: Graph, cost_model: CostModel, start: float, *, exact_seconds: float = 0.0,
-                 deadline: float | None = None, written: Callable[[Graph], Graph] | None = None) -> None:
+                 deadline: float | None = None, written: Callable[[Graph], Graph] | None = None,
+                 objective: Objective = SUM) -> None:
         self.input = graph
         #: a graph read back from an e-graph of ``graph`` as the model written (the repeated blocks of a reduced
         #: graph put back, :mod:`eqsat.ir.blocks`); graphs are priced as written
         self.written = written or (lambda g: g)
         self.cost_model = cost_model
+        #: what graphs are compared by (the sum of their costs, or a mixed critical-path cost)
+        self.objective = objective
         self.start = start
         self.exact_seconds = exact_seconds
         self.deadline = deadline
         whole = self.written(graph)
-        self.best = Found(graph_cost(whole, cost_model), whole, 0.0, "input")
+        self.best = Found(self.objective(whole, cost_model), whole, 0.0, "input")
         #: (seconds since the start, best cost so far), one point per improvement; the input's cost first, at 0:
         #: until something better is found the input is the answer
         self.trace: list[tuple[float, float]] = [(0.0, self.best.cost)]
@@ -131,7 +134,7 @@ class Anytime:
             raise RuntimeError("reprice: graphs were already found under the earlier cost model")
         self.cost_model = cost_model
         whole = self.written(self.input)
-        self.best = Found(graph_cost(whole, cost_model), whole, 0.0, "input")
+        self.best = Found(self.objective(whole, cost_model), whole, 0.0, "input")
         self.trace = [(0.0, self.best.cost)]
 
     def elapsed(self) -> float:
@@ -166,7 +169,7 @@ class Anytime:
         (``found``: when it was found, seconds since the start; default now). Returns whether it was kept."""
         _, written = engine.graph_from_selection(egraph, selection, self.input, names)
         written = self.written(written)
-        cost = graph_cost(written, self.cost_model)
+        cost = self.objective(written, self.cost_model)
         if not cost < self.best.cost * (1 - REL_EPS):
             return False
         at = self.elapsed() if found is None else min(found, self.elapsed())

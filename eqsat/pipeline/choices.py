@@ -9,7 +9,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eqsat.extract import EXACT_SOLVERS, Extraction, SerializedEGraph, extract, extract_top_k
+from eqsat.extract import (
+    EXACT_SOLVERS,
+    Extraction,
+    ParallelCost,
+    SerializedEGraph,
+    extract,
+    extract_cpsat_parallel,
+    extract_top_k,
+)
 from eqsat.extract import SOLVERS as EXTRACTORS
 from eqsat.ir.rule import Rule
 from eqsat.rules import corpus_or_starter, starter_rules
@@ -26,10 +34,14 @@ class Solver:
     name: str
     help: str
     exact: bool
+    #: an exact solver minimizes this mixed critical-path cost instead of the sum (None: the sum)
+    parallel: ParallelCost | None = None
 
     def extract(self, egraph: SerializedEGraph, *, start: Mapping[str, str] | None, seconds: float,
                 progress: Callable[[str], None] | None) -> Extraction:
         """The cheapest graph it finds, never costlier than ``start``; ``seconds`` bounds an exact solver."""
+        if self.exact and self.parallel is not None:
+            return extract_cpsat_parallel(egraph, self.parallel, time_limit=seconds, start=start, progress=progress)
         limit = {"time_limit": seconds} if self.exact else {}
         return extract(egraph, solver=self.name, start=start, progress=progress, **limit)
 
@@ -37,7 +49,7 @@ class Solver:
                         seconds: float, progress: Callable[[str], None] | None) -> list[Extraction]:
         """Up to ``count`` distinct near-optimal graphs, the cheapest first (an exact solver only; a heuristic
         one gives its one answer)."""
-        if not self.exact or count <= 1:
+        if not self.exact or count <= 1 or self.parallel is not None:  # top-k is under the sum only
             return [self.extract(egraph, start=start, seconds=seconds, progress=progress)]
         return extract_top_k(egraph, count, time_limit=seconds, start=start, progress=progress)
 

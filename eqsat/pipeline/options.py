@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 from eqsat.costs import CostModel, check_cost_model_name
 from eqsat.engine.limits import Limits, check_seconds
+from eqsat.extract.parallel import DEFAULT_ALPHA
 from eqsat.ir.rule import Rule
 from eqsat.pipeline.choices import SOLVERS, TARGETS, choose
 
@@ -129,6 +130,13 @@ class OptimizeOptions:
     structure (a fine-tune, a re-export) replays it instead of searching, and checks it as always. Not with
     ``dump_egraph``, which needs the e-graph a search builds.
 
+    With ``parallel`` (a number N), the run optimizes for a runtime that runs up to N independent operators at once
+    (onnxruntime's parallel executor with N inter-op threads): graphs are compared by AutoGraph's mixed cost,
+    their total plus ``critical_path_weight`` (alpha, 0.25 by default) times their span, the longer of their
+    critical path (the dearest chain of dependent operators) and total / N, and CP-SAT extracts the graph of least
+    mixed cost (:func:`eqsat.extract.extract_cpsat_parallel`); ``result.parallel`` gives the total, critical
+    path and mixed cost before and after. Without it (the default) a graph costs the sum of its operators' costs.
+
     Invalid values raise ValueError (a negative, NaN or infinite limit: :class:`eqsat.engine.LimitError`, which
     names the limit and what it allows); a ``cost_model`` of another type raises TypeError.
     """
@@ -156,6 +164,8 @@ class OptimizeOptions:
     reuse_blocks: bool = True
     target: str = "onnx"
     cache: bool = True
+    parallel: int | None = None
+    critical_path_weight: float = DEFAULT_ALPHA
 
     def __post_init__(self) -> None:
         check_seconds("time_limit", self.time_limit)
@@ -174,6 +184,12 @@ class OptimizeOptions:
         for name, size in (self.dims or {}).items():
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
                 raise ValueError(f"dims: the size of {name!r} must be a positive integer, got {size!r}")
+        if self.parallel is not None and (isinstance(self.parallel, bool) or not isinstance(self.parallel, int)
+                                          or self.parallel < 1):
+            raise ValueError(f"parallel must be a number of branches run at once (>= 1) or None, got "
+                             f"{self.parallel!r}")
+        if not (isinstance(self.critical_path_weight, int | float) and 0 <= self.critical_path_weight < math.inf):
+            raise ValueError(f"critical_path_weight must be a finite number >= 0, got {self.critical_path_weight!r}")
         if self.rules is not None:  # an iterator is read once, here
             object.__setattr__(self, "rules", tuple(self.rules))
 
@@ -213,6 +229,8 @@ class OptimizeKeywords(TypedDict, total=False):
     reuse_blocks: bool
     target: str
     cache: bool
+    parallel: int | None
+    critical_path_weight: float
 
 
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(OptimizeOptions))

@@ -9,6 +9,7 @@ improve.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING
 import onnx
 
 from eqsat import engine
-from eqsat.costs import CostModel, Pricing, get_cost_model
-from eqsat.extract import Extraction, SerializedEGraph
+from eqsat.costs import CostModel, Objective, Pricing, get_cost_model
+from eqsat.extract import Extraction, ParallelCost, SerializedEGraph
 from eqsat.ir.blocks import Reduction
 from eqsat.ir.graph import Graph
 from eqsat.ops import CostKey
@@ -46,6 +47,7 @@ class Run:
     options: OptimizeOptions
     cost_model: CostModel  # as chosen; the load stage puts it in the model's context
     solver: Solver
+    objective: Objective  # what graphs are compared by: the sum of their costs, or the mixed critical-path cost
     target: Target
     verify_latency: bool  # time the candidates against the original end to end
     candidate_count: int  # how many graphs to extract and time (1 without the end-to-end check)
@@ -62,7 +64,10 @@ class Run:
         verify = options.verify_latency if options.verify_latency is not None else cost_model.times_end_to_end
         count = options.candidates if options.candidates is not None else \
             candidates.DEFAULT_CANDIDATES if verify else 1
-        return cls(source, options, cost_model, SOLVERS[options.solver], TARGETS[options.target], verify, count,
+        parallel = None if options.parallel is None else \
+            ParallelCost(alpha=options.critical_path_weight, branches=options.parallel)
+        solver = dataclasses.replace(SOLVERS[options.solver], parallel=parallel)
+        return cls(source, options, cost_model, solver, Objective(parallel), TARGETS[options.target], verify, count,
                    optimize, time.perf_counter(), options.progress or _silent)
 
     def by(self, share: float) -> float:

@@ -10,6 +10,7 @@ from typing import Any
 
 import onnx
 
+from eqsat.costs import ParallelFigures
 from eqsat.engine.saturation import IterationStats
 from eqsat.inspect.dump import EGraphDump
 from eqsat.ir.graph import Graph
@@ -118,6 +119,22 @@ class PricePoint:
         return f"{self.label} ({at}): {self.cost_before:.4g} -> {self.cost_after:.4g} ms"
 
 
+@dataclass(frozen=True)
+class ParallelReport:
+    """A run optimized for a runtime that runs independent operators at once: the objective and the graph's
+    figures under it before and after."""
+
+    objective: str  # "total + 0.25 x critical path, 2 branches at once"
+    branches: int
+    alpha: float
+    before: ParallelFigures
+    after: ParallelFigures
+
+    def describe(self) -> str:
+        """One line for the report."""
+        return f"{self.objective}: before {self.before.describe()}; after {self.after.describe()}"
+
+
 @dataclass
 class OptimizeResult:
     """The optimized model and a report of what happened.
@@ -184,6 +201,9 @@ class OptimizeResult:
     #: how the written model's inputs and outputs differ from the original's (empty: a drop-in replacement;
     #: only ``dynamic=False`` changes them, and the report's first line then says so)
     signature_changes: list[str] = field(default_factory=list)
+    #: with ``parallel``: the objective and the total, critical path and mixed cost before and after (the costs
+    #: above are the mixed ones); None: the costs are sums
+    parallel: ParallelReport | None = None
     #: what the transformation cache did (:mod:`eqsat.pipeline.transforms`): replayed a stored transformation
     #: instead of searching, stored this run's, or nothing ("")
     transformation: str = ""
@@ -253,6 +273,7 @@ class OptimizeResult:
             "decision": self.decision, "onnx_nodes": list(self.onnx_nodes), "bodies": list(self.bodies),
             "dynamic_axes": {"dims": dict(self.dims), "fixed_because": self.static_reason,
                              "price_points": [dataclasses.asdict(p) for p in self.price_points]},
+            "parallel": None if self.parallel is None else dataclasses.asdict(self.parallel),
             "repeated_blocks": self.blocks, "target": self.target, "kernels": dict(self.kernels),
             "saturation": {"iterations": max(0, len(self.iterations) - 1), "stop_reason": self.stop_reason},
             "egraph": {"enodes": self.egraph_size[0], "eclasses": self.egraph_size[1]},
@@ -288,6 +309,7 @@ class OptimizeResult:
             ("estimated speedup", speedup),
             ("written", self.decision),
             *([("control-flow bodies", "; ".join(self.bodies))] if self.bodies else []),
+            *([("parallel execution", self.parallel.describe())] if self.parallel else []),
             *([("dynamic axes", self.dynamic_axes)] if self.dynamic_axes else []),
             *([("repeated blocks", self.blocks)] if self.blocks else []),
             *([("cached transformation", self.transformation)] if self.transformation else []),

@@ -27,6 +27,7 @@ from eqsat.costs import (
     PricedCostModel,
     graph_cost,
     graph_cost_keys,
+    graph_parallel_cost,
     price_within,
 )
 from eqsat.extract import Extraction, InvalidExtraction, SerializedEGraph, validate_selection
@@ -50,7 +51,14 @@ from eqsat.pipeline.check import (
 from eqsat.pipeline.choices import default_rules
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, time_shares
 from eqsat.pipeline.records import Decision, Extracted, Loaded, Priced, Run, Saturated
-from eqsat.pipeline.result import CandidateTiming, CostCounts, LatencyCheck, OptimizeResult, PricePoint
+from eqsat.pipeline.result import (
+    CandidateTiming,
+    CostCounts,
+    LatencyCheck,
+    OptimizeResult,
+    ParallelReport,
+    PricePoint,
+)
 from eqsat.pipeline.transforms import Recalled
 
 log = logging.getLogger(__name__)
@@ -101,7 +109,8 @@ def load(run: Run) -> Loaded:
     # model prices the input in the cost stage, with the e-graph's configurations and within their time
     anytime = Anytime(engine_graph, AnalyticCostModel() if cost_model.is_measured else cost_model, run.start,
                       exact_seconds=SNAPSHOT_EXACT_SHARE * o.time_limit if run.solver.exact else 0.0,
-                      deadline=run.by(shares.saturation), written=None if reduction is None else reduction.stitch)
+                      deadline=run.by(shares.saturation), written=None if reduction is None else reduction.stitch,
+                      objective=run.objective)
     return Loaded(original=original, given=given, bodies=tuple(bodies), label=label, external_data=external_data,
                   graph=graph, engine_graph=engine_graph, reduction=reduction, input_keys=input_keys,
                   fixed_shapes=not graph_symbols(graph), static_reason=static_reason, as_given=as_given,
@@ -271,9 +280,9 @@ def export(run: Run, loaded: Loaded, saturated: Saturated | None = None, priced:
                              f"e.g. {lost[0]})", cost=cost_before, extractions=extracted.extractions, chosen=chosen)
     extracted_graph, written = engine.graph_from_selection(sat.egraph, chosen.selection, loaded.engine_graph, names)
     new_graph = loaded.stitch(written)
-    cost_after = graph_cost(new_graph, cost_model)
+    cost_after = run.objective(new_graph, cost_model)
     notes: list[str] = []
-    best = _best_so_far(loaded, saturated, priced, extracted, cost_after)
+    best = _best_so_far(run, loaded, saturated, priced, extracted, cost_after)
     extractions = extracted.extractions
     if best is not None:
         chosen, new_graph, cost_after = best.chosen, best.graph, best.cost
@@ -282,8 +291,8 @@ def export(run: Run, loaded: Loaded, saturated: Saturated | None = None, priced:
         extracted_graph, written = engine.graph_from_selection(sat.egraph, chosen.selection, loaded.engine_graph,
                                                                names)
     # the notes compare the extraction with the graph it chose, as the engine saw it (one block of repeated ones)
-    written_cost = graph_cost(written, cost_model)
-    notes[:0] = _cost_notes(chosen.cost, graph_cost(extracted_graph, cost_model), written_cost, extracted_graph,
+    written_cost = run.objective(written, cost_model)
+    notes[:0] = _cost_notes(chosen.cost, run.objective(extracted_graph, cost_model), written_cost, extracted_graph,
                             written)
     if loaded.reduction is not None:
         more = loaded.reduction.repeats.count - 1
@@ -320,8 +329,8 @@ def _written_or_kept(run: Run, loaded: Loaded, new_graph: Graph, cost_before: fl
 def _replay(run: Run, loaded: Loaded, recalled: Recalled) -> Decision:
     """The decision a cached transformation makes for this model: its graph, priced and exported as a search's
     would be (or the original, where the first run kept it)."""
-    cost_before = graph_cost(loaded.graph, loaded.cost_model)
-    cost_after = cost_before if recalled.graph is None else graph_cost(recalled.graph, loaded.cost_model)
+    cost_before = run.objective(loaded.graph, loaded.cost_model)
+    cost_after = cost_before if recalled.graph is None else run.objective(recalled.graph, loaded.cost_model)
     # what the report shows of an extraction: there was none; the graph given (a "start") is the cache's
     chosen = Extraction(selection={}, cost=cost_after, status="start", bound=None, gap=None, seconds=0.0,
                         solver="cache", greedy_cost=None)
@@ -342,7 +351,7 @@ class _Best:
     note: str
 
 
-def _best_so_far(loaded: Loaded, saturated: Saturated, priced: Priced, extracted: Extracted,
+def _best_so_far(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced, extracted: Extracted,
                  cost_after: float) -> _Best | None:
     """The best graph found earlier where it is cheaper as written than the final extraction's (the extraction
     objective prices binary concat chains, the written graph n-ary concats, so a start the solver did not improve
@@ -357,7 +366,7 @@ def _best_so_far(loaded: Loaded, saturated: Saturated, priced: Priced, extracted
         return None
     _, graph = engine.graph_from_selection(egraph, selection, loaded.engine_graph, extracted.names)
     graph = loaded.stitch(graph)
-    cost = graph_cost(graph, priced.cost_model)
+    cost = run.objective(graph, priced.cost_model)
     if not cost < cost_after:
         return None
     chosen = dataclasses.replace(extracted.extractions[0], selection=selection, status="start", found_after=None,
@@ -474,10 +483,21 @@ def report(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | 
         sat.egraph.tensor_size, transformation=cached,
         kept_reason=decision.kept_reason, cost_counts=counts, bodies=[str(b) for b in loaded.bodies],
         dims=representative(loaded.graph), price_points=_price_points(loaded, decision, cost_model),
+        parallel=_parallel_report(run, loaded, decision, cost_model),
         static_reason=loaded.static_reason,
         blocks="" if loaded.reduction is None else loaded.reduction.describe(), external_data=loaded.external_data,
         target=run.target.name, kernels=_kernels_written(loaded, decision),
         signature_changes=onnx_io.signature_changes(loaded.original, decision.model))
+
+
+def _parallel_report(run: Run, loaded: Loaded, decision: Decision, cost_model: CostModel) -> ParallelReport | None:
+    """The total, critical path and mixed cost before and after, for a run optimizing for parallel execution."""
+    p = run.objective.parallel
+    if p is None:
+        return None
+    return ParallelReport(run.objective.name, p.branches or 0, p.alpha,
+                          graph_parallel_cost(loaded.graph, cost_model, p),
+                          graph_parallel_cost(decision.graph, cost_model, p))
 
 
 def _price_points(loaded: Loaded, decision: Decision, cost_model: CostModel) -> list[PricePoint]:
