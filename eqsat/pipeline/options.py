@@ -135,7 +135,11 @@ class OptimizeOptions:
     their total plus ``critical_path_weight`` (alpha, 0.25 by default) times their span, the longer of their
     critical path (the dearest chain of dependent operators) and total / N, and CP-SAT extracts the graph of least
     mixed cost (:func:`eqsat.extract.extract_cpsat_parallel`); ``result.parallel`` gives the total, critical
-    path and mixed cost before and after. Without it (the default) a graph costs the sum of its operators' costs.
+    path and mixed cost before and after. Then the run races, end to end, the original under both of onnxruntime's
+    executors, that graph under the parallel one and the graph of least summed cost under the sequential one
+    (:mod:`eqsat.pipeline.executors`; not with ``verify_latency=False``): the first is written, with the session
+    options to run it by in its metadata, only where that executor pays; else the second where it is faster, else
+    the original. Without ``parallel`` (the default) a graph costs the sum of its operators' costs.
 
     Invalid values raise ValueError (a negative, NaN or infinite limit: :class:`eqsat.engine.LimitError`, which
     names the limit and what it allows); a ``cost_model`` of another type raises TypeError.

@@ -28,6 +28,7 @@ from eqsat.pipeline import candidates
 from eqsat.pipeline.anytime import Anytime
 from eqsat.pipeline.bodies import BodyResult
 from eqsat.pipeline.choices import SOLVERS, TARGETS, Solver, Target
+from eqsat.pipeline.executors import ExecutorRace
 from eqsat.pipeline.options import OptimizeOptions, TimeShares
 from eqsat.pipeline.result import CandidateTiming, LatencyCheck
 
@@ -159,4 +160,5 @@ class Decision:
     notes: tuple[str, ...] = ()  # why the final cost differs from the extraction's
     latency: LatencyCheck | None = None  # the end-to-end timings and their verdict
     timings: tuple[CandidateTiming, ...] = ()
+    executors: ExecutorRace | None = None  # with parallel=N: the race of the executors and what it chose
 

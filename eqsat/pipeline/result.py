@@ -129,10 +129,22 @@ class ParallelReport:
     alpha: float
     before: ParallelFigures
     after: ParallelFigures
+    #: what racing the executors found and wrote ("" where they were not raced: ``verify_latency=False``)
+    executors: str = ""
+    #: each contender's median time in that race (ms), by what it was and how it ran
+    medians: dict[str, float] = field(default_factory=dict)
+    #: the onnxruntime session options written into the model's metadata, to run it as optimized (empty: none)
+    session_options: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
-        """One line for the report."""
-        return f"{self.objective}: before {self.before.describe()}; after {self.after.describe()}"
+        """The report's lines."""
+        text = f"{self.objective}: before {self.before.describe()}; after {self.after.describe()}"
+        if self.executors:
+            text += f"\nexecutors raced, writing {self.executors}"
+        if self.session_options:
+            text += "\nrun it with onnxruntime session options " + ", ".join(
+                f"{k}={v}" for k, v in self.session_options.items()) + " (in its metadata)"
+        return text
 
 
 @dataclass
@@ -309,7 +321,8 @@ class OptimizeResult:
             ("estimated speedup", speedup),
             ("written", self.decision),
             *([("control-flow bodies", "; ".join(self.bodies))] if self.bodies else []),
-            *([("parallel execution", self.parallel.describe())] if self.parallel else []),
+            *[("parallel execution" if k == 0 else "", line) for k, line in
+              enumerate(self.parallel.describe().splitlines() if self.parallel else [])],
             *([("dynamic axes", self.dynamic_axes)] if self.dynamic_axes else []),
             *([("repeated blocks", self.blocks)] if self.blocks else []),
             *([("cached transformation", self.transformation)] if self.transformation else []),

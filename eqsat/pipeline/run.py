@@ -75,6 +75,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("export", stages.export, "decision", "export"),
     Stage("latency", stages.time_latency, "decision", "latency",
           lambda run, r: run.verify_latency and not r["decision"].kept),
+    Stage("executors", stages.choose_executor, "decision", "executors",
+          lambda run, r: run.options.parallel is not None and run.options.verify_latency is not False),
     Stage("signature", stages.keep_signature, "decision", None,
           lambda run, r: r["decision"].model is not r["loaded"].as_given),
     Stage("check", stages.check, "numeric", "check", lambda run, r: run.options.check),

@@ -22,12 +22,10 @@ from collections.abc import Callable, Sequence
 from eqsat import engine, onnx_io
 from eqsat.costs import (
     AnalyticCostModel,
-    CostModel,
     InPrecision,
     PricedCostModel,
     graph_cost,
     graph_cost_keys,
-    graph_parallel_cost,
     price_within,
 )
 from eqsat.extract import Extraction, InvalidExtraction, SerializedEGraph, validate_selection
@@ -35,9 +33,9 @@ from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.blocks import reduce_repeats
 from eqsat.ir.graph import Graph
 from eqsat.ir.rule import Rule
-from eqsat.ir.symbols import POINTS_KEY, SymbolicShapeError, graph_symbols, price_points, representative
+from eqsat.ir.symbols import SymbolicShapeError, graph_symbols, price_points, representative
 from eqsat.ops.ort_kernels import kernel_type
-from eqsat.pipeline import candidates, transforms
+from eqsat.pipeline import candidates, executors, figures, transforms
 from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, opaque_cost_keys, price_nodes
 from eqsat.pipeline.bodies import optimize_bodies
 from eqsat.pipeline.check import (
@@ -56,8 +54,6 @@ from eqsat.pipeline.result import (
     CostCounts,
     LatencyCheck,
     OptimizeResult,
-    ParallelReport,
-    PricePoint,
 )
 from eqsat.pipeline.transforms import Recalled
 
@@ -401,10 +397,61 @@ def time_latency(run: Run, loaded: Loaded, decision: Decision, saturated: Satura
                                chosen=decision.extractions[w.rank])
 
 
+def choose_executor(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | None = None,
+                    priced: Priced | None = None, extracted: Extracted | None = None) -> Decision:
+    """With ``parallel=N``: race the graph optimized for the parallel executor under it, the graph optimized for
+    the sum of costs under the sequential one and the original under both (:mod:`eqsat.pipeline.executors`);
+    write the parallel graph (with its session options) where that executor pays, else the sequential graph
+    where it is faster, else the original."""
+    n = run.options.parallel
+    assert n is not None  # the stage applies with parallel only
+    sequential = _sum_graph(run, loaded, saturated, priced, extracted)
+    cost_model = loaded.cost_model if priced is None else priced.cost_model
+    budget = max(0.5, min(candidates.LATENCY_BUDGET_S, run.left() / 4))
+    race = executors.race(loaded.original, None if decision.kept else decision.model,
+                          None if sequential is None else sequential.model, loaded.graph, n, cost_model.threads,
+                          run.options.latency_margin, budget)
+    run.say(f"executors: {race.verdict}")
+    if race.written == "parallel":
+        return dataclasses.replace(decision, executors=race)
+    if race.written == "sequential" and sequential is not None:
+        return dataclasses.replace(decision, model=sequential.model, graph=sequential.graph,
+                                   cost_after=run.objective(sequential.graph, cost_model), kept=False,
+                                   kept_reason="", executors=race)
+    kept = keep_original(loaded, race.verdict, cost=decision.cost_before, extractions=decision.extractions,
+                         chosen=decision.chosen, notes=decision.notes)
+    return dataclasses.replace(kept, executors=race)
+
+
+def _sum_graph(run: Run, loaded: Loaded, saturated: Saturated | None, priced: Priced | None,
+               extracted: Extracted | None) -> candidates.Candidate | None:
+    """The graph the e-graph holds that costs least by the sum of its operators' costs, extracted by the run's
+    solver in a short time, where it is cheaper than the original and can be written; else None."""
+    if saturated is None or priced is None or extracted is None:  # a cached transformation: no e-graph
+        return None
+    sum_solver = dataclasses.replace(run.solver, parallel=None)
+    start = _input_start(loaded.anytime, saturated.result.egraph, extracted.costed)
+    seconds = max(0.2, min(2.0, run.left() / 8))
+    chosen = sum_solver.extract(extracted.costed, start=start, seconds=seconds, progress=None)
+    _, graph = engine.graph_from_selection(saturated.result.egraph, chosen.selection, loaded.engine_graph,
+                                           extracted.names)
+    graph = loaded.stitch(graph)
+    cost = graph_cost(graph, priced.cost_model)
+    if not cost < graph_cost(loaded.graph, priced.cost_model) * (1 - REL_EPS):
+        return None
+    try:
+        return candidates.Candidate(0, graph, cost, onnx_io.to_onnx(graph))
+    except SymbolicShapeError:
+        return None
+
+
 def keep_signature(run: Run, loaded: Loaded, decision: Decision) -> Decision:
     """Give the written model what the original says about itself (producer, doc strings, metadata, the
-    declared types of intermediate tensors that still exist): it replaces the original in a deployment."""
+    declared types of intermediate tensors that still exist): it replaces the original in a deployment; and the
+    session options of the executor it was optimized for, where that is the parallel one."""
     model = onnx_io.carry_signature(loaded.original, decision.model, decision.graph, dims=not loaded.fixed_shapes)
+    if decision.executors is not None and decision.executors.session_options:
+        model = executors.with_session_options(model, decision.executors.session_options)
     return dataclasses.replace(decision, model=model)
 
 
@@ -482,36 +529,12 @@ def report(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | 
         snapshots=(anytime.snapshots, anytime.snapshot_seconds), egraph_size=(0, 0) if sat is None else
         sat.egraph.tensor_size, transformation=cached,
         kept_reason=decision.kept_reason, cost_counts=counts, bodies=[str(b) for b in loaded.bodies],
-        dims=representative(loaded.graph), price_points=_price_points(loaded, decision, cost_model),
-        parallel=_parallel_report(run, loaded, decision, cost_model),
+        dims=representative(loaded.graph), price_points=figures.price_points(loaded, decision, cost_model),
+        parallel=figures.parallel_report(run, loaded, decision, cost_model),
         static_reason=loaded.static_reason,
         blocks="" if loaded.reduction is None else loaded.reduction.describe(), external_data=loaded.external_data,
         target=run.target.name, kernels=_kernels_written(loaded, decision),
         signature_changes=onnx_io.signature_changes(loaded.original, decision.model))
-
-
-def _parallel_report(run: Run, loaded: Loaded, decision: Decision, cost_model: CostModel) -> ParallelReport | None:
-    """The total, critical path and mixed cost before and after, for a run optimizing for parallel execution."""
-    p = run.objective.parallel
-    if p is None:
-        return None
-    return ParallelReport(run.objective.name, p.branches or 0, p.alpha,
-                          graph_parallel_cost(loaded.graph, cost_model, p),
-                          graph_parallel_cost(decision.graph, cost_model, p))
-
-
-def _price_points(loaded: Loaded, decision: Decision, cost_model: CostModel) -> list[PricePoint]:
-    """The costs before and after at each price point of a model priced at several (none: one point)."""
-    points = price_points(loaded.graph)
-    if len(points) < 2 and not points[0][0]:
-        return []
-
-    def at(graph: Graph, point: tuple[str, dict[str, int]]) -> float:
-        return graph_cost(Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name,
-                                {**graph.meta, POINTS_KEY: [point]}), cost_model)
-
-    return [PricePoint(label, sizes, at(loaded.graph, (label, sizes)), at(decision.graph, (label, sizes)))
-            for label, sizes in points]
 
 
 def _kernels_written(loaded: Loaded, decision: Decision) -> dict[str, int]:

@@ -4,12 +4,15 @@ once, merged again with one; the report's figures are the written graph's, recom
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import eqsat
 from eqsat.costs import AnalyticCostModel, graph_parallel_cost
 from eqsat.extract import ParallelCost
 from eqsat.models import two_matmul_shared_input
+from eqsat.pipeline import executors
 
 
 def _products(model: object) -> int:
@@ -20,7 +23,7 @@ def test_the_sum_merges_two_branches_and_two_at_once_keep_them_apart() -> None:
     model = two_matmul_shared_input()
     by_sum = eqsat.optimize(model, time_limit=10, cache=False)
     assert _products(by_sum.model) == 1 and by_sum.parallel is None
-    apart = eqsat.optimize(model, time_limit=10, cache=False, parallel=2)
+    apart = eqsat.optimize(model, time_limit=10, cache=False, parallel=2, verify_latency=False)
     assert _products(apart.model) == 2 and apart.kept_original
     p = apart.parallel
     assert p is not None and p.branches == 2 and p.alpha == 0.25
@@ -32,7 +35,7 @@ def test_the_sum_merges_two_branches_and_two_at_once_keep_them_apart() -> None:
 
 
 def test_one_branch_at_a_time_agrees_with_the_sum() -> None:
-    one = eqsat.optimize(two_matmul_shared_input(), time_limit=10, cache=False, parallel=1)
+    one = eqsat.optimize(two_matmul_shared_input(), time_limit=10, cache=False, parallel=1, verify_latency=False)
     assert _products(one.model) == 1 and not one.kept_original
     assert one.parallel is not None
     assert one.parallel.after.mixed == pytest.approx(1.25 * one.parallel.after.total)
@@ -48,3 +51,45 @@ def test_parallel_must_be_a_number_of_branches(bad: object) -> None:
 def test_the_critical_path_weight_must_be_finite_and_not_negative() -> None:
     with pytest.raises(ValueError, match="critical_path_weight"):
         eqsat.optimize(two_matmul_shared_input(), parallel=2, critical_path_weight=-1.0)
+
+
+def _rounds(**medians: float) -> dict[str, list[float]]:
+    """Seven rounds per contender, near its median (ms), under the labels executors.race gives them."""
+    names = {"orig_seq": "original, sequential", "orig_par": "original, parallel",
+             "par": "optimized for parallel, parallel", "seq": "optimized for the sum, sequential"}
+    return {names[k]: [v * (1 + 0.001 * r) for r in range(7)] for k, v in medians.items()}
+
+
+def test_the_parallel_graph_is_written_with_its_session_options_only_where_that_executor_pays() -> None:
+    pays = executors.decide(_rounds(orig_seq=10, orig_par=9, par=7, seq=9.5), 2, 1, 0.02)
+    assert pays.written == "parallel" and pays.session_options == executors.session_options(2, 1)
+    assert pays.speedup is not None and pays.speedup.median == pytest.approx(9 / 7, rel=1e-2)
+    # faster than the original, but not than the sum's graph under the sequential executor
+    slower = executors.decide(_rounds(orig_seq=10, orig_par=12, par=8, seq=7), 2, 1, 0.02)
+    assert slower.written == "sequential" and not slower.session_options
+    none = executors.decide(_rounds(orig_seq=10, orig_par=12, par=9.95, seq=10.01), 2, 1, 0.02)
+    assert none.written == "original" and none.speedup is None and "either executor" in none.verdict
+    assert executors.decide(_rounds(orig_seq=10, orig_par=12), 2, 1, 0.02).written == "original"
+
+
+def test_session_options_are_recorded_in_the_metadata_once() -> None:
+    model = two_matmul_shared_input()
+    once = executors.with_session_options(model, {"inter_op_num_threads": 2})
+    twice = executors.with_session_options(once, executors.session_options(4, 0))
+    found = [p for p in twice.metadata_props if p.key == executors.SESSION_OPTIONS_KEY]
+    assert len(found) == 1 and json.loads(found[0].value)["inter_op_num_threads"] == 4
+    assert not [p for p in model.metadata_props if p.key == executors.SESSION_OPTIONS_KEY]
+
+
+def test_a_run_for_the_parallel_executor_races_both_executors_and_writes_what_won() -> None:
+    res = eqsat.optimize(two_matmul_shared_input(), time_limit=10, cache=False, parallel=2)
+    p = res.parallel
+    assert p is not None and p.executors and "original, parallel" in p.medians
+    written = {p.key: p.value for p in res.model.metadata_props}
+    if p.session_options:  # the parallel graph won: it says how to run it
+        assert json.loads(written[executors.SESSION_OPTIONS_KEY])["execution_mode"] == "ORT_PARALLEL"
+    else:
+        assert executors.SESSION_OPTIONS_KEY not in written
+    assert res.numeric is not None and res.numeric.ok
+    skipped = eqsat.optimize(two_matmul_shared_input(), time_limit=10, cache=False, parallel=2, verify_latency=False)
+    assert skipped.parallel is not None and not skipped.parallel.executors

@@ -189,7 +189,7 @@ def test_stages_are_timed_under_the_reports_keys_and_logged(caplog: pytest.LogCa
     assert all(s >= 0 for s in res.stage_seconds.values())
     logged = [r.args[0] for r in caplog.records if r.msg.startswith("stage ")]
     # not timed end to end (analytic costs), and a dump turns the transformation cache off
-    assert logged == [s.name for s in STAGES if s.name not in ("latency", "recall", "remember")]
+    assert logged == [s.name for s in STAGES if s.name not in ("latency", "executors", "recall", "remember")]
     assert res.egraph_dump is not None and "time: dump" in res.summary()
     res = optimize(model, time_limit=20, check=False)
     assert list(res.stage_seconds) == ["import", "recall", "saturate", "cost", "extract", "export"]
