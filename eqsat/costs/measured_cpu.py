@@ -468,19 +468,21 @@ def end_to_end_latency(models: list, feeds: list[dict[str, np.ndarray]], *, thre
 
 def end_to_end_rounds(models: list, feeds: list[dict[str, np.ndarray]], *, threads: int = 0, rounds: int = 15,
                       warmup: int = 5, budget_s: float | None = None, min_rounds: int = 7,
-                      inter_op: Sequence[int] | None = None) -> list[list[float]]:
+                      inter_op: Sequence[int] | None = None, intra_op: Sequence[int] | None = None
+                      ) -> list[list[float]]:
     """Per-round wall time per run (ms) of whole models in onnxruntime (CPU, ``threads`` intra-op threads, 0 for
     onnxruntime's default; full graph optimizations), one list per model. Runs are batched (>= 5 ms per batch)
     and interleaved across models, so that machine noise and drift hit every model of a round alike (compare
     models by their per-round ratios). With ``budget_s``, large models get fewer rounds (at least
     ``min_rounds``) and warm-up runs (at least 2) so the timing takes about that long. ``inter_op`` gives each
     model's inter-op threads: above 1, it runs under onnxruntime's parallel executor (``ORT_PARALLEL``) with that
-    many; else (and by default) under the sequential one."""
+    many; else (and by default) under the sequential one. ``intra_op`` gives each model's intra-op threads in place
+    of ``threads``."""
 
     sessions = []
     for k, m in enumerate(models):
         so = ort.SessionOptions()
-        so.intra_op_num_threads = threads
+        so.intra_op_num_threads = threads if intra_op is None else int(intra_op[k])
         n = 1 if inter_op is None else max(1, int(inter_op[k]))
         so.inter_op_num_threads = n
         if n > 1:
