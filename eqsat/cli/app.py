@@ -315,7 +315,7 @@ def _named_model(name: str, option: str) -> Any:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Compare eqsat with the backtracking and sampling searches on one model; print a table."""
+    """Compare eqsat with the backtracking, sampling and AutoGraph searches on one model; print a table."""
     from eqsat.search.comparison import METHODS, compare  # lazy: CLI start-up (see the imports)
     from eqsat.search.comparison_plot import plot_comparison, plot_format, require_matplotlib
 
@@ -334,7 +334,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         model, name = _named_model(args.model, "MODEL"), args.model
     res = compare(model, methods, budget=args.budget, cost_model=_cost_model(args.costs, args.threads),
-                  alpha=args.alpha, seed=args.seed, check=args.check, progress=_progress(args.quiet), name=name)
+                  alpha=args.alpha, seed=args.seed, check=args.check, progress=_progress(args.quiet), name=name,
+                  parallel=args.parallel)
     print(res.table())
     if out is not None or plot is not None:
         print()
@@ -485,7 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     C = defaults_of(compare)
-    c = sub.add_parser("compare", help="eqsat against TASO's backtracking and OCGGS's sampling search on one model")
+    c = sub.add_parser("compare", help="eqsat against TASO's backtracking, OCGGS's sampling search and AutoGraph's "
+                                       "search on one model")
     c.add_argument("model", help="an ONNX file or a built-in model name (e.g. taso_bert)")
     c.add_argument("--methods", default=",".join(C["methods"]),
                    help=f"comma-separated, of {', '.join(METHODS)} (default: {','.join(C['methods'])})")
@@ -494,6 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--alpha", action=AtLeast, minimum=1.0, default=C["alpha"],
                    help=f"backtracking's relaxation factor, >= 1 (default {C['alpha']:g})")
     c.add_argument("--seed", type=int, default=C["seed"], help=f"the sampling search's seed (default {C['seed']})")
+    c.add_argument("--parallel", type=int, default=C["parallel"], metavar="N",
+                   help="judge every method by AutoGraph's mixed critical-path cost for a runtime running N branches "
+                        "at once, and optimize eqsat for it (default: the sum of operator costs)")
     _costs_option(c, D.cost_model)
     _threads_option(c)
     c.add_argument("--json", metavar="OUT", help="also write the results as JSON")

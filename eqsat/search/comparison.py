@@ -1,5 +1,6 @@
-"""Research comparisons: eqsat against TASO's backtracking and OCGGS's sampling search on the same model,
-rules and cost model.
+"""Research comparisons: eqsat against TASO's backtracking, OCGGS's sampling search and AutoGraph's search on the
+same model, rules and cost model (a sum of operator costs, or with ``parallel`` AutoGraph's mixed critical-path
+cost for that many branches at once).
 
 Every method starts from the same imported graph and gets the same wall-time budget. Its final graph is
 exported to ONNX and judged by the same two functions whatever the method: :func:`model_cost` prices the
@@ -19,15 +20,19 @@ from typing import Any
 import onnx
 
 from eqsat import onnx_io
-from eqsat.costs import CostModel, get_cost_model, graph_cost
+from eqsat.costs import CostModel, Objective, get_cost_model
 from eqsat.errors import UsageError
+from eqsat.extract import ParallelCost
 from eqsat.pipeline import default_rules, optimize
 from eqsat.pipeline.check import NumericReport, check_equal, sizes_to_check
 from eqsat.search import searches as search
+from eqsat.search.autograph import MIXED, autograph
 from eqsat.search.searches import check_limits
 from eqsat.search.traces import reach_fields
 
-METHODS = ("eqsat", "backtracking", "sampling")
+METHODS = ("eqsat", "backtracking", "sampling", "autograph")
+#: the methods compared when none are named (AutoGraph's search is asked for by name, with ``parallel``)
+DEFAULT_METHODS = ("eqsat", "backtracking", "sampling")
 
 
 @dataclass
@@ -116,28 +121,38 @@ def _strict(x: Any) -> Any:
     return x
 
 
-def model_cost(model: onnx.ModelProto, cost_model: CostModel) -> float:
-    """The cost of an ONNX model under ``cost_model``: the one function every method's result is judged by."""
-    return graph_cost(onnx_io.load_with_axes(model, label="model")[0], cost_model)  # dynamic axes: at price points
+def model_cost(model: onnx.ModelProto, cost_model: CostModel, parallel: ParallelCost | None = None) -> float:
+    """The cost of an ONNX model under ``cost_model`` (the sum of its operators' costs, or with ``parallel`` the
+    mixed critical-path cost): the one function every method's result is judged by."""
+    return Objective(parallel)(onnx_io.load_with_axes(model, label="model")[0], cost_model)  # at price points
 
 
-def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] = METHODS, budget: float = 60.0,
-            cost_model: CostModel | None = None, *, alpha: float = 1.05, seed: int = 0,
+def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] = DEFAULT_METHODS,
+            budget: float = 60.0, cost_model: CostModel | None = None, *, alpha: float = 1.05, seed: int = 0,
             rules: Sequence[Any] | None = None, check: bool = True, progress: Callable[[str], None] | None = None,
-            name: str | None = None) -> ComparisonResult:
+            name: str | None = None, parallel: int | None = None) -> ComparisonResult:
     """Run each of ``methods`` on ``model`` with the same rules, cost model and wall-time ``budget`` (seconds).
 
     Methods: ``eqsat`` (saturation + CP-SAT, :func:`eqsat.optimize` unchanged), ``backtracking`` (TASO's
-    search, relaxation ``alpha``) and ``sampling`` (OCGGS's sampling search, seeded by ``seed``). Each result's
+    search, relaxation ``alpha``), ``sampling`` (OCGGS's sampling search, seeded by ``seed``) and ``autograph``
+    (AutoGraph's windowed backtracking under the mixed cost, :mod:`eqsat.search.autograph`). With ``parallel`` (a
+    number of branches run at once) every result is judged by AutoGraph's mixed cost for that runtime and eqsat
+    optimizes for it (``optimize(parallel=...)``, without the executors' race); else by the sum. Each result's
     cost is recomputed by :func:`model_cost` from its exported model, and (unless ``check`` is False) the model
     is compared with the original by onnxruntime; a result that differs is reported with status ``MISMATCH``.
     ``name`` labels the model in the result (default: the file name, or the graph's name).
     """
     methods = [methods] if isinstance(methods, str) else list(dict.fromkeys(methods))
+    if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
+        raise UsageError(f"parallel must be a number of branches run at once (>= 1), got {parallel!r}")
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise UsageError(f"unknown method(s) {unknown or '(none given)'}; choose from {', '.join(METHODS)}")
+    if "autograph" in methods and parallel is None:
+        raise UsageError("autograph searches under the mixed critical-path cost: give the branches the runtime runs "
+                         "at once (--parallel N, Python: parallel=N), by which every method is then judged")
     check_limits(alpha, None, budget)  # before any method runs, not after eqsat has used its budget
+    mixed = None if parallel is None else ParallelCost(branches=parallel)
     say = progress or (lambda msg: None)
     cost_model = cost_model or get_cost_model("analytic")
     proto, label = onnx_io.read_model(model)
@@ -145,13 +160,14 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     sizes, shapes = sizes_to_check(graph)
     label = name or (label if isinstance(model, str | Path) else proto.graph.name or label)
     rules = list(rules) if rules is not None else default_rules()
-    original_cost = model_cost(proto, cost_model)
+    original_cost = model_cost(proto, cost_model, mixed)
     results: dict[str, MethodResult] = {}
     for method in methods:
         say(f"{method}: running for up to {budget:g} s")
         t = time.perf_counter()
         try:
-            out, trace, work, details = _RUNNERS[method](proto, graph, rules, cost_model, budget, alpha, seed, say)
+            out, trace, work, details = _RUNNERS[method](proto, graph, rules, cost_model, budget, alpha, seed, say,
+                                                         mixed)
         except Exception as e:  # one failing method must not lose the others' results
             if not isinstance(e, Exception) or isinstance(e, UsageError):
                 raise
@@ -160,7 +176,7 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
             say(f"{method}: error: {e}")
             continue
         seconds = time.perf_counter() - t
-        cost = model_cost(out, cost_model)
+        cost = model_cost(out, cost_model, mixed)
         status, numeric = "ok", None
         if check:
             numeric = check_equal(proto, out, reference=f"the original model ({label})", sizes=sizes,
@@ -173,17 +189,20 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
         results[method] = MethodResult(method, cost, seconds, min(best_at, seconds), trace, work, status, out,
                                        numeric, details)
         say(f"{method}: cost {cost:.6g} in {seconds:.1f} s ({status})")
-    return ComparisonResult(label, original_cost, cost_model.name, budget, results)
+    judged = cost_model.name if mixed is None else f"{cost_model.name}, {Objective(mixed).name}"
+    return ComparisonResult(label, original_cost, judged, budget, results)
 
 
 Runner = Callable[..., tuple[onnx.ModelProto, list[tuple[float, float]], int, dict[str, Any]]]
 
 
 def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: CostModel, budget: float, alpha: float,
-               seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
-                                                            dict[str, Any]]:
+               seed: int, say: Callable[[str], None], mixed: ParallelCost | None
+               ) -> tuple[onnx.ModelProto, list[tuple[float, float]], int, dict[str, Any]]:
     res = optimize(proto, cost_model=cost_model, rules=rules, time_limit=budget, check=False, verify_latency=False,
-                   cache=False)  # a search, timed: never a stored transformation replayed
+                   cache=False,  # a search, timed: never a stored transformation replayed
+                   parallel=None if mixed is None else mixed.branches,
+                   critical_path_weight=(mixed or MIXED).alpha)
     enodes = res.iterations[-1].enodes if res.iterations else 0
     details = {"stop_reason": res.stop_reason, "solver_status": res.solver_status,
                "iterations": len(res.iterations) - 1, "stage_seconds": res.stage_seconds,
@@ -194,9 +213,12 @@ def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model:
 
 def _run_search(kind: str) -> Runner:
     def run(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: CostModel, budget: float, alpha: float,
-            seed: int, say: Callable[[str], None]) -> tuple[onnx.ModelProto, list[tuple[float, float]], int,
-                                                         dict[str, Any]]:
-        if kind == "backtracking":
+            seed: int, say: Callable[[str], None], mixed: ParallelCost | None
+            ) -> tuple[onnx.ModelProto, list[tuple[float, float]], int, dict[str, Any]]:
+        if kind == "autograph":
+            assert mixed is not None  # compare asks for parallel with autograph
+            res = autograph(graph, rules, cost_model, parallel=mixed, seconds=budget, progress=say)
+        elif kind == "backtracking":
             res = search.backtracking(graph, rules, cost_model, alpha=alpha, seconds=budget, progress=say)
         else:
             res = search.sampling(graph, rules, cost_model, seed=seed, seconds=budget, progress=say)
@@ -208,4 +230,4 @@ def _run_search(kind: str) -> Runner:
 
 
 _RUNNERS: dict[str, Runner] = {"eqsat": _run_eqsat, "backtracking": _run_search("backtracking"),
-                               "sampling": _run_search("sampling")}
+                               "sampling": _run_search("sampling"), "autograph": _run_search("autograph")}

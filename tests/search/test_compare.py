@@ -10,9 +10,10 @@ import pytest
 
 from eqsat import models, onnx_io
 from eqsat.cli.app import main
-from eqsat.costs import get_cost_model, graph_cost
+from eqsat.costs import get_cost_model, graph_cost, graph_parallel_cost
 from eqsat.errors import UsageError
-from eqsat.search.comparison import METHODS, compare, model_cost
+from eqsat.extract import ParallelCost
+from eqsat.search.comparison import DEFAULT_METHODS, METHODS, compare, model_cost
 
 #: the module fixture runs the comparison for every test here: one worker runs them all
 pytestmark = pytest.mark.xdist_group("compare")
@@ -32,12 +33,12 @@ def small_model() -> onnx.ModelProto:
 
 @pytest.fixture(scope="module")
 def result(small_model, cost_model):
-    return compare(small_model, METHODS, budget=2.0, cost_model=cost_model, name="tiny")
+    return compare(small_model, DEFAULT_METHODS, budget=2.0, cost_model=cost_model, name="tiny")
 
 
 def test_every_method_runs_and_is_judged_by_the_same_function(result, small_model, cost_model) -> None:
     assert result.model == "tiny"
-    assert set(result.methods) == set(METHODS)
+    assert set(result.methods) == set(DEFAULT_METHODS)
     assert result.original_cost == pytest.approx(model_cost(small_model, cost_model), rel=REL)
     assert result.original_cost == pytest.approx(graph_cost(onnx_io.load_model(small_model), cost_model), rel=REL)
     for name, r in result.methods.items():
@@ -61,14 +62,14 @@ def test_the_searches_find_the_fusion(result) -> None:
 def test_the_table_and_the_dict_name_every_method(result) -> None:
     table = result.table()
     lines = table.splitlines()
-    assert len(lines) == 2 + len(METHODS)
+    assert len(lines) == 2 + len(DEFAULT_METHODS)
     assert lines[1].startswith("original")
-    for name in METHODS:
+    for name in DEFAULT_METHODS:
         assert any(line.startswith(name) for line in lines), name
     d = result.as_dict()
     json.dumps(d)  # serializable
     assert d["model"] == "tiny" and d["original_cost"] == result.original_cost and d["budget"] == 2.0
-    assert set(d["methods"]) == set(METHODS)
+    assert set(d["methods"]) == set(DEFAULT_METHODS)
     for name, m in d["methods"].items():
         assert m["cost"] == result.methods[name].cost
         assert {"cost", "seconds", "seconds_to_best", "status", "work", "trace"} <= set(m)
@@ -81,6 +82,21 @@ def test_a_subset_of_methods_without_the_check(small_model, cost_model) -> None:
     assert r.numeric is None and r.status == "ok"
     assert r.cost == pytest.approx(model_cost(r.model, cost_model), rel=REL)
     assert math.isfinite(res.speedup("backtracking"))
+
+
+def test_under_the_mixed_cost_every_method_autograph_included_is_judged_by_it(small_model, cost_model) -> None:
+    res = compare(small_model, METHODS, budget=1.5, cost_model=cost_model, parallel=2)
+    mixed = ParallelCost(branches=2)
+    graph = onnx_io.load_model(small_model)
+    assert res.original_cost == pytest.approx(graph_parallel_cost(graph, cost_model, mixed).mixed, rel=REL)
+    assert "critical path" in res.cost_model and set(res.methods) == set(METHODS)
+    for name, r in res.methods.items():
+        assert r.status == "ok", (name, r.status)
+        assert r.cost == pytest.approx(model_cost(r.model, cost_model, mixed), rel=REL), name
+    # eqsat's exact extraction under the mixed cost is never worse than AutoGraph's search
+    assert res.methods["eqsat"].cost <= res.methods["autograph"].cost * (1 + REL)
+    with pytest.raises(UsageError, match="parallel"):
+        compare(small_model, ["autograph"], budget=1.0, cost_model=cost_model)
 
 
 @pytest.mark.parametrize("methods", [["eqsat", "bogus"], ["annealing"], []])
@@ -97,7 +113,7 @@ def test_cli_compares_a_built_in_model_and_writes_json(tmp_path, capsys) -> None
     out = tmp_path / "c.json"
     assert main(["compare", "two_matmul_shared_input", "--budget", "1", "--json", str(out), "-q"]) == 0
     stdout = capsys.readouterr().out
-    for name in METHODS:
+    for name in DEFAULT_METHODS:
         assert name in stdout
     d = json.loads(out.read_text())
     assert d["model"] == "two_matmul_shared_input"
