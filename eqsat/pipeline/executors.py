@@ -17,6 +17,7 @@ parallel executor under it, and the graph optimized for the sum of costs under t
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,10 +35,18 @@ from eqsat.pipeline.result import Speedup
 SESSION_OPTIONS_KEY = "eqsat.onnxruntime_session_options"
 
 
+def intra_op_threads(threads: int, branches: int) -> int:
+    """The intra-op threads of each of ``branches`` operators run at once, sharing the ``threads`` cores the
+    sequential executor gives one operator (0: every core): so the two executors use the same cores."""
+    cores = threads or os.cpu_count() or 1
+    return max(1, cores // branches)
+
+
 def session_options(branches: int, threads: int) -> dict[str, Any]:
-    """The onnxruntime session options of the parallel executor with ``branches`` inter-op threads (and
-    ``threads`` intra-op threads each, 0: onnxruntime's default), as names a user sets them by."""
-    return {"execution_mode": "ORT_PARALLEL", "inter_op_num_threads": branches, "intra_op_num_threads": threads}
+    """The onnxruntime session options of the parallel executor with ``branches`` inter-op threads sharing
+    ``threads`` cores (0: every core; :func:`intra_op_threads`), as names a user sets them by."""
+    return {"execution_mode": "ORT_PARALLEL", "inter_op_num_threads": branches,
+            "intra_op_num_threads": intra_op_threads(threads, branches)}
 
 
 def with_session_options(model: onnx.ModelProto, options: dict[str, Any]) -> onnx.ModelProto:
@@ -82,13 +91,16 @@ def race(original: onnx.ModelProto, parallel: onnx.ModelProto | None, sequential
     where that is the original) under the sequential one, in interleaved rounds, and :func:`decide`."""
     contenders = [Contender("original, sequential", original, 1),
                   Contender("original, parallel", original, branches)]
+    # the parallel executor's operators share the cores the sequential executor gives one
+    intra = intra_op_threads(threads, branches)
     if parallel is not None:
         contenders.append(Contender("optimized for parallel, parallel", parallel, branches))
     if sequential is not None:
         contenders.append(Contender("optimized for the sum, sequential", sequential, 1))
     feeds = onnx_io.random_feeds(graph, seed=0)
     rounds = end_to_end_rounds([c.model for c in contenders], [feeds] * len(contenders), threads=threads,
-                               budget_s=budget_s, rounds=MAX_ROUNDS, inter_op=[c.inter_op for c in contenders])
+                               budget_s=budget_s, rounds=MAX_ROUNDS, inter_op=[c.inter_op for c in contenders],
+                               intra_op=[intra if c.inter_op > 1 else threads for c in contenders])
     return decide(dict(zip([c.label for c in contenders], rounds, strict=True)), branches, threads, margin)
 
 
