@@ -179,12 +179,14 @@ def _pre_saturation_tensor(model: onnx.ModelProto, output: str) -> tuple[str, li
 def _saturation(op_path: Sequence[str], refs: Sequence[np.ndarray], tol: float) -> str:
     """Why an output cannot tell models apart ("" if it can)."""
     finite = [np.where(np.isfinite(r), r, 0.0) for r in refs]
-    if len(finite) > 1 and finite[0].size:
+    # (a shape that changes with the inputs, a loop's that ends on its own, is no saturation)
+    if len(finite) > 1 and finite[0].size and all(f.shape == finite[0].shape for f in finite):
         spread = max(float(np.max(np.abs(f - finite[0]))) for f in finite[1:])
         scale = max(float(np.max(np.abs(f))) for f in finite)
         if spread <= tol * max(scale, np.finfo(np.float32).tiny):
             return "the same for every input"
-    if not op_path or not finite[0].size:
+    finite = [f for f in finite if f.size]
+    if not op_path or not finite:
         return ""
     op = op_path[0]
     if op in ("Hardmax", "ArgMax", "ArgMin", "Sign"):
@@ -289,7 +291,7 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
         refs += ran
         if at:
             report.sizes.append(dict(at))
-    first = refs[:trials]  # the trials at the first sizes: tensors of one shape, for the saturation test
+    first = refs[:trials]  # the trials at the first sizes, for the saturation test
     report.trials = len(feeds)
     run_a = None  # its session and its copy of the weights go before the optimized model's are made
     try:
