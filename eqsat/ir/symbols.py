@@ -28,6 +28,9 @@ from eqsat.ops.dims import Dim, Sym, UndecidedDim, concrete, dim
 META_KEY = "symbols"
 #: graph.meta key of the sizes its symbols are costed and timed at (name -> size; 1 where absent)
 VALUES_KEY = "symbol_values"
+#: graph.meta key of the integer graph inputs whose value is a symbol's size (a Loop's trip count: its symbol
+#: counts the iterations), name -> symbol: a run feeds them that size
+SIZE_INPUTS_KEY = "size_inputs"
 #: generic values are primes from here up (above any realistic kernel, stride or head count)
 _FIRST_PRIME = 10_007
 #: a value within this of a small multiple of a generic value reads as that multiple plus the offset
@@ -185,6 +188,11 @@ def representative(graph: object) -> dict[str, int]:
     symbol."""
     given = dict((getattr(graph, "meta", {}) or {}).get(VALUES_KEY) or {})
     return {s: int(given.get(s, 1)) for s in graph_symbols(graph).generic}
+
+
+def graph_size_inputs(graph: object) -> dict[str, str]:
+    """The graph inputs whose value is a symbol's size, with the symbol (``graph.meta["size_inputs"]``)."""
+    return dict((getattr(graph, "meta", {}) or {}).get(SIZE_INPUTS_KEY) or {})
 
 
 def costed_at(graph: object) -> Callable[[CostKey], CostKey]:

@@ -21,6 +21,7 @@ import onnx
 from eqsat import onnx_io
 from eqsat.costs import CostModel, get_cost_model, graph_cost
 from eqsat.errors import UsageError
+from eqsat.ir.symbols import graph_size_inputs
 from eqsat.pipeline import default_rules, optimize
 from eqsat.pipeline.check import NumericReport, check_equal, sizes_to_check
 from eqsat.search import searches as search
@@ -164,7 +165,7 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
         status, numeric = "ok", None
         if check:
             numeric = check_equal(proto, out, reference=f"the original model ({label})", sizes=sizes,
-                                  input_shapes=shapes)
+                                  input_shapes=shapes, size_inputs=graph_size_inputs(graph))
             if not numeric.ran:
                 status = "unchecked: " + "; ".join(numeric.problems)
             elif not numeric.ok:
