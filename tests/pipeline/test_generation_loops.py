@@ -17,7 +17,7 @@ from eqsat.onnx_io import load_model, load_with_axes, opaque_reasons, to_onnx
 from eqsat.onnx_io.signature import signature_changes
 from eqsat.ops.dims import Sym
 from eqsat.pipeline import optimize
-from eqsat.pipeline.check import trial_feeds
+from eqsat.pipeline.check import sizes_to_check, trial_feeds
 
 D = 64
 VOCAB = 4
@@ -146,6 +146,15 @@ def test_a_loop_the_file_fixes_is_static() -> None:
     graph = load_model(generation_model(trips=6, reshape=[6, D]))
     assert not graph.meta.get("symbols") and graph.shapes["states"] == (6, 1, D)
     assert {n.p["op_type"] for n in graph.nodes if n.is_opaque} == {"Loop"}
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_dims_give_a_count_the_size_it_is_costed_and_checked_at(dynamic: bool) -> None:
+    # with the inputs fixed (dynamic=False) the count stays a symbol, and takes its size from --dim all the same
+    graph, reason = load_with_axes(generation_model(), label="m", dims={"T": 7}, dynamic=dynamic)
+    assert not reason and representative(graph) == {"T": 7}
+    sizes, _ = sizes_to_check(graph)
+    assert [s["T"] for s in sizes] == [7, 3]
 
 
 def test_trial_feeds_give_a_trip_count_its_symbols_size() -> None:
