@@ -32,6 +32,9 @@ VALUES_KEY = "symbol_values"
 #: graph.meta key of the points its costs are priced at, where the user gave no size for some symbol: (label,
 #: name -> size) pairs (:mod:`eqsat.ir.price_points`); a node costs the sum of its costs at each
 POINTS_KEY = "price_points"
+#: graph.meta key of the integer graph inputs whose value is a symbol's size (a Loop's trip count: its symbol
+#: counts the iterations), name -> symbol: a run feeds them that size
+SIZE_INPUTS_KEY = "size_inputs"
 #: generic values are primes from here up (above any realistic kernel, stride or head count)
 _FIRST_PRIME = 10_007
 #: a value within this of a small multiple of a generic value reads as that multiple plus the offset
@@ -198,6 +201,11 @@ def price_points(graph: object) -> list[tuple[str, dict[str, int]]]:
     if points:
         return [(str(label), dict(sizes)) for label, sizes in points]
     return [("", representative(graph))]
+
+
+def graph_size_inputs(graph: object) -> dict[str, str]:
+    """The graph inputs whose value is a symbol's size, with the symbol (``graph.meta["size_inputs"]``)."""
+    return dict((getattr(graph, "meta", {}) or {}).get(SIZE_INPUTS_KEY) or {})
 
 
 def costed_at(graph: object) -> Callable[[CostKey], tuple[CostKey, ...]]:

@@ -46,4 +46,9 @@ def load_with_axes(model: onnx.ModelProto, *, label: str, input_shapes: Mapping[
             meta = {**graph.meta, VALUES_KEY: values, **({POINTS_KEY: points} if points[0][0] else {})}
             return Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name, meta), ""
     fixed = fixed_input_shapes(model, dict(dims or {}), shapes)
-    return load_model(model, input_shapes=fixed or None, label=label), reason
+    graph = load_model(model, input_shapes=fixed or None, label=label)
+    counts = {k: v for k, v in (dims or {}).items() if k in graph_symbols(graph).generic}
+    if counts:  # a Loop's count stays a symbol with the inputs fixed: costed at the size given
+        graph = Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name,
+                      {**graph.meta, VALUES_KEY: {**graph.meta.get(VALUES_KEY, {}), **counts}})
+    return graph, reason

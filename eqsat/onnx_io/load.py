@@ -19,7 +19,7 @@ from eqsat.errors import DynamicShapeError, InputShapeError, ModelLoadError, Mod
 from eqsat.ir.graph import Graph, Node, TensorInfo, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.passes import import_folds
-from eqsat.ir.symbols import META_KEY, VALUES_KEY, SymbolicShapeError, Symbols, symbolic_shapes
+from eqsat.ir.symbols import META_KEY, SIZE_INPUTS_KEY, VALUES_KEY, SymbolicShapeError, Symbols, symbolic_shapes
 from eqsat.onnx_io.collapse import collapse_fusions
 from eqsat.onnx_io.dynamic import (
     fold_allowed,
@@ -29,6 +29,7 @@ from eqsat.onnx_io.dynamic import (
     symbol_names,
     symbolic_output_shape,
 )
+from eqsat.onnx_io.loops import LoopCount, loop_counts, loop_output_types, untyped_scan_output
 from eqsat.onnx_io.precision import HALF_TYPES, convert_floats, uniform_half
 from eqsat.onnx_io.protos import (
     attr_dict,
@@ -70,6 +71,7 @@ class _Importer:
         self.stated: set[int] = set()  # with symbols: the sizes the model states (initializers, attributes, dims)
         self.symbolic_consts: set[str] = set()  # constants computed from the symbols (eqsat.onnx_io.dynamic)
         self.symbol_values: dict[str, int] = {}  # the sizes input_shapes gives the symbols
+        self.loops: list[LoopCount] = []  # how many iterations each Loop runs (eqsat.onnx_io.loops)
         self.ran: dict[str, tuple[Shape, str]] | None = None  # types found by running the model (run_types)
         g = model.graph
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
@@ -138,7 +140,9 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     a symbol: the graph is built at a generic point (:mod:`eqsat.ir.symbols`, ``graph.meta["symbols"]``), and a
     :class:`~eqsat.ir.symbols.SymbolicShapeError` says where a size cannot be followed in the symbols. A
     control-flow node (If, Loop, Scan) imports as an opaque node that also reads the tensors its subgraphs use
-    from around it.
+    from around it; the leading size of a Loop's scan outputs, how many times it runs, is a symbol of its own
+    whether or not ``symbolic`` (:mod:`eqsat.onnx_io.loops`; ``graph.meta["size_inputs"]`` names a graph input
+    that gives its trip count), or the number the file fixes.
     """
     model, default_label = read_model(src)  # never mutated: fixed shapes go into a copy for shape inference
     label = label or default_label
@@ -184,8 +188,11 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
             # why each opaque node type stayed opaque: {op type: {reason: nodes}}
             "opaque_reasons": {k: dict(v) for k, v in imp.opaque_reasons.items()}}
     if imp.syms:
+        trip_counts = _trip_count_inputs(imp, inputs)
         meta[META_KEY] = dict(imp.syms.generic)
         meta[VALUES_KEY] = dict(imp.symbol_values)
+        if trip_counts:
+            meta[SIZE_INPUTS_KEY] = trip_counts
     if precision:
         meta[PRECISION_KEY] = precision
     graph = Graph(tuple(inputs), imp.weights, tuple(imp.ir), outputs, g.name or "graph", meta)
@@ -207,6 +214,27 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
 
 def _dynamic_inputs(g: onnx.GraphProto, weights: Mapping[str, np.ndarray]) -> list[tuple[str, tuple | None]]:
     return [(vi.name, declared_dims(vi)) for vi in g.input if vi.name not in weights and static_shape(vi) is None]
+
+
+#: a Loop's constant trip count up to this is the size its symbol is costed at (beyond, a bound such as
+#: 2**63 - 1 on a loop its condition ends: 1, as any symbol the user gives no size)
+_MAX_COSTED_TRIPS = 4096
+
+
+def _trip_count_inputs(imp: _Importer, inputs: Sequence[TensorInfo]) -> dict[str, str]:
+    """The graph inputs that give a Loop's trip count, with the symbol of its iterations (a run feeds them the
+    symbol's size); a constant trip count is the size its symbol is costed at where the user gives none."""
+    names = {i.name for i in inputs}
+    out: dict[str, str] = {}
+    for loop in imp.loops:
+        if not loop.symbol:
+            continue
+        trips = imp.weights.get(loop.trip_count)
+        if loop.trip_count in names:
+            out.setdefault(loop.trip_count, loop.symbol)
+        elif trips is not None and trips.size == 1 and 0 < int(trips.reshape(())) <= _MAX_COSTED_TRIPS:
+            imp.symbol_values.setdefault(loop.symbol, int(trips.reshape(())))
+    return out
 
 
 def _normalized_shapes(label: str, input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, Shape]:
@@ -264,8 +292,12 @@ def _fix_inputs(imp: _Importer, g: onnx.GraphProto) -> list[TensorInfo]:
                                           f"({imp.symbol_values[sym]} and {size}); give it one")
             if any((name, axis) in named for axis in range(len(shape))):
                 del imp.input_shapes[name]
+    # a Loop's scan outputs are as long as it runs: a symbol whatever the inputs (symbolic or not), unless fixed
+    imp.loops = loop_counts(g, imp.used, named.values())
+    counted = [loop.symbol for loop in imp.loops if loop.symbol]
+    if named or counted:
         imp.stated = static_ints(imp.model)
-        imp.syms = Symbols.choose(list(dict.fromkeys(named.values())), imp.stated)
+        imp.syms = Symbols.choose([*dict.fromkeys(named.values()), *counted], imp.stated)
     for vi in real:
         if not vi.type.HasField("tensor_type"):
             raise UnsupportedModelError(f"{imp.label}: input {vi.name!r} is a {vi.type.WhichOneof('value')}, not a "
@@ -394,8 +426,12 @@ def _infer_types(imp: _Importer, model: onnx.ModelProto, inputs: list[TensorInfo
     inferred = infer([])
     typed = {vi.name: vi for vi in [*inferred.graph.value_info, *inferred.graph.output]
              if vi.type.HasField("tensor_type") and static_shape(vi) is not None}
-    declared = [vi for vi in g.value_info if vi.name not in imp.weights and vi.name not in typed]
-    declared += _loop_carried_types(live_nodes, typed, imp.weights, inputs)
+    partial = {vi.name: vi for vi in [*inferred.graph.value_info, *inferred.graph.output]
+               if vi.type.HasField("tensor_type")}
+    loop_types = loop_output_types(live_nodes, imp.loops, partial, imp.weights, inputs, imp.syms)
+    # (a Loop's scan output as long as it runs, not as long as the file says it ran once)
+    skip = set(imp.weights) | set(typed) | {vi.name for vi in loop_types}
+    declared = [vi for vi in g.value_info if vi.name not in skip] + loop_types
     # a declaration without static sizes ("batch", as exporters write them) types nothing here: such tensors are
     # typed by running the model like undeclared ones
     ran = _run_types(imp, live_nodes, used, typed, [vi for vi in declared if static_shape(vi) is not None], inputs)
@@ -513,27 +549,10 @@ def _materialize(imp: _Importer, result: list[ops.IRNode]) -> list[Node] | None:
     return out
 
 
-def _loop_carried_types(nodes: Sequence[onnx.NodeProto], typed: Mapping[str, onnx.ValueInfoProto],
-                        weights: Mapping[str, np.ndarray], inputs: Sequence[TensorInfo]) -> list[onnx.ValueInfoProto]:
-    """Types for the loop-carried outputs of Loop nodes that ONNX shape inference leaves untyped (a body may
-    change a carried value's shape) where the body's output declares the static shape and dtype of the initial
-    value: it keeps that shape through every iteration. ``typed``: the tensors inference did type."""
-    known = {i.name: (i.shape, i.dtype) for i in inputs}
-    known |= {k: (tuple(v.shape), str(v.dtype)) for k, v in weights.items()}
-    known |= {k: (static_shape(vi), np_dtype(vi.type.tensor_type.elem_type)) for k, vi in typed.items()}
-    out = []
-    for node in nodes:
-        body = next((a.g for a in node.attribute if a.name == "body"), None)
-        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx") or body is None:
-            continue
-        for k, name in enumerate(node.output[:len(node.input) - 2]):
-            init = known.get(node.input[k + 2])
-            if not name or name in typed or init is None or len(body.output) <= k + 1:
-                continue
-            declared = body.output[k + 1]
-            if static_shape(declared) == init[0] and np_dtype(declared.type.tensor_type.elem_type) == init[1]:
-                out.append(helper.make_tensor_value_info(name, elem_type(init[1]), list(init[0])))
-    return out
+def _loop_counts_read(imp: _Importer, node: onnx.NodeProto) -> list[str]:
+    """The symbols of Loop counts that are sizes of ``node``'s inputs."""
+    sizes = {d for i in node.input if i for d in (imp.types.get(i, (None, ""))[0] or ())}
+    return [loop.symbol for loop in imp.loops if loop.symbol and imp.syms.generic[loop.symbol] in sizes]
 
 
 def _opaque(imp: _Importer, node: onnx.NodeProto) -> list[Node]:
@@ -552,9 +571,19 @@ def _opaque(imp: _Importer, node: onnx.NodeProto) -> list[Node]:
             continue  # nobody reads it (e.g. a Dropout mask): export gives the slot a fresh name
         if shape is None or not dtype:
             what = f"{node.op_type} node {node.name!r}" if node.name else f"a {node.op_type} node"
+            counts = _loop_counts_read(imp, node)
+            scanned = next((loop for loop in imp.loops if name in loop.outputs), None)
+            if scanned is not None:
+                why = f"a scan output, as long as the Loop runs, whose {untyped_scan_output(scanned)}"
+            elif counts:
+                why = (f"its size depends on how many times a Loop runs ({', '.join(counts)}) in a way eqsat cannot "
+                       "follow (a reshape to a constant length, say): compute such sizes from the Loop's output's "
+                       "shape, or give the Loop a fixed trip count and a condition that stays true")
+            else:
+                why = ("eqsat needs static shapes: if its shape is fixed, add it to the model's value_info (a shape "
+                       "that depends on input values is not supported)")
             raise DynamicShapeError(f"{imp.label}: ONNX shape inference gives no static shape for {name!r} (output "
-                                    f"of {what}); eqsat needs static shapes: if its shape is fixed, add it to the "
-                                    "model's value_info (a shape that depends on input values is not supported)")
+                                    f"of {what}); {why}")
         params = {"key": key, "index": k, "op_type": node.op_type, "domain": node.domain, "attrs": attrs,
                   "shape": shape, "dtype": dtype, "n_outputs": len(node.output),
                   "slots": "" if "0" not in slots else slots, "outer": outer}

@@ -13,7 +13,7 @@ from google.protobuf.message import Message
 from onnx import helper, numpy_helper
 
 from eqsat.ir.graph import Graph
-from eqsat.ir.symbols import graph_symbols, representative
+from eqsat.ir.symbols import graph_size_inputs, graph_symbols, representative
 from eqsat.onnx_io.protos import np_dtype, static_shape
 from eqsat.ops import Shape
 
@@ -53,12 +53,13 @@ def random_feeds(graph_or_model: Graph | onnx.ModelProto, seed: int = 0) -> dict
     if isinstance(graph_or_model, Graph):  # a graph with symbols: at the sizes it is costed at
         syms, sizes = graph_symbols(graph_or_model), representative(graph_or_model)
         specs = [(i.name, syms.at(i.shape, sizes) if syms else i.shape, i.dtype) for i in graph_or_model.inputs]
-        bounds: dict[str, int] = {}
-    else:
-        specs = [(i.name, static_shape(i) or (), np_dtype(i.type.tensor_type.elem_type))
-                 for i in _graph_inputs(graph_or_model)]
-        bounds = int_input_bounds(graph_or_model)
-    return random_inputs(specs, rng, bounds)
+        feeds = random_inputs(specs, rng, {})
+        for name, sym in graph_size_inputs(graph_or_model).items():  # a Loop's trip count: as many iterations
+            feeds[name] = np.full(feeds[name].shape, sizes.get(sym, 1), dtype=feeds[name].dtype)
+        return feeds
+    specs = [(i.name, static_shape(i) or (), np_dtype(i.type.tensor_type.elem_type))
+             for i in _graph_inputs(graph_or_model)]
+    return random_inputs(specs, rng, int_input_bounds(graph_or_model))
 
 
 def random_inputs(specs: Iterable[tuple[str, Shape, str]], rng: np.random.Generator,

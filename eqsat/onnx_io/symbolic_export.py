@@ -4,7 +4,8 @@ Inputs and outputs declare their symbolic sizes (``dim_param``: the symbol's nam
 ``batch*seq``). A size the graph computes from the symbols (a reshape target, a slice end, a mask's shape)
 cannot stay a constant: a ``Reshape`` target says it with ONNX's own conventions where they suffice (``0``: the
 input's size on that axis, ``-1``: what the other sizes leave), and anything else is computed at run time from
-the inputs' shapes (``Shape``, ``Gather``, ``Mul``, ``Add``, ``Concat``).
+the inputs' shapes (``Shape``, ``Gather``, ``Mul``, ``Add``, ``Concat``); a Loop's count of iterations, from the
+shape of its scan output.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from onnx import helper, numpy_helper
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import SymbolicShapeError, Symbols, graph_symbols, symbolic_shapes
 from eqsat.onnx_io.dynamic import symbolic_array
+from eqsat.onnx_io.protos import outer_names
 from eqsat.ops.dims import Dim, Sym, concrete
 
 
@@ -61,12 +63,15 @@ def symbolize(model: onnx.ModelProto, graph: object, reserved: Iterable[str] = (
 
 
 def _sources(graph: object, shapes: Mapping[str, Sequence[Dim]]) -> dict[str, tuple[str, int]]:
-    """symbol -> (graph input, axis) whose size it is."""
+    """symbol -> (tensor, axis) whose size it is: a graph input's, else an opaque node's output's (a Loop's
+    scan output, whose leading size is its count of iterations)."""
     out: dict[str, tuple[str, int]] = {}
-    for i in graph.inputs:  # type: ignore[attr-defined]
-        for axis, d in enumerate(shapes[i.name]):
+    tensors = [i.name for i in graph.inputs]  # type: ignore[attr-defined]
+    tensors += [n.output for n in graph.nodes if n.is_opaque]  # type: ignore[attr-defined]
+    for name in tensors:
+        for axis, d in enumerate(shapes[name]):
             if isinstance(d, Sym) and len(d.symbols) == 1 and d == Sym.var(next(iter(d.symbols))):
-                out.setdefault(next(iter(d.symbols)), (i.name, axis))
+                out.setdefault(next(iter(d.symbols)), (name, axis))
     return out
 
 
@@ -82,6 +87,8 @@ class _Rewriter:
         taken |= {o for n in self.g.node for o in n.output}
         self.names = NameAllocator(taken)
         self.new_nodes: list[onnx.NodeProto] = []
+        self.inputs = {i.name for i in self.g.input}
+        self.late = False  # a size read from a tensor the graph computes: the new nodes go after it
         self.new_inits: list[onnx.TensorProto] = []
         self._cache: dict[object, str] = {}
 
@@ -117,6 +124,8 @@ class _Rewriter:
         del self.g.initializer[:]
         self.g.initializer.extend(keep + self.new_inits)
         nodes = self.new_nodes + list(self.g.node)
+        if self.late:
+            nodes = _topological(nodes, self.inputs | {t.name for t in self.g.initializer})
         del self.g.node[:]
         self.g.node.extend(nodes)
 
@@ -151,6 +160,7 @@ class _Rewriter:
         if s not in self.sources:
             raise SymbolicShapeError(f"no input has the size {s} alone on an axis, so it cannot be computed")
         src, axis = self.sources[s]
+        self.late |= src not in self.inputs
         shape = self.node("Shape", [src], f"{src}_shape")
         return self.node("Gather", [shape, self.const(np.array([axis], dtype=np.int64), "axis")], s, axis=0)
 
@@ -181,6 +191,26 @@ class _Rewriter:
         if np.dtype(dtype) != np.int64:
             vec = self.node("Cast", [vec], "sizes", to=int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype))))
         return vec
+
+
+def _topological(nodes: Sequence[onnx.NodeProto], given: set[str]) -> list[onnx.NodeProto]:
+    """``nodes`` in an order where each comes after what it reads (its subgraphs' outer reads too), otherwise as
+    listed; ``given``: the names defined before any node (inputs, initializers)."""
+    ready = set(given)
+    left = list(nodes)
+    out: list[onnx.NodeProto] = []
+    while left:
+        waiting = []
+        for n in left:
+            if all(not i or i in ready for i in (*n.input, *outer_names(n))):
+                out.append(n)
+                ready.update(o for o in n.output if o)
+            else:
+                waiting.append(n)
+        if len(waiting) == len(left):  # a read of a name nothing defines: left where it was for the checker to say
+            return out + waiting
+        left = waiting
+    return out
 
 
 def _reshape_target(target: list[Dim], in_shape: Sequence[Dim], allow_zero: bool) -> list[Dim]:

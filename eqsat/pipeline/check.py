@@ -22,8 +22,9 @@ from onnx import helper
 from eqsat.errors import EqsatError
 from eqsat.ir.graph import Graph
 from eqsat.ir.price_points import summed_symbols
-from eqsat.ir.symbols import graph_symbols, representative
+from eqsat.ir.symbols import graph_size_inputs, graph_symbols, representative
 from eqsat.onnx_io import int_input_bounds, onnxruntime_runner, random_ints
+from eqsat.ops.dims import Sym
 
 #: Operators whose output can saturate (stop reflecting their input), and whose input is checked instead.
 SQUASHING_OPS = {"Softmax", "Sigmoid", "Tanh", "HardSigmoid", "Hardmax", "ArgMax", "ArgMin", "Sign", "Clip",
@@ -125,9 +126,11 @@ def _input_specs(model: onnx.ModelProto, sizes: Mapping[str, int] | None = None,
 
 
 def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0, sizes: Mapping[str, int] | None = None,
-                shapes: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+                shapes: Mapping[str, tuple[int, ...]] | None = None,
+                size_inputs: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
     """Random inputs for ``model`` for trial number ``trial``; an input in ``shapes`` has that shape, and a
-    symbolic dimension (``dim_param``) of another its size in ``sizes`` (1 where it is not there).
+    symbolic dimension (``dim_param``) of another its size in ``sizes`` (1 where it is not there). An integer
+    input in ``size_inputs`` (a Loop's trip count) holds the size in ``sizes`` of the symbol it names.
 
     Floats follow the trial's distribution in turn (normal, uniform in [0, 1), normal with spread 0.01),
     integers as :func:`eqsat.onnx_io.random_ints` (0/1, below the size of a table they index), booleans are
@@ -137,6 +140,7 @@ def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0, sizes: Mappin
     kind = _DISTRIBUTIONS[trial % len(_DISTRIBUTIONS)]
     feeds: dict[str, np.ndarray] = {}
     bounds = int_input_bounds(model)
+    holding = size_inputs or {}
     for name, shape, dt in _input_specs(model, sizes, shapes):
         if dt.kind == "f":
             x = {"normal": lambda s: rng.standard_normal(s), "uniform": lambda s: rng.random(s),
@@ -144,6 +148,8 @@ def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0, sizes: Mappin
             feeds[name] = np.asarray(x).astype(dt)  # arithmetic on a 0-d array gives a scalar: onnxruntime wants arrays
         elif dt.kind == "b":
             feeds[name] = rng.integers(0, 2, shape).astype(bool)
+        elif name in holding:
+            feeds[name] = np.full(shape, (sizes or {}).get(holding[name], 1), dtype=dt)
         else:
             feeds[name] = random_ints(rng, shape, dt, bounds.get(name))
     return feeds
@@ -179,12 +185,14 @@ def _pre_saturation_tensor(model: onnx.ModelProto, output: str) -> tuple[str, li
 def _saturation(op_path: Sequence[str], refs: Sequence[np.ndarray], tol: float) -> str:
     """Why an output cannot tell models apart ("" if it can)."""
     finite = [np.where(np.isfinite(r), r, 0.0) for r in refs]
-    if len(finite) > 1 and finite[0].size:
+    # (a shape that changes with the inputs, a loop's that ends on its own, is no saturation)
+    if len(finite) > 1 and finite[0].size and all(f.shape == finite[0].shape for f in finite):
         spread = max(float(np.max(np.abs(f - finite[0]))) for f in finite[1:])
         scale = max(float(np.max(np.abs(f))) for f in finite)
         if spread <= tol * max(scale, np.finfo(np.float32).tiny):
             return "the same for every input"
-    if not op_path or not finite[0].size:
+    finite = [f for f in finite if f.size]
+    if not op_path or not finite:
         return ""
     op = op_path[0]
     if op in ("Hardmax", "ArgMax", "ArgMin", "Sign"):
@@ -245,13 +253,16 @@ def _compare(name: str, refs: Sequence[np.ndarray], gots: Sequence[np.ndarray], 
 def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, reference: str = "the original model",
                 trials: int = 3, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-4,
                 sizes: Sequence[Mapping[str, int]] = ({},),
-                input_shapes: Sequence[Mapping[str, tuple[int, ...]]] | None = None) -> NumericReport:
+                input_shapes: Sequence[Mapping[str, tuple[int, ...]]] | None = None,
+                size_inputs: Mapping[str, str] | None = None) -> NumericReport:
     """Run ``original`` (as given) and ``optimized`` on ``trials`` random input sets and compare every output.
 
     Input shapes come from ``optimized``: its symbolic dimensions take their sizes from each entry of ``sizes``
     in turn (``trials`` input sets at the first, two at each other; ``input_shapes``, beside them, gives the
-    inputs' shapes at each where the caller knows them), so a rewrite right only at one batch size shows;
-    sizes the original itself cannot run at are skipped and named in ``skipped_sizes``. An element
+    inputs' shapes at each where the caller knows them), so a rewrite right only at one batch size shows; an
+    input in ``size_inputs`` (a Loop's trip count, by the symbol of its iterations) holds its symbol's size, so
+    the models run for as many iterations; sizes the original itself cannot run at are skipped and named in
+    ``skipped_sizes``. An element
     matches when ``|got - ref| <= atol * scale + rtol * |ref|``
     with ``scale`` the largest finite magnitude of that output over all trials; NaN and infinities must
     match by position; integer and boolean outputs must match exactly. Outputs that come from squashing
@@ -274,7 +285,8 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
     run_a: Callable[[Mapping[str, np.ndarray]], list[np.ndarray]] | None = None
     for k, at in enumerate(sizes):
         fixed = input_shapes[k] if input_shapes else None
-        some = [trial_feeds(optimized, t, seed, at, fixed) for t in range(trials if k == 0 else min(2, trials))]
+        some = [trial_feeds(optimized, t, seed, at, fixed, size_inputs)
+                for t in range(trials if k == 0 else min(2, trials))]
         try:
             run_a = run_a or onnxruntime_runner(original, a_extra)
             ran = [run_a(f) for f in some]
@@ -289,7 +301,7 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
         refs += ran
         if at:
             report.sizes.append(dict(at))
-    first = refs[:trials]  # the trials at the first sizes: tensors of one shape, for the saturation test
+    first = refs[:trials]  # the trials at the first sizes, for the saturation test
     report.trials = len(feeds)
     run_a = None  # its session and its copy of the weights go before the optimized model's are made
     try:
@@ -334,16 +346,22 @@ def other_sizes(sizes: Mapping[str, int]) -> dict[str, int]:
 
 def sizes_to_check(graph: Graph) -> tuple[list[dict[str, int]], list[dict[str, tuple[int, ...]]] | None]:
     """The ``sizes`` and ``input_shapes`` :func:`check_equal` runs a model imported as ``graph`` at: for a
-    graph with symbols its representative sizes and :func:`other_sizes`, each with its inputs' shapes; for a
-    static one its own shapes."""
+    graph with symbols its representative sizes and :func:`other_sizes` of those the inputs give (their shapes,
+    a trip count), each with its inputs' shapes; for a static one its own shapes."""
     syms = graph_symbols(graph)
-    if not syms:
+    # only the symbols the feeds hold: an input's size, or a Loop's trip count given as an input (the count of a
+    # loop that ends on its own, or runs a constant number of times, is what it is whatever the sizes say)
+    fed = {s for i in graph.inputs for d in syms.decode_shape(i.shape) if isinstance(d, Sym) for s in d.symbols}
+    fed |= set(graph_size_inputs(graph).values())
+    rep = {s: v for s, v in representative(graph).items() if s in fed}
+    if not rep:
         return [{}], None
-    rep = representative(graph)
     sizes = [rep, other_sizes(rep)]
     # symbols a size adds up (a KV cache's past + new length): each long while the others stay at their sizes,
     # a decode step (one new token, a long past) and a prefill (many new tokens, a short past)
     for s in summed_symbols(graph):
+        if s not in fed:
+            continue
         long = {**rep, s: LONG_SIZE}
         if long not in sizes:
             sizes.append(long)

@@ -33,7 +33,7 @@ from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.blocks import reduce_repeats
 from eqsat.ir.graph import Graph
 from eqsat.ir.rule import Rule
-from eqsat.ir.symbols import SymbolicShapeError, graph_symbols, price_points, representative
+from eqsat.ir.symbols import SymbolicShapeError, graph_size_inputs, graph_symbols, price_points, representative
 from eqsat.ops.ort_kernels import kernel_type
 from eqsat.pipeline import candidates, executors, figures, transforms
 from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, opaque_cost_keys, price_nodes
@@ -463,7 +463,7 @@ def check(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | N
     # a model written in half precision rounds differently once rewritten: a tolerance fit for its precision
     tol = onnx_io.CHECK_TOLERANCE.get(loaded.graph.meta.get(onnx_io.PRECISION_KEY, ""), 1e-4)
     numeric = check_equal(loaded.original, decision.model, reference=describe_reference(run.source), sizes=sizes,
-                          input_shapes=shapes, rtol=tol, atol=tol)
+                          input_shapes=shapes, size_inputs=graph_size_inputs(loaded.graph), rtol=tol, atol=tol)
     if not numeric.ran:
         at = "" if not sizes[0] else (" at " + ", ".join(f"{k}={v}" for k, v in sizes[0].items()) + " (give sizes it "
                                   "runs at with --dim, Python: dims=)")

@@ -23,6 +23,7 @@ from eqsat import onnx_io
 from eqsat.costs import CostModel, Objective, get_cost_model
 from eqsat.errors import UsageError
 from eqsat.extract import ParallelCost
+from eqsat.ir.symbols import graph_size_inputs
 from eqsat.pipeline import default_rules, optimize
 from eqsat.pipeline.check import NumericReport, check_equal, sizes_to_check
 from eqsat.search import searches as search
@@ -180,7 +181,7 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
         status, numeric = "ok", None
         if check:
             numeric = check_equal(proto, out, reference=f"the original model ({label})", sizes=sizes,
-                                  input_shapes=shapes)
+                                  input_shapes=shapes, size_inputs=graph_size_inputs(graph))
             if not numeric.ran:
                 status = "unchecked: " + "; ".join(numeric.problems)
             elif not numeric.ok:

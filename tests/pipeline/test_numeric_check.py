@@ -159,6 +159,20 @@ def test_every_output_is_compared_including_intermediate_outputs() -> None:
     assert not bad.ok and bad.problems[0].startswith("h:")
 
 
+def test_an_output_whose_shape_changes_with_the_inputs_is_compared() -> None:
+    # each input set gives another length (a loop that ends on its own, say; here x's positive entries: 4, 6, 1
+    # and 3 of them): the outputs are compared set by set, and the test of saturation across sets is not made
+    def positives(op: str) -> onnx.ModelProto:
+        return make_model([helper.make_node("Greater", ["x", "zero"], ["keep"]),
+                           helper.make_node("Compress", ["x", "keep"], ["p"], axis=0),
+                           helper.make_node(op, ["p"], ["y"])],
+                          [f32("x", (6,))], [f32("y", ["n"])], [_w("zero", 0.0)])
+
+    report = check_equal(positives("Sigmoid"), positives("Sigmoid"), trials=4)
+    assert report.ok and not report.saturated, report.summary()
+    assert not check_equal(positives("Sigmoid"), positives("Tanh"), trials=4).ok
+
+
 def test_tolerance_is_relative_to_the_outputs_scale() -> None:
     def tiny(offset: float) -> onnx.ModelProto:  # outputs of magnitude ~1e-3
         return make_model([helper.make_node("Mul", ["x", "s"], ["h"]), helper.make_node("Add", ["h", "o"], ["y"])],
