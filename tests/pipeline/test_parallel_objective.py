@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 import eqsat
 from eqsat.costs import AnalyticCostModel, graph_parallel_cost
@@ -32,6 +35,27 @@ def test_the_sum_merges_two_branches_and_two_at_once_keep_them_apart() -> None:
     # the merged graph is longer on its critical path: under the mixed cost it loses
     merged = graph_parallel_cost(by_sum.graph, AnalyticCostModel(), ParallelCost(branches=2))
     assert merged.total < p.before.total and merged.mixed > p.before.mixed
+
+
+def _two_convs(c: int = 16, k: int = 32, hw: int = 28) -> onnx.ModelProto:
+    """Two 3x3 convolutions of one input, each through a ReLU, added: TASO's merge concatenates their kernels."""
+    rng = np.random.default_rng(0)
+    w = [numpy_helper.from_array(rng.standard_normal((k, c, 3, 3)).astype(np.float32) * 0.1, f"W{i}") for i in (1, 2)]
+    nodes = [helper.make_node("Conv", ["x", "W1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "W2"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Relu", ["b"], ["rb"]),
+             helper.make_node("Add", ["ra", "rb"], ["y"])]
+    g = helper.make_graph(nodes, "two_convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, k, hw, hw])], w)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(("parallel", "convs"), [(None, 1), (1, 1), (2, 2)])
+def test_two_parallel_convolutions_merged_by_the_sum_stay_apart_for_two_branches(parallel: int | None,
+                                                                                 convs: int) -> None:
+    res = eqsat.optimize(_two_convs(), time_limit=10, cache=False, parallel=parallel, verify_latency=False)
+    assert sum(n.op_type == "Conv" for n in res.model.graph.node) == convs
+    assert res.numeric is not None and res.numeric.ok
 
 
 def test_one_branch_at_a_time_agrees_with_the_sum() -> None:
