@@ -21,7 +21,7 @@ from eqsat import ops
 from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
 from eqsat.ir.names import NameAllocator
-from eqsat.onnx_io import kernel_opsets, opaque_node, written_node
+from eqsat.onnx_io import inference_session, kernel_opsets, opaque_node, written_node
 from eqsat.ops import CostKey
 
 
@@ -474,13 +474,15 @@ def end_to_end_rounds(models: list, feeds: list[dict[str, np.ndarray]], *, threa
     models by their per-round ratios). With ``budget_s``, large models get fewer rounds (at least
     ``min_rounds``) and warm-up runs (at least 2) so the timing takes about that long."""
 
-    sessions = []
+    sessions, alive = [], []  # alive: the weights a model left on disk, given to its session from memory
     for m in models:
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
-        sessions.append(ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]))
+        sess, weights = inference_session(m, so)
+        sessions.append(sess)
+        alive.append(weights)
     once = []
     for s, f in zip(sessions, feeds, strict=True):
         s.run(None, f)  # the first run allocates: not timed
