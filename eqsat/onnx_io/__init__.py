@@ -23,6 +23,7 @@ from eqsat.onnx_io.stored import (
     read_model,
     read_model_stored,
     save_model,
+    stored_bytes,
     with_data,
     write_model,
 )
@@ -34,6 +35,6 @@ __all__ = ["CHECK_TOLERANCE", "HALF_TYPES", "INT_INPUT_BOUND", "PRECISION_KEY", 
            "inference_session", "input_shape_hint", "int_input_bounds", "load_model", "onnx_opaque_evaluator",
            "opaque_node",
            "opaque_reasons", "random_feeds", "random_ints", "read_model", "read_model_stored", "run_onnxruntime",
-           "save_model", "with_data",
+           "save_model", "stored_bytes", "with_data",
            "onnxruntime_runner", "signature_changes",
            "summarize_model", "to_onnx", "uniform_half", "write_model", "written_node"]

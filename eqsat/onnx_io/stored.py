@@ -33,7 +33,7 @@ from eqsat.files import is_special_file, write_file
 from eqsat.onnx_io.protos import all_graphs, copy_fields
 
 __all__ = ["EXTERNAL_DATA_THRESHOLD", "ModelNotFoundError", "ON_DISK_BYTES", "PLAIN_TYPES", "drop_read_pages",
-           "is_on_disk", "read_model", "read_model_stored", "save_model", "tensor_array", "with_data",
+           "is_on_disk", "read_model", "read_model_stored", "save_model", "stored_bytes", "tensor_array", "with_data",
            "with_data_of", "write_model"]
 
 
@@ -347,3 +347,30 @@ def save_model(model: onnx.ModelProto, out: str | Path, external_data: bool = Fa
             os.replace(aside, path)
 
     write_file(out, aside_then_replace)
+
+
+#: a model file at least this large is taken to hold its weights itself (reading it to find external data files
+#: would read them all)
+_SKELETON_BYTES = 64 * 1024 * 1024
+
+
+def stored_bytes(path: str | Path) -> int:
+    """About how many bytes a model file takes on disk with the external data files it names (0 for a file that
+    cannot be read: reading it says why)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size >= _SKELETON_BYTES:
+            return size
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # onnx's errors share no base class; the run's read reports them
+        return 0
+    files = {_entries(t).get("location", "") for g in all_graphs(model.graph) for t in g.initializer
+             if uses_external_data(t)}
+    for name in files - {""}:
+        try:
+            size += (path.parent / name).stat().st_size
+        except OSError:
+            continue
+    return size
+
