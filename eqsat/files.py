@@ -1,10 +1,11 @@
 """Output files a user names: checked before a run, written whole after it.
 
-:func:`check_output` refuses a path that cannot be written before any work is done; :func:`write_file`
-writes it once everything succeeded. A regular file is written through a temporary file and a rename, so a
-failure leaves the old file (or nothing) behind. A special file the path already names (``/dev/null``,
-``/dev/stdout``, a FIFO) is written through instead: a rename would replace the device or the pipe with a
-regular file. The command line (:mod:`eqsat.cli`) and the e-graph dumps (:mod:`eqsat.inspect.dump`) share them.
+:func:`check_output` refuses a path that cannot be written before any work is done, :func:`check_space` one on a
+disk without room for the output; :func:`write_file` writes it once everything succeeded. A regular file is
+written through a temporary file and a rename, so a failure leaves the old file (or nothing) behind. A special
+file the path already names (``/dev/null``, ``/dev/stdout``, a FIFO) is written through instead: a rename would
+replace the device or the pipe with a regular file. The command line (:mod:`eqsat.cli`) and the e-graph dumps
+(:mod:`eqsat.inspect.dump`) share them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from eqsat.errors import EqsatError, OutputError, UsageError
 
-__all__ = ["check_output", "write_file", "is_special_file"]
+__all__ = ["check_output", "check_space", "write_file", "is_special_file"]
 
 
 def is_special_file(path: str | os.PathLike[str]) -> bool:
@@ -55,6 +56,32 @@ def check_output(path: str, option: str, example: str) -> Path:
     if problem:
         raise UsageError(f"{option} {path}: cannot create a file in {folder} ({problem}); choose another path")
     return p
+
+
+def check_space(path: str | os.PathLike[str], needed: int, what: str) -> None:
+    """Fail at once, before any work, when the file system ``path`` (a file or a folder to write, which need not
+    exist yet) is written to has fewer than ``needed`` bytes free; ``what`` names the output in the message (``-o
+    out.onnx``). A special file (``/dev/null``) is written through and never checked."""
+    if needed <= 0 or is_special_file(path):
+        return
+    folder = Path(os.path.realpath(path))
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:  # nothing to tell: the write reports what goes wrong
+        return
+    if free < needed:
+        raise UsageError(f"{what}: writing it takes about {_size(needed)}, and only {_size(free)} is free in "
+                         f"{folder}; free some space or choose another path")
+
+
+def _size(n: int) -> str:
+    """A size in bytes as ``2.2 GB`` (decimal units, as ``df -H`` shows them)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def _probe(folder: Path, name: str) -> str | None:

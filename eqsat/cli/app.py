@@ -33,7 +33,7 @@ from eqsat.cli.common import (
 from eqsat.cli.egraph import is_json_file, print_egraph_file
 from eqsat.costs import get_cost_model
 from eqsat.errors import DynamicShapeError, EqsatError, InputShapeError, ModelLoadError, ModelReadError, UsageError
-from eqsat.files import is_special_file
+from eqsat.files import check_space, is_special_file
 
 # onnx, eqsat.onnx_io, eqsat.pipeline, eqsat.models and eqsat.search.comparison (about 0.2 s together) are imported
 # by the commands that use them, so that the CLI starts (and --help answers) without them
@@ -179,6 +179,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                          "several models (eqsat optimize --help)")
     args.model = args.model[0]
     out = check_output(args.output, "-o", Path(args.model).stem + ".opt.onnx")
+    from eqsat.onnx_io import stored_bytes  # lazy: CLI start-up (see the imports)
+
+    # the optimized model takes about what the original takes, its external data included
+    check_space(out, stored_bytes(args.model), f"-o {args.output}")
     dump = check_output(args.dump_egraph, "--dump-egraph", "egraph.json") if args.dump_egraph else None
     if dump is not None and dump.resolve() == out.resolve() and not is_special_file(out):  # /dev/null twice is fine
         raise UsageError(f"-o and --dump-egraph name the same file {out}; give two different paths")

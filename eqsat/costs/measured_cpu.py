@@ -21,7 +21,7 @@ from eqsat import ops
 from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
 from eqsat.ir.names import NameAllocator
-from eqsat.onnx_io import kernel_opsets, opaque_node, written_node
+from eqsat.onnx_io import inference_session, kernel_opsets, opaque_node, written_node
 from eqsat.ops import CostKey
 
 
@@ -479,7 +479,7 @@ def end_to_end_rounds(models: list, feeds: list[dict[str, np.ndarray]], *, threa
     many; else (and by default) under the sequential one. ``intra_op`` gives each model's intra-op threads in place
     of ``threads``."""
 
-    sessions = []
+    sessions, alive = [], []  # alive: the weights a model left on disk, given to its session from memory
     for k, m in enumerate(models):
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads if intra_op is None else int(intra_op[k])
@@ -488,7 +488,9 @@ def end_to_end_rounds(models: list, feeds: list[dict[str, np.ndarray]], *, threa
         if n > 1:
             so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
         so.log_severity_level = 3
-        sessions.append(ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]))
+        sess, weights = inference_session(m, so)
+        sessions.append(sess)
+        alive.append(weights)
     once = []
     for s, f in zip(sessions, feeds, strict=True):
         s.run(None, f)  # the first run allocates: not timed

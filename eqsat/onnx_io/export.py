@@ -183,8 +183,13 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
         symbolize(model, graph, reserved=weights)
     if large:
         _check(model, weights, full_check=not symbolic)
-    for k, v in weights.items():  # written into the model in place: a large model's weights are copied once
-        append_initializer(model.graph, k, v)
+    # written into the model in place: a large model's weights are copied once, and each one export computed (a
+    # fused projection's concatenated weights) is let go once written (the model and the rest are all that is held)
+    ex.initializers.clear()
+    consts.forget()
+    inits.clear()
+    for k in list(weights):
+        append_initializer(model.graph, k, weights.pop(k))
     if not large:
         _check(model, {}, full_check=True)
     precision = graph.meta.get("precision")
@@ -264,6 +269,10 @@ class _Precomputed(Mapping[str, np.ndarray]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._values or name in self._computed
+
+    def forget(self) -> None:
+        """Let go of every value read (they are evaluated again when read again)."""
+        self._values.clear()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values.keys() | self._computed.keys())

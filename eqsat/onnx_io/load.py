@@ -42,11 +42,11 @@ from eqsat.onnx_io.protos import (
     lacks_onnx_schema,
     np_dtype,
     outer_names,
-    read_model,
     shape_text,
     static_shape,
 )
 from eqsat.onnx_io.run_types import types_by_running
+from eqsat.onnx_io.stored import read_model, tensor_array
 from eqsat.ops import OpError, Shape
 from eqsat.ops.dims import Sym
 
@@ -80,7 +80,7 @@ class _Importer:
                                         "with a standard ONNX opset")
         self.weights: dict[str, np.ndarray] = {}
         for init in g.initializer:
-            self.weights[init.name] = numpy_helper.to_array(init)
+            self.weights[init.name] = tensor_array(init)  # a weight left on disk: a view of its file
         self.types: dict[str, tuple[Shape | None, str]] = {}
         self.names = NameAllocator([o for n in g.node for o in n.output] + [i.name for i in g.input],
                                    also=(self.weights, self.types))

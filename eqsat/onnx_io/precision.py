@@ -18,6 +18,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from eqsat.onnx_io.stored import tensor_array
+
 __all__ = ["CHECK_TOLERANCE", "HALF_TYPES", "convert_floats", "uniform_half"]
 
 #: the half-precision element types a model may be uniformly in, by the name eqsat records
@@ -66,7 +68,7 @@ def uniform_half(model: onnx.ModelProto) -> str:
 def _converted(t: onnx.TensorProto, src: int, dst: int) -> onnx.TensorProto:
     if t.data_type != src:
         return t
-    arr = numpy_helper.to_array(t).astype(np.float32)
+    arr = tensor_array(t).astype(np.float32)
     if dst != onnx.TensorProto.FLOAT:
         arr = arr.astype(onnx.helper.tensor_dtype_to_np_dtype(dst))
     out = numpy_helper.from_array(arr, t.name)

@@ -1,30 +1,19 @@
-"""Small helpers over ONNX protos shared by import, export and the summary: reading and writing a model, dtypes,
-shapes, attributes, evaluating one node."""
+"""Small helpers over ONNX protos shared by import, export and the summary: dtypes, shapes, attributes, copying
+fields, evaluating one node, the subgraphs and what they read from around them."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+from google.protobuf.message import Message
 from onnx import helper, shape_inference
-from onnx.external_data_helper import load_external_data_for_model, set_external_data
 from onnx.reference import ReferenceEvaluator
 
-from eqsat.errors import ModelReadError
-from eqsat.files import is_special_file, write_file
 from eqsat.ops import Shape
-
-#: Ops never folded even when all inputs are constant (non-deterministic).
-
-class ModelNotFoundError(ModelReadError, FileNotFoundError):
-    """The model file does not exist."""
 
 
 def np_dtype(elem_type: int) -> str:
@@ -35,108 +24,6 @@ def np_dtype(elem_type: int) -> str:
 def elem_type(dtype: str) -> int:
     """The ONNX element type of a numpy dtype name."""
     return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-
-
-def read_model(src: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
-    """Parse an ONNX model from a path, bytes or a ``ModelProto``; returns it and a label for messages.
-
-    Raises :class:`ModelReadError` (:class:`ModelNotFoundError` for a missing file) with a one-line message
-    for a missing, empty, truncated or non-ONNX file.
-    """
-    model, label, _ = read_model_stored(src)
-    return model, label
-
-
-def read_model_stored(src: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str, bool]:
-    """:func:`read_model`, and whether the file kept tensors as external data (loaded into the model here)."""
-    if isinstance(src, onnx.ModelProto):
-        return src, "<model>", False
-    label = "<bytes>" if isinstance(src, bytes) else str(src)
-    hint = "check that it is a complete .onnx file (re-export or download it again)"
-    if isinstance(src, bytes | bytearray):
-        if not src:
-            raise ModelReadError(f"{label} is empty (0 bytes); {hint}")
-    else:
-        path = Path(src)
-        if not path.exists():
-            raise ModelNotFoundError(f"no such model file: {src}; check the path")
-        if path.is_dir():
-            raise ModelReadError(f"{label} is a directory, not an ONNX model file; give the path of a .onnx file")
-        try:
-            size = path.stat().st_size
-        except OSError as e:
-            raise ModelReadError(f"{label}: cannot read it ({e.strerror or e}); check its permissions") from None
-        if size == 0:
-            raise ModelReadError(f"{label} is empty (0 bytes); {hint}")
-    external = False
-    try:
-        if isinstance(src, bytes | bytearray):
-            model = onnx.load_from_string(bytes(src))
-        else:  # as onnx.load does, noting whether there was external data to load
-            model = onnx.load(str(src), load_external_data=False)
-            external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
-            load_external_data_for_model(model, str(Path(src).parent))  # any tensor's, control-flow bodies' too
-    except FileNotFoundError as e:  # external data next to the model is missing
-        raise ModelNotFoundError(f"{label}: a file it needs is missing ({e.filename or e}); keep the model's "
-                                 "external data files next to it") from None
-    except PermissionError as e:
-        raise ModelReadError(f"{label}: cannot read it ({e.strerror or e}); check its permissions") from None
-    except Exception as e:
-        detail = " ".join(f"{type(e).__name__}: {e}".split())
-        raise ModelReadError(f"{label}: not a readable ONNX model ({detail}); {hint}") from None
-    return model, label, external
-
-
-#: weights of at least this many bytes go to the external data file when a model is written with one
-EXTERNAL_DATA_THRESHOLD = 1024
-
-
-def write_model(model: onnx.ModelProto, path: str | Path, data: str | None = None) -> None:
-    """Save ``model`` to ``path``; with ``data``, a file name, its weights of :data:`EXTERNAL_DATA_THRESHOLD`
-    bytes and more go to that file beside it (an older one is replaced, not appended to), which gets the
-    permissions the model file got from the user's umask (onnx creates data files readable by their owner
-    only). ``model`` itself is not changed.
-
-    onnx's own ``save_model(save_as_external_data=True)`` refuses a data file name that exists in the current
-    folder, wherever the model goes: a second run writing next to its first output failed there."""
-    path = Path(path)
-    if data is None:
-        onnx.save(model, str(path))
-        return
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)  # marking a weight external moves its bytes out of the proto saved
-    for g in all_graphs(copy.graph):
-        for t in g.initializer:
-            if t.HasField("raw_data") and len(t.raw_data) >= EXTERNAL_DATA_THRESHOLD:
-                set_external_data(t, data)
-    target = path.parent / data
-    target.unlink(missing_ok=True)
-    onnx.save_model(copy, str(path))  # writes the external tensors' bytes to ``target``
-    if target.exists():
-        shutil.copymode(path, target)
-
-
-def save_model(model: onnx.ModelProto, out: str | Path, external_data: bool = False) -> None:
-    """Write ``model`` to ``out`` as a finished file only (through a temporary one, :func:`eqsat.files.write_file`;
-    missing folders are created). With ``external_data`` and a regular file, its weights go to ``<name>.data``
-    beside it: both files are written aside first and then moved into place, so a failed write leaves an older
-    model and its data as they were. Raises :class:`eqsat.errors.OutputError`."""
-    out = Path(out)
-    if not external_data or is_special_file(out):
-        write_file(out, lambda p: write_model(model, p))
-        return
-    target = out.resolve()  # where write_file puts the model (a link's target)
-    data = target.with_name(target.name + ".data")
-
-    def aside_then_replace(path: Path) -> None:
-        with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{target.name}.") as tmp:
-            aside = Path(tmp) / target.name
-            write_model(model, aside, data.name)
-            if (Path(tmp) / data.name).exists():
-                os.replace(Path(tmp) / data.name, data)
-            os.replace(aside, path)
-
-    write_file(out, aside_then_replace)
 
 
 def static_shape(vi: onnx.ValueInfoProto) -> Shape | None:
@@ -326,3 +213,17 @@ def input_shape_hint(inputs: Sequence[tuple[str, Sequence[int | str] | None]]) -
     what = f", replacing {', '.join(names)} by the size{'s' if len(names) > 1 else ''} to optimize for" if names \
         else ""
     return " ".join(opts) + what
+
+
+def copy_fields(src: Message, dst: Message, skip: Collection[str] = ()) -> None:
+    """Copy every set field of ``src`` but those named in ``skip`` into ``dst`` (a message of the same type): a
+    model without its weights, say, where copying it whole and clearing them would copy every weight's bytes."""
+    for field, value in src.ListFields():
+        if field.name in skip:
+            continue
+        if isinstance(value, Message):
+            getattr(dst, field.name).CopyFrom(value)
+        elif isinstance(value, str | bytes | int | float):
+            setattr(dst, field.name, value)
+        else:  # a repeated field
+            getattr(dst, field.name).extend(value)

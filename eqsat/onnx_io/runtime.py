@@ -4,17 +4,19 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-from google.protobuf.message import Message
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from eqsat.ir.graph import Graph
 from eqsat.ir.symbols import graph_size_inputs, graph_symbols, representative
-from eqsat.onnx_io.protos import np_dtype, static_shape
+from eqsat.onnx_io.protos import copy_fields, np_dtype, static_shape
+from eqsat.onnx_io.stored import PLAIN_TYPES, is_on_disk, tensor_array, with_data_of
 from eqsat.ops import Shape
 
 
@@ -83,7 +85,8 @@ def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> 
     return list(onnxruntime_runner(model)(feeds).values())
 
 
-def onnxruntime_runner(model: onnx.ModelProto, outputs: Sequence[str] = ()
+def onnxruntime_runner(model: onnx.ModelProto, outputs: Sequence[str] = (),
+                       arrays: Mapping[str, np.ndarray] | None = None
                        ) -> Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]:
     """:func:`run_onnxruntime` for several feeds: one session, made once. The run gives each graph output, then
     each tensor of ``outputs`` that is not one, by name.
@@ -92,8 +95,11 @@ def onnxruntime_runner(model: onnx.ModelProto, outputs: Sequence[str] = ()
     initializers: a 440 MB BERT took 1.2 s to serialize and 0.5 s to parse, and onnxruntime copies initializers
     it is given from memory (0.25 s), longer than the runs themselves. With graph optimizations and the packing of
     weights off, a weight fed as an input computes what the initializer does (packed, a 4-bit MatMulNBits at
-    accuracy level 4 computes differently: both models of a check run unpacked)."""
-    skeleton, weights = _weights_as_inputs(model)
+    accuracy level 4 computes differently: both models of a check run unpacked). A weight left on disk
+    (:mod:`eqsat.onnx_io.stored`) is fed from its file's memory map. ``arrays``: weights already in memory (the
+    IR graph a model was exported from), each fed in place of the copy a weight of its name would take out of the
+    model, where it holds the very bytes that weight holds (compared here)."""
+    skeleton, weights = _weights_as_inputs(model, arrays or {})
     have = {o.name for o in skeleton.graph.output}
     skeleton.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in dict.fromkeys(outputs)
                                  if n not in have)
@@ -111,44 +117,55 @@ def onnxruntime_runner(model: onnx.ModelProto, outputs: Sequence[str] = ()
                                                             **weights}), strict=True))
 
 
+def inference_session(model: onnx.ModelProto, so: ort.SessionOptions) -> tuple[ort.InferenceSession, list[Any]]:
+    """An onnxruntime session (CPU) of ``model``, and what must stay alive while it runs: its weights left on disk
+    (:mod:`eqsat.onnx_io.stored`), given to it from their files' memory maps as external initializers."""
+    names, values = [], []
+    for t in model.graph.initializer:
+        if is_on_disk(t):
+            names.append(t.name)
+            values.append(ort.OrtValue.ortvalue_from_numpy(tensor_array(t)))
+    if names:
+        so.add_external_initializers(names, values)
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]), values
+
+
 #: weights of at least this many bytes go to onnxruntime from memory (smaller ones, shapes and scalars that
 #: shape inference reads, stay in the model)
 _WEIGHT_BYTES = 4096
-#: the element types whose weights go to onnxruntime from memory (numpy holds them as they are stored)
-_PLAIN_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-                          onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
-                          onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
-                          onnx.TensorProto.UINT32, onnx.TensorProto.UINT64, onnx.TensorProto.BOOL})
-
-
-def _weights_as_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+def _weights_as_inputs(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray]
+                       ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """A copy of ``model`` whose large main-graph weights are graph inputs instead, and those weights as arrays
-    (onnxruntime checks each one's type and shape against its input when it is fed). ``model`` is not changed."""
+    (onnxruntime checks each one's type and shape against its input when it is fed); a weight left on disk stays
+    in the copy with its bytes where it is not fed. ``model`` is not changed."""
     skeleton = onnx.ModelProto()
-    _copy_fields(model, skeleton, skip="graph")
-    _copy_fields(model.graph, skeleton.graph, skip="initializer")
+    copy_fields(model, skeleton, skip=("graph",))
+    copy_fields(model.graph, skeleton.graph, skip=("initializer",))
     weights: dict[str, np.ndarray] = {}
     inputs = {i.name for i in model.graph.input}  # a weight that is also an input is a default a feed overrides
     for t in model.graph.initializer:
+        on_disk = is_on_disk(t)
         # the size from the dims: reading raw_data copies it
-        if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type not in _PLAIN_TYPES \
-                or not t.HasField("raw_data") or t.name in weights or t.name in inputs \
+        if t.data_type not in PLAIN_TYPES or not (on_disk or t.HasField("raw_data")) \
+                or (t.data_location == onnx.TensorProto.EXTERNAL and not on_disk) or t.name in weights \
+                or t.name in inputs \
                 or math.prod(t.dims) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize < _WEIGHT_BYTES:
-            skeleton.graph.initializer.append(t)
+            skeleton.graph.initializer.append(with_data_of(t) if on_disk else t)
             continue
-        weights[t.name] = numpy_helper.to_array(t)
+        given = None if on_disk else _holding(t, arrays.get(t.name))
+        weights[t.name] = given if given is not None else tensor_array(t)
         skeleton.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     return skeleton, weights
 
 
-def _copy_fields(src: Message, dst: Message, skip: str) -> None:
-    """Copy every set field of ``src`` but ``skip`` into ``dst`` (a message of the same type)."""
-    for field, value in src.ListFields():
-        if field.name == skip:
-            continue
-        if isinstance(value, Message):
-            getattr(dst, field.name).CopyFrom(value)
-        elif isinstance(value, str | bytes | int | float):
-            setattr(dst, field.name, value)
-        else:  # a repeated field
-            getattr(dst, field.name).extend(value)
+def _holding(t: onnx.TensorProto, array: np.ndarray | None) -> np.ndarray | None:
+    """``array`` where it holds exactly the bytes, element type and shape of ``t`` (kept in ``raw_data``), else
+    None: a weight that is fed from outside the model is still the model's own."""
+    if array is None or array.dtype != helper.tensor_dtype_to_np_dtype(t.data_type) \
+            or tuple(array.shape) != tuple(t.dims) or sys.byteorder != "little":
+        return None
+    raw = t.raw_data  # a copy (protobuf's), one weight at a time
+    if len(raw) != array.nbytes:
+        return None
+    mine = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    return array if np.array_equal(np.frombuffer(raw, dtype=np.uint8), mine) else None

@@ -16,8 +16,8 @@ from eqsat.onnx_io.protos import (
     input_shape_hint,
     nodes_within,
     np_dtype,
-    read_model,
 )
+from eqsat.onnx_io.stored import read_model
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from eqsat.errors import EqsatError
 from eqsat.ir.graph import Graph
 from eqsat.ir.price_points import summed_symbols
 from eqsat.ir.symbols import graph_size_inputs, graph_symbols, representative
-from eqsat.onnx_io import int_input_bounds, onnxruntime_runner, random_ints
+from eqsat.onnx_io import drop_read_pages, int_input_bounds, onnxruntime_runner, random_ints
 from eqsat.ops.dims import Sym
 
 #: Operators whose output can saturate (stop reflecting their input), and whose input is checked instead.
@@ -254,7 +254,8 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
                 trials: int = 3, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-4,
                 sizes: Sequence[Mapping[str, int]] = ({},),
                 input_shapes: Sequence[Mapping[str, tuple[int, ...]]] | None = None,
-                size_inputs: Mapping[str, str] | None = None) -> NumericReport:
+                size_inputs: Mapping[str, str] | None = None,
+                arrays: Mapping[str, np.ndarray] | None = None) -> NumericReport:
     """Run ``original`` (as given) and ``optimized`` on ``trials`` random input sets and compare every output.
 
     Input shapes come from ``optimized``: its symbolic dimensions take their sizes from each entry of ``sizes``
@@ -269,6 +270,8 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
     operators (softmax, sigmoid, ...) present in both models are also compared before those operators, and
     saturated outputs (see the module docstring) are named in the report. ``reference`` names the original
     in the report. If onnxruntime cannot run the original, the report has ``ran=False`` and the reason.
+    ``arrays``: weights of ``optimized`` already in memory (the IR graph it was exported from), fed to it where
+    they hold its weights' very bytes rather than copied out of it (:func:`eqsat.onnx_io.onnxruntime_runner`).
     """
     report = NumericReport(True, reference=reference, trials=trials, rtol=rtol, atol=atol)
     names = [o.name for o in original.graph.output]
@@ -304,8 +307,9 @@ def check_equal(original: onnx.ModelProto, optimized: onnx.ModelProto, *, refere
     first = refs[:trials]  # the trials at the first sizes, for the saturation test
     report.trials = len(feeds)
     run_a = None  # its session and its copy of the weights go before the optimized model's are made
+    drop_read_pages()  # the original's weights left on disk: the optimized model reads back only those it uses
     try:
-        run_b = onnxruntime_runner(optimized, b_extra)
+        run_b = onnxruntime_runner(optimized, b_extra, arrays)
         gots = [run_b(f) for f in feeds]
     except Exception as e:
         report.ok = False

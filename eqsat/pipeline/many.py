@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eqsat.files import check_space
+
 __all__ = ["ModelOutcome", "optimize_many", "outcomes_table"]
 
 
@@ -71,7 +73,9 @@ def optimize_many(models: Sequence[str | Path], out_dir: str | Path, *, workers:
     ``address`` names a cluster, else Ray starts on this machine with ``workers`` CPUs), ``"serial"``, or
     ``"auto"`` (Ray where it is installed, else the pool). ``progress`` gets a line per finished model. Returns one
     :class:`ModelOutcome` per model, in the order given; raises ValueError before any work for two models that
-    would be written to one file or an option that cannot travel."""
+    would be written to one file, an option that cannot travel or a disk without room for the models (about
+    what the originals take there)."""
+    from eqsat.onnx_io import stored_bytes
     from eqsat.rules.distributed import Executor
 
     for key in ("cost_model", "rules"):
@@ -87,6 +91,7 @@ def optimize_many(models: Sequence[str | Path], out_dir: str | Path, *, workers:
         if o in seen:
             raise ValueError(f"optimize_many: {seen[o]} and {m} would both be written to {o}; rename one")
         seen[o] = str(m)
+    check_space(folder, sum(stored_bytes(m) for m in models), f"out_dir {out_dir}")
     folder.mkdir(parents=True, exist_ok=True)
     tasks = [(str(m), str(o), dict(options)) for m, o in zip(models, outputs, strict=True)]
     executor = Executor(workers=workers, backend=backend, address=address, retries=1)

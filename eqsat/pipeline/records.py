@@ -88,7 +88,7 @@ def _silent(message: str) -> None:
 class Loaded:
     """The model read and imported: the load stage's record."""
 
-    original: onnx.ModelProto  # the model as given: the reference of every check
+    original: onnx.ModelProto  # the model as given: the reference of every check (large external weights on disk)
     given: onnx.ModelProto  # what the main graph is imported from: the original, its control-flow bodies optimized
     bodies: tuple[BodyResult, ...]  # the control-flow bodies optimized
     label: str  # how messages name the model

@@ -64,7 +64,8 @@ def load(run: Run) -> Loaded:
     """Read the model (kept as given: the reference of every check), import it into the IR, and start the
     anytime record with it as the best graph so far."""
     o = run.options
-    original, label, external_data = onnx_io.read_model_stored(run.source)
+    # the weights of a model with external data stay in their files: read where needed, never held twice
+    original, label, external_data = onnx_io.read_model_stored(run.source, weights_on_disk=True)
     shares = time_shares(run.cost_model.is_measured)
     # control-flow bodies first, each a model of its own; the main graph comes from the model with them optimized.
     # They take at most half of saturation's share; not under an end-to-end check, which could not time a body's
@@ -463,7 +464,8 @@ def check(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | N
     # a model written in half precision rounds differently once rewritten: a tolerance fit for its precision
     tol = onnx_io.CHECK_TOLERANCE.get(loaded.graph.meta.get(onnx_io.PRECISION_KEY, ""), 1e-4)
     numeric = check_equal(loaded.original, decision.model, reference=describe_reference(run.source), sizes=sizes,
-                          input_shapes=shapes, size_inputs=graph_size_inputs(loaded.graph), rtol=tol, atol=tol)
+                          input_shapes=shapes, size_inputs=graph_size_inputs(loaded.graph), rtol=tol, atol=tol,
+                          arrays=decision.graph.weights)
     if not numeric.ran:
         at = "" if not sizes[0] else (" at " + ", ".join(f"{k}={v}" for k, v in sizes[0].items()) + " (give sizes it "
                                   "runs at with --dim, Python: dims=)")
@@ -516,9 +518,10 @@ def report(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | 
     cost_model = loaded.cost_model if priced is None else priced.cost_model
     cached = ("replayed: the transformation stored " + recalled.stored + " for this structure, no search"
               if recalled is not None else "stored for a later model of this structure" if remembered else "")
-    return OptimizeResult(
-        model=decision.model, graph=decision.graph, original=loaded.graph, cost_before=decision.cost_before,
-        cost_after=decision.cost_after, iterations=[] if sat is None else sat.iterations,
+    return OptimizeResult(  # a kept original with its weights still on disk is returned with them
+        model=onnx_io.with_data(decision.model), graph=decision.graph, original=loaded.graph,
+        cost_before=decision.cost_before, cost_after=decision.cost_after,
+        iterations=[] if sat is None else sat.iterations,
         stop_reason="no search (a cached transformation)" if sat is None else sat.stop_reason,
         rules_fired={} if sat is None else sat.rules_fired, solver_status=first.status, solver_bound=first.bound,
         solver_gap=first.gap, extraction_cost=decision.chosen.cost, stage_seconds=run.stage_seconds,
