@@ -41,9 +41,12 @@ log = logging.getLogger(__name__)
 FORMAT = 1
 #: eqsat's version, as installed (an entry made by another version is another key)
 VERSION = metadata.version("eqsat")
-#: the options that decide what a search finds (the time limit, the check, the dump and progress do not)
+#: the options that decide what a search finds (the time limit, the check, the dump and progress do not;
+#: :data:`NOT_DECIDING` are the others, the cost model and the rules are in the key on their own)
 _OPTIONS = ("node_limit", "iter_limit", "multi_iters", "memory_limit_mb", "solver", "layouts", "reuse_blocks",
-            "dynamic", "dims", "input_shapes", "anytime", "verify_latency", "latency_margin", "candidates", "target")
+            "dynamic", "dims", "input_shapes", "anytime", "verify_latency", "latency_margin", "candidates", "target",
+            "parallel", "critical_path_weight")
+NOT_DECIDING = ("cache", "check", "cost_model", "dump_egraph", "progress", "provenance", "rules", "time_limit")
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,13 @@ def test_a_model_of_the_same_structure_replays_the_transformation_with_its_own_w
     assert not np.allclose(want[0], onnx_io.run_onnxruntime(first.model, x)[0])
 
 
+def test_every_option_is_in_the_key_or_said_not_to_decide_a_search() -> None:
+    from eqsat.pipeline.options import OPTION_NAMES
+    from eqsat.pipeline.transforms import _OPTIONS, NOT_DECIDING
+
+    assert set(_OPTIONS) | set(NOT_DECIDING) == OPTION_NAMES and not set(_OPTIONS) & set(NOT_DECIDING)
+
+
 def test_another_structure_or_other_options_search_again() -> None:
     assert optimize(models.two_matmul_shared_input(batch=4, hidden=32), time_limit=20).transformation.startswith(
         "stored")
@@ -56,6 +63,10 @@ def test_another_structure_or_other_options_search_again() -> None:
     assert fewer.transformation.startswith("stored") and len(fewer.iterations) == 2  # another option: searched
     off = optimize(models.two_matmul_shared_input(batch=4, hidden=32), time_limit=20, cache=False)
     assert off.transformation == "" and off.iterations and len(_entries()) == 3
+    # a graph for the parallel executor is another search's, never the sum's replayed
+    parallel = optimize(models.two_matmul_shared_input(batch=4, hidden=32), time_limit=20, parallel=2,
+                        verify_latency=False)
+    assert parallel.transformation.startswith("stored") and parallel.iterations and len(_entries()) == 4
 
 
 def test_an_unchecked_graph_is_not_stored_and_a_kept_original_is() -> None:
