@@ -9,7 +9,9 @@ were one token, and the rewrites that pay at one size need not pay at another. S
 - a cache's *past length* and the *new tokens* (symbols that the graph's input and output shapes add up, ``past
   + sequence``; the new tokens are the one an integer input such as ``input_ids`` has as an axis of its own):
   priced at a decode step (1 new token, a past of :data:`TYPICAL_LENGTH`) *and* at a prefill
-  (:data:`TYPICAL_LENGTH` new tokens, a past of 1), each node's cost the sum of the two;
+  (:data:`TYPICAL_LENGTH` new tokens, a past of 1), each node's cost the sum of the two, unless the user gave
+  either length (then at one point); a model fed embeddings (no integer input tells the new tokens apart) is
+  priced at one point, both lengths at :data:`TYPICAL_LENGTH`;
 - any other (a sequence, an image side): :data:`TYPICAL_LENGTH`.
 
 Only costs read these points. The numeric check and the end-to-end timings run at the representative sizes
@@ -73,7 +75,8 @@ def default_price_points(graph: Graph, given: Mapping[str, int]) -> list[tuple[s
 
     given = {s: int(v) for s, v in given.items() if s in axes}
     base = {s: given.get(s, default(s)) for s in names}
-    if not new or not past:  # no cache to tell apart from the new tokens: one point
+    if not new or not past or any(s in given for s in (*new, *past)):
+        # no cache to tell apart from the new tokens, or the user chose the step's lengths: one point
         return [("typical", base)]
     decode = {**base, **{s: 1 for s in new}, **{s: TYPICAL_LENGTH for s in past}, **given}
     prefill = {**base, **{s: TYPICAL_LENGTH for s in new}, **{s: PREFILL_PAST for s in past}, **given}

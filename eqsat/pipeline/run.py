@@ -53,8 +53,9 @@ class Stage:
 
 def _caches(run: Run) -> bool:
     """Whether the run reads and stores cached transformations: with ``cache``, but for a dump (it is of the
-    e-graph a search builds)."""
-    return run.options.cache and not run.options.dump_egraph
+    e-graph a search builds) and a run for the parallel executor (what it writes is decided by timing two
+    executors, which a replay would have to do again)."""
+    return run.options.cache and not run.options.dump_egraph and run.options.parallel is None
 
 
 def _searches(run: Run, records: Records) -> bool:
@@ -74,9 +75,9 @@ STAGES: tuple[Stage, ...] = (
     Stage("extract", stages.extract, "extracted", "extract", _searches),
     Stage("export", stages.export, "decision", "export"),
     Stage("latency", stages.time_latency, "decision", "latency",
-          lambda run, r: run.verify_latency and not r["decision"].kept),
+          lambda run, r: run.verify_latency and not r["decision"].kept and run.options.parallel is None),
     Stage("executors", stages.choose_executor, "decision", "executors",
-          lambda run, r: run.options.parallel is not None and run.options.verify_latency is not False),
+          lambda run, r: (run.options.parallel or 0) > 1 and run.options.verify_latency is not False),
     Stage("signature", stages.keep_signature, "decision", None,
           lambda run, r: r["decision"].model is not r["loaded"].as_given),
     Stage("check", stages.check, "numeric", "check", lambda run, r: run.options.check),

@@ -84,7 +84,8 @@ def load(run: Run) -> Loaded:
         run.say("dynamic axes kept: " + ", ".join(representative(graph)) + "; " + _pricing(graph))
     run.say(f"imported {len(graph.nodes)} nodes ({sum(1 for n in graph.nodes if n.is_opaque)} opaque)")
     # one instance of repeated blocks stands for all (not with a dump: it would hold the reduced graph's e-graph)
-    reduction = reduce_repeats(graph) if o.reuse_blocks and not o.dump_egraph else None
+    # (nor for the parallel executor: the reduced graph's pieces have no critical path of the whole model)
+    reduction = reduce_repeats(graph) if o.reuse_blocks and not o.dump_egraph and o.parallel is None else None
     if reduction is not None:
         run.say(reduction.describe())
     engine_graph = graph if reduction is None else reduction.reduced
@@ -416,9 +417,11 @@ def choose_executor(run: Run, loaded: Loaded, decision: Decision, saturated: Sat
     if race.written == "parallel":
         return dataclasses.replace(decision, executors=race)
     if race.written == "sequential" and sequential is not None:
+        note = (f"written: the graph of least summed cost ({sequential.cost:.6g} ms summed), which the sequential "
+                "executor runs faster; its mixed cost is the cost after")
         return dataclasses.replace(decision, model=sequential.model, graph=sequential.graph,
                                    cost_after=run.objective(sequential.graph, cost_model), kept=False,
-                                   kept_reason="", executors=race)
+                                   kept_reason="", executors=race, notes=(*decision.notes, note))
     kept = keep_original(loaded, race.verdict, cost=decision.cost_before, extractions=decision.extractions,
                          chosen=decision.chosen, notes=decision.notes)
     return dataclasses.replace(kept, executors=race)
@@ -429,6 +432,8 @@ def _sum_graph(run: Run, loaded: Loaded, saturated: Saturated | None, priced: Pr
     """The graph the e-graph holds that costs least by the sum of its operators' costs, extracted by the run's
     solver in a short time, where it is cheaper than the original and can be written; else None."""
     if saturated is None or priced is None or extracted is None:  # a cached transformation: no e-graph
+        return None
+    if loaded.static_reason and run.options.dynamic:  # a drop-in is never traded for sizes nobody chose
         return None
     sum_solver = dataclasses.replace(run.solver, parallel=None)
     start = _input_start(loaded.anytime, saturated.result.egraph, extracted.costed)
@@ -451,8 +456,9 @@ def keep_signature(run: Run, loaded: Loaded, decision: Decision) -> Decision:
     declared types of intermediate tensors that still exist): it replaces the original in a deployment; and the
     session options of the executor it was optimized for, where that is the parallel one."""
     model = onnx_io.carry_signature(loaded.original, decision.model, decision.graph, dims=not loaded.fixed_shapes)
-    if decision.executors is not None and decision.executors.session_options:
-        model = executors.with_session_options(model, decision.executors.session_options)
+    # the original's record of an executor (an earlier --parallel run's) holds only where this run found it again
+    model = executors.with_session_options(model, None if decision.executors is None else
+                                           decision.executors.session_options or None)
     return dataclasses.replace(decision, model=model)
 
 

@@ -59,9 +59,8 @@ def test_a_sequence_without_a_cache_is_priced_at_a_typical_length_and_a_batch_at
 
 def test_sizes_the_user_gives_win_and_all_of_them_make_one_point() -> None:
     graph, _ = onnx_io.load_with_axes(kv_decoder_step(), label="kv", dims={"past_sequence": 512})
-    points = dict(price_points(graph))
-    assert points["decode step"]["past_sequence"] == points["prefill"]["past_sequence"] == 512
-    assert points["prefill"]["sequence"] == TYPICAL_LENGTH  # still told apart from the past: a prefill
+    # a length the user chose makes one point, the other length typical
+    assert price_points(graph) == [("typical", {"batch": 1, "sequence": TYPICAL_LENGTH, "past_sequence": 512})]
     graph, _ = onnx_io.load_with_axes(kv_decoder_step(), label="kv",
                                       dims={"batch": 2, "sequence": 1, "past_sequence": 64})
     assert POINTS_KEY not in graph.meta

@@ -117,3 +117,46 @@ def test_a_run_for_the_parallel_executor_races_both_executors_and_writes_what_wo
     assert res.numeric is not None and res.numeric.ok
     skipped = eqsat.optimize(two_matmul_shared_input(), time_limit=10, cache=False, parallel=2, verify_latency=False)
     assert skipped.parallel is not None and not skipped.parallel.executors
+
+
+def test_a_noisy_sum_graph_with_a_lower_median_does_not_knock_out_a_measurable_parallel_win() -> None:
+    rounds = _rounds(orig_seq=10, orig_par=11, par=7)
+    rounds["optimized for the sum, sequential"] = [6.5, 9.0, 6.5, 9.0, 6.5, 9.0, 6.5]  # median 6.5, not measurable
+    assert executors.decide(rounds, 2, 1, 0.02).written == "parallel"
+
+
+def test_a_graph_the_sum_chose_is_never_written_at_fixed_sizes_nobody_chose(monkeypatch: pytest.MonkeyPatch
+                                                                            ) -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
+    from test_contrib_ops import _attention_beside_products  # a model whose dynamic axes cannot be kept
+
+    model = _attention_beside_products(
+        [helper.make_node("Concat", [f"{t}a", f"{t}e"], [t], axis=-1) for t in "qkv"],
+        [*(helper.make_tensor_value_info(f"{t}a", TensorProto.FLOAT, [2, 5, "d"]) for t in "qkv"),
+         *(helper.make_tensor_value_info(f"{t}e", TensorProto.FLOAT, [2, 5, 16]) for t in "qkv")], [2, 5, None])
+    real = executors.decide
+
+    def sum_graph_wins(rounds: dict, *args: object) -> executors.ExecutorRace:
+        if "optimized for the sum, sequential" in rounds:
+            return executors.ExecutorRace("sequential", "the sum's graph won", {})
+        return real(rounds, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(executors, "decide", sum_graph_wins)
+    res = eqsat.optimize(model, dims={"d": 16}, time_limit=30, parallel=2, cache=False)
+    assert res.static_reason and res.kept_original and not res.signature_changes
+
+
+def test_an_earlier_runs_session_options_are_not_carried_onto_a_graph_this_run_did_not_time_so() -> None:
+    marked = executors.with_session_options(two_matmul_shared_input(), executors.session_options(2, 1))
+    res = eqsat.optimize(marked, time_limit=10, cache=False)
+    assert not res.kept_original
+    assert executors.SESSION_OPTIONS_KEY not in {p.key for p in res.model.metadata_props}
+    assert executors.with_session_options(marked, None).metadata_props == two_matmul_shared_input().metadata_props
+
+
+def test_one_branch_runs_no_race() -> None:
+    res = eqsat.optimize(two_matmul_shared_input(), time_limit=10, cache=False, parallel=1)
+    assert res.parallel is not None and not res.parallel.executors and "executors" not in res.stage_seconds

@@ -63,10 +63,11 @@ def test_another_structure_or_other_options_search_again() -> None:
     assert fewer.transformation.startswith("stored") and len(fewer.iterations) == 2  # another option: searched
     off = optimize(models.two_matmul_shared_input(batch=4, hidden=32), time_limit=20, cache=False)
     assert off.transformation == "" and off.iterations and len(_entries()) == 3
-    # a graph for the parallel executor is another search's, never the sum's replayed
+    # a graph for the parallel executor is another search's, never the sum's replayed, and is not stored (the
+    # executors' race decides what is written)
     parallel = optimize(models.two_matmul_shared_input(batch=4, hidden=32), time_limit=20, parallel=2,
                         verify_latency=False)
-    assert parallel.transformation.startswith("stored") and parallel.iterations and len(_entries()) == 4
+    assert parallel.transformation == "" and parallel.iterations and len(_entries()) == 3
 
 
 def test_an_unchecked_graph_is_not_stored_and_a_kept_original_is() -> None:
