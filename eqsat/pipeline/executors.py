@@ -127,14 +127,14 @@ def decide(rounds: dict[str, Sequence[float]], branches: int, threads: int, marg
         # the sum's graph under the sequential executor beats it only measurably (a noisy median does not)
         beats_sequential = s is None or not speedup(p, s).measurable
         if gains(up) and beats_sequential:
-            return ExecutorRace("parallel", f"the graph optimized for the parallel executor, under it: {up} "
-                                f"against the original's faster executor ({best_original.split(', ')[1]}); "
+            return ExecutorRace("parallel", f"the graph optimized for the parallel executor runs {up} as fast under "
+                                f"it as the original under its faster executor ({best_original.split(', ')[1]}); "
                                 f"{executor_note}", medians, up, session_options(branches, threads))
     if s is not None:
         up = speedup(seq, s)
         if gains(up):
             why = "no parallel graph was found" if p is None else "the parallel graph does not pay measurably"
-            return ExecutorRace("sequential", f"the graph optimized for the sum of costs, under the sequential "
-                                f"executor: {up}; {why}; {executor_note}", medians, up)
-    return ExecutorRace("original", f"the original, as no graph runs measurably faster (by {margin:.0%}) under "
-                        f"either executor; {executor_note}", medians)
+            return ExecutorRace("sequential", f"the graph optimized for the sum of costs runs {up} as fast as the "
+                                f"original under the sequential executor; {why}; {executor_note}", medians, up)
+    return ExecutorRace("original", f"no graph runs measurably faster (by {margin:.0%}) under either executor; "
+                        f"{executor_note}", medians)

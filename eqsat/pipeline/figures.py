@@ -20,7 +20,7 @@ def parallel_report(run: Run, loaded: Loaded, decision: Decision, cost_model: Co
     return ParallelReport(run.objective.name, p.branches or 0, p.alpha,
                           graph_parallel_cost(loaded.graph, cost_model, p),
                           graph_parallel_cost(decision.graph, cost_model, p),
-                          executors="" if race is None else race.verdict,
+                          executors="" if race is None else race.verdict, written="" if race is None else race.written,
                           medians={} if race is None else dict(race.medians),
                           session_options={} if race is None else dict(race.session_options))
 

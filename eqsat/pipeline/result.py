@@ -129,8 +129,10 @@ class ParallelReport:
     alpha: float
     before: ParallelFigures
     after: ParallelFigures
-    #: what racing the executors found and wrote ("" where they were not raced: ``verify_latency=False``)
+    #: what racing the executors found ("" where they were not raced: ``verify_latency=False``), and what it wrote
+    #: ("parallel", "sequential" or "original")
     executors: str = ""
+    written: str = ""
     #: each contender's median time in that race (ms), by what it was and how it ran
     medians: dict[str, float] = field(default_factory=dict)
     #: the onnxruntime session options written into the model's metadata, to run it as optimized (empty: none)
@@ -140,7 +142,7 @@ class ParallelReport:
         """The report's lines."""
         text = f"{self.objective}: before {self.before.describe()}; after {self.after.describe()}"
         if self.executors:
-            text += f"\nexecutors raced, writing {self.executors}"
+            text += f"\nexecutors raced, the {self.written} graph written: {self.executors}"
         if self.session_options:
             text += "\nrun it with onnxruntime session options " + ", ".join(
                 f"{k}={v}" for k, v in self.session_options.items()) + " (in its metadata)"
