@@ -57,7 +57,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=TASO, choices=TASO)
     ap.add_argument("--time-limit", type=float, default=20.0)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=8)  # as optimize runs CP-SAT
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
     rows = [measure(n, args.time_limit, args.workers) for n in args.models]
