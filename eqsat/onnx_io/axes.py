@@ -43,7 +43,10 @@ def load_with_axes(model: onnx.ModelProto, *, label: str, input_shapes: Mapping[
                 return graph, ""
             values = {**graph.meta.get(VALUES_KEY, {}), **dict(dims or {})}
             points = default_price_points(graph, values)
-            meta = {**graph.meta, VALUES_KEY: values, **({POINTS_KEY: points} if points[0][0] else {})}
+            checked_at = {s: int(values.get(s, 1)) for s in syms.generic}
+            # priced apart from the checked sizes only where that differs (a batch alone is priced at 1 both ways)
+            apart = len(points) > 1 or points[0][1] != checked_at
+            meta = {**graph.meta, VALUES_KEY: values, **({POINTS_KEY: points} if apart else {})}
             return Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name, meta), ""
     fixed = fixed_input_shapes(model, dict(dims or {}), shapes)
     graph = load_model(model, input_shapes=fixed or None, label=label)

@@ -81,3 +81,13 @@ def test_the_report_names_each_point_with_its_costs_and_the_model_is_checked_at_
     assert {"batch": 1, "sequence": 1, "past_sequence": 1} in res.numeric.sizes
     # a model priced where the user said: no points in the report
     assert eqsat.optimize(_encoder(), time_limit=10, cache=False, dims={"batch": 1, "sequence": 4}).price_points == []
+
+
+def test_a_point_equal_to_the_checked_sizes_is_not_named_apart() -> None:
+    # a batch alone is priced at 1, where it is checked: the report names no price point
+    w = numpy_helper.from_array(np.ones((16, 16), np.float32), "W")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "b",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])], [w])
+    graph, _ = onnx_io.load_with_axes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), label="b")
+    assert POINTS_KEY not in graph.meta and price_points(graph) == [("", {"batch": 1})]
