@@ -12,6 +12,7 @@ _T (compare_gpu-sim_60s.md). --render names its files after the cost model of th
 
 Usage: python benchmarks/compare.py [MODEL ...] [--budget 60] [--methods eqsat,backtracking,sampling]
                                     [--alpha 1.05] [--costs analytic] [--out benchmarks/results] [--tag T]
+                                    [--parallel N]   (AutoGraph's mixed cost; --methods may add autograph)
        python benchmarks/compare.py --render benchmarks/results/compare.json   (tables and plot only)
        python benchmarks/compare.py --render a.json b.json --out DIR   (the files eqsat compare --json wrote)
 --costs takes any name eqsat.costs.get_cost_model takes. --render reads files written before the "to bt's
@@ -87,8 +88,10 @@ def output_stem(costs: str, tag: str | None = None) -> str:
     return re.sub(r"[^A-Za-z0-9.+_-]+", "-", "_".join(parts))
 
 
-def run(models: list[str], methods: list[str], budget: float, alpha: float, cost_model: CostModel) -> list[dict]:
-    """Compare the methods on each model under ``cost_model``; one dict per model (the JSON of eqsat compare)."""
+def run(models: list[str], methods: list[str], budget: float, alpha: float, cost_model: CostModel,
+        parallel: int | None = None) -> list[dict]:
+    """Compare the methods on each model under ``cost_model`` (and with ``parallel``, AutoGraph's mixed cost for
+    that many branches at once); one dict per model (the JSON of eqsat compare)."""
     from eqsat import models as zoo
     from eqsat.search.comparison import compare
 
@@ -96,7 +99,7 @@ def run(models: list[str], methods: list[str], budget: float, alpha: float, cost
     out = []
     for name in models:
         res = compare(builders[name](), methods, budget=budget, cost_model=cost_model, alpha=alpha, name=name,
-                      progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+                      progress=lambda msg: print(msg, file=sys.stderr, flush=True), parallel=parallel)
         print(res.table(), file=sys.stderr, flush=True)
         out.append(res.as_dict())
     return out
@@ -315,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--costs", default="analytic", help="any name eqsat.costs.get_cost_model takes")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--tag", help="added to the output file names: compare[_COSTS]_TAG.*")
+    ap.add_argument("--parallel", type=int, metavar="N",
+                    help="judge every method by AutoGraph's mixed cost for N branches at once (with it, --methods "
+                         "may name autograph: eqsat,backtracking,sampling,autograph)")
     ap.add_argument("--render", metavar="JSON", nargs="+",
                     help="only re-render the tables and plot: a saved compare.json, or files of eqsat compare --json")
     args = ap.parse_args(argv)
@@ -329,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"compare.py: error: --costs {args.costs}: {e}") from None
         methods = [m for m in args.methods.split(",") if m]
         commit = git_commit(mark_uncommitted=True)  # what is measured: the code as the run starts
-        results = run(args.models, methods, args.budget, args.alpha, cost_model)
-        costs = args.costs
+        results = run(args.models, methods, args.budget, args.alpha, cost_model, args.parallel)
+        costs = args.costs if args.parallel is None else f"{args.costs} mixed-{args.parallel}"
         meta = (f"commit {commit}, {datetime.date.today()}, {platform.machine()} "
                 f"{os.cpu_count()} cores, Python {platform.python_version()}, cost model {args.costs}, budget "
                 f"{args.budget:g} s per method, alpha {args.alpha}")

@@ -237,3 +237,15 @@ def test_the_shared_plot_writes_svg_from_saved_results(tmp_path) -> None:
     plot_comparison([_old_file("a"), _old_file("b")], path, title="two panels")
     text = path.read_text()
     assert text.lstrip().startswith("<?xml") and "<svg" in text
+
+
+def test_the_benchmark_compares_autograph_under_the_mixed_cost(bench, tmp_path) -> None:
+    out = tmp_path / "res"
+    assert bench.main(["two_matmul_shared_input", "--methods", "eqsat,autograph", "--parallel", "2",
+                       "--budget", "1", "--out", str(out)]) == 0
+    (found,) = out.glob("compare_*mixed-2.json")
+    data = json.loads(found.read_text())
+    assert data["costs"] == "analytic mixed-2"
+    methods = data["results"][0]["methods"]
+    assert set(methods) == {"eqsat", "autograph"}
+    assert methods["eqsat"]["cost"] <= methods["autograph"]["cost"] * (1 + 1e-9)
