@@ -32,7 +32,8 @@ from .greedy import greedy_choices, strongly_connected_components
 from .result import Extraction
 from .validate import InvalidExtraction, reachable_part, validate_selection
 
-__all__ = ["ExtractionModel", "extract_cpsat", "prune", "build_model", "solve_model", "decode", "add_hint"]
+__all__ = ["ExtractionModel", "Incumbent", "extract_cpsat", "incumbent", "prune", "build_model", "solve_model",
+           "decode", "add_hint"]
 
 MAX_SCALE = 1e6
 # keep |sum of scaled costs| well inside int64 and exactly representable in a double
@@ -410,6 +411,35 @@ def _bound_text(cost: float, bound: float | None) -> str:
 
 
 # ------------------------------------------------------------------------------------------- driver
+@dataclass(frozen=True)
+class Incumbent:
+    """The answer before solving: greedy's selection, or the caller's start where that is cheaper."""
+
+    choices: dict[int, int]  # class index -> node index: the solver's hint
+    selection: dict[str, str]
+    cost: float
+    status: str  # "greedy" or "start"
+    greedy_cost: float
+
+
+def incumbent(eg: SerializedEGraph, start: Mapping[str, str] | None,
+              cost_of: Callable[[Mapping[str, str]], float] | None = None) -> Incumbent:
+    """Greedy's selection, or the part of ``start`` reachable from the roots where that costs less under
+    ``cost_of`` (a selection's cost; the validator's DAG cost by default). An invalid ``start`` raises
+    :class:`InvalidExtraction`."""
+    price = cost_of or (lambda sel: validate_selection(eg, sel))
+    greedy = greedy_choices(eg)
+    greedy_sel = {eg.class_ids[c]: eg.node_ids[n] for c, n in greedy.items()}
+    greedy_cost = price(greedy_sel)
+    if start is not None:
+        start_sel = reachable_part(eg, start)
+        start_cost = price(start_sel)
+        if start_cost < greedy_cost:
+            choices = {eg.class_index[c]: eg.node_index[n] for c, n in start_sel.items()}
+            return Incumbent(choices, start_sel, start_cost, "start", greedy_cost)
+    return Incumbent(greedy, greedy_sel, greedy_cost, "greedy", greedy_cost)
+
+
 def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers: int = 8,
                   random_seed: int | None = None, log_progress: bool = False,
                   start: Mapping[str, str] | None = None,
@@ -436,17 +466,8 @@ def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers
         NoFiniteChoice: a class needed from a root has no acyclic choice (so no extraction exists).
     """
     began = time.perf_counter()
-    greedy = greedy_choices(eg)
-    greedy_sel = {eg.class_ids[c]: eg.node_ids[n] for c, n in greedy.items()}
-    greedy_cost = validate_selection(eg, greedy_sel)
-    # the incumbent: greedy's selection, or the caller's start where that is cheaper
-    best, best_sel, best_cost, best_status = greedy, greedy_sel, greedy_cost, "greedy"
-    if start is not None:
-        start_sel = reachable_part(eg, start)
-        start_cost = validate_selection(eg, start_sel)
-        if start_cost < greedy_cost:
-            best = {eg.class_index[c]: eg.node_index[n] for c, n in start_sel.items()}
-            best_sel, best_cost, best_status = start_sel, start_cost, "start"
+    first = incumbent(eg, start)
+    best, best_sel, best_cost, best_status = first.choices, first.selection, first.cost, first.status
 
     em = build_model(eg, prune(eg, best_cost))
     add_hint(em, eg, best)
@@ -471,5 +492,5 @@ def extract_cpsat(eg: SerializedEGraph, *, time_limit: float = 60.0, num_workers
     if lines is not None:
         lines.outcome(cost, result_status, bound)
     return Extraction(selection=selection, cost=cost, status=result_status, bound=bound, gap=gap,
-                      seconds=time.perf_counter() - began, solver="cpsat", greedy_cost=greedy_cost,
+                      seconds=time.perf_counter() - began, solver="cpsat", greedy_cost=first.greedy_cost,
                       found_after=found)

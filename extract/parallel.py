@@ -34,13 +34,13 @@ from .cpsat import (
     build_model,
     cp_sat,
     decode,
+    incumbent,
     prune,
     solve_model,
 )
 from .egraph_json import SerializedEGraph
-from .greedy import greedy_choices
 from .result import Extraction
-from .validate import InvalidExtraction, reachable_part, selection_critical_path, validate_selection
+from .validate import InvalidExtraction, selection_critical_path, validate_selection
 
 __all__ = ["ParallelCost", "ParallelExtraction", "extract_cpsat_parallel", "parallel_cost_of"]
 
@@ -110,16 +110,9 @@ def extract_cpsat_parallel(eg: SerializedEGraph, cost: ParallelCost = ParallelCo
     if any(c < 0 for c in eg.node_cost):
         raise ValueError("the mixed critical-path cost needs non-negative node costs")
     began = time.perf_counter()
-    greedy = greedy_choices(eg)
-    greedy_sel = {eg.class_ids[c]: eg.node_ids[n] for c, n in greedy.items()}
-    greedy_cost = parallel_cost_of(eg, greedy_sel, cost)
-    best, best_sel, best_cost, best_status = greedy, greedy_sel, greedy_cost, "greedy"
-    if start is not None:
-        start_sel = reachable_part(eg, start)
-        start_cost = parallel_cost_of(eg, start_sel, cost)
-        if start_cost[0] < greedy_cost[0]:
-            best = {eg.class_index[c]: eg.node_index[n] for c, n in start_sel.items()}
-            best_sel, best_cost, best_status = start_sel, start_cost, "start"
+    first = incumbent(eg, start, lambda sel: parallel_cost_of(eg, sel, cost)[0])
+    best, best_sel, best_status = first.choices, first.selection, first.status
+    best_cost = parallel_cost_of(eg, best_sel, cost)
 
     # a node dearer than the incumbent's mixed cost is in no better selection (mixed >= total >= its cost)
     kept = prune(eg, best_cost[0])
@@ -184,7 +177,7 @@ def extract_cpsat_parallel(eg: SerializedEGraph, cost: ParallelCost = ParallelCo
         lines.outcome(chosen[0], result_status, bound)
     return ParallelExtraction(selection=dict(selection), cost=chosen[0], status=result_status, bound=bound,
                               gap=None if bound is None else _relative_gap(chosen[0], bound),
-                              seconds=time.perf_counter() - began, solver="cpsat", greedy_cost=greedy_cost[0],
+                              seconds=time.perf_counter() - began, solver="cpsat", greedy_cost=first.greedy_cost,
                               found_after=found, total=chosen[1], critical_path=chosen[2], model_span=model_span)
 
 
