@@ -5,6 +5,7 @@ path (the dearest chain of dependent operators) and AutoGraph's mixed cost of th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from eqsat.costs.base import CostModel
@@ -26,18 +27,22 @@ class ParallelFigures:
         return f"total {self.total:.4g} ms, critical path {self.critical_path:.4g} ms, mixed {self.mixed:.4g}"
 
 
+def critical_path(graph: Graph, node_cost: Mapping[str, float]) -> float:
+    """The longest path through ``graph`` by its nodes' costs (``node_cost``, by the tensor each computes): each
+    node finishes its cost after its inputs' latest finish (a graph input or weight at 0)."""
+    finish: dict[str, float] = {}
+    for n in graph.nodes:
+        finish[n.output] = node_cost[n.output] + max((finish.get(i, 0.0) for i in n.inputs), default=0.0)
+    return max((finish.get(o, 0.0) for o in graph.outputs), default=0.0)
+
+
 def graph_parallel_cost(graph: Graph, cost_model: CostModel, parallel: ParallelCost) -> ParallelFigures:
     """The total, critical path and mixed cost of ``graph``: each node costs what :func:`graph_cost` counts for it
-    (work on weights only is free), and its finish time is its cost after its inputs' latest finish."""
+    (work on weights only is free)."""
     keys = graph_cost_keys(graph)
     costs = cost_model.costs({k for ks in keys for k in ks})
-    finish: dict[str, float] = {}
-    total = 0.0
-    for n, ks in zip(graph.nodes, keys, strict=True):
-        own = float(sum(costs[k] for k in ks))
-        total += own
-        finish[n.output] = own + max((finish.get(i, 0.0) for i in n.inputs), default=0.0)
-    critical = max((finish.get(o, 0.0) for o in graph.outputs), default=0.0)
+    own = {n.output: float(sum(costs[k] for k in ks)) for n, ks in zip(graph.nodes, keys, strict=True)}
+    total, critical = sum(own.values()), critical_path(graph, own)
     return ParallelFigures(total, critical, parallel.of(total, critical))
 
 

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from eqsat.costs import CostModel
+from eqsat.costs.parallel import critical_path
 from eqsat.extract import ParallelCost
 from eqsat.ir.graph import Graph
 from eqsat.ir.passes import flatten_concats
@@ -44,11 +45,7 @@ MIXED = ParallelCost()
 def mixed_cost(coster: GraphCoster, graph: Graph, parallel: ParallelCost) -> float:
     """The mixed critical-path cost of ``graph`` (each node as ``coster`` prices it)."""
     _, costs = coster.node_costs(graph)
-    finish: dict[str, float] = {}
-    for n in graph.nodes:
-        finish[n.output] = costs[n.output] + max((finish.get(i, 0.0) for i in n.inputs), default=0.0)
-    critical = max((finish.get(o, 0.0) for o in graph.outputs), default=0.0)
-    return parallel.of(sum(costs.values()), critical)
+    return parallel.of(sum(costs.values()), critical_path(graph, costs))
 
 
 def cut(graph: Graph, size_low: int = SIZE_LOW) -> dict[str, int]:
