@@ -299,11 +299,17 @@ def export(run: Run, loaded: Loaded, saturated: Saturated | None = None, priced:
     return _written_or_kept(run, loaded, new_graph, cost_before, cost_after, extractions, chosen, notes)
 
 
+def _sizes_nobody_chose(run: Run, loaded: Loaded) -> bool:
+    """Whether a rewritten graph of this run would fix dynamic axes the user asked to keep (the import could not
+    follow them): then only the original is written, as a drop-in is never traded for sizes nobody chose."""
+    return bool(loaded.static_reason) and run.options.dynamic
+
+
 def _written_or_kept(run: Run, loaded: Loaded, new_graph: Graph, cost_before: float, cost_after: float,
                      extractions: tuple[Extraction, ...], chosen: Extraction, notes: Sequence[str]) -> Decision:
     """The decision to write ``new_graph``, exported, or the original where it is no drop-in, no cheaper, or
     cannot be written with the model's dynamic axes."""
-    if loaded.static_reason and run.options.dynamic:  # a drop-in is never traded for sizes nobody chose
+    if _sizes_nobody_chose(run, loaded):
         reason = (f"its dynamic axes cannot be kept ({loaded.static_reason}); at fixed sizes the optimized graph "
                   f"would cost {cost_after:.6g} ms against {cost_before:.6g}: pass --static (Python: dynamic=False), "
                   "with --dim for the sizes, to write that")
@@ -431,9 +437,9 @@ def _sum_graph(run: Run, loaded: Loaded, saturated: Saturated | None, priced: Pr
                extracted: Extracted | None) -> candidates.Candidate | None:
     """The graph the e-graph holds that costs least by the sum of its operators' costs, extracted by the run's
     solver in a short time, where it is cheaper than the original and can be written; else None."""
-    if saturated is None or priced is None or extracted is None:  # a cached transformation: no e-graph
-        return None
-    if loaded.static_reason and run.options.dynamic:  # a drop-in is never traded for sizes nobody chose
+    # no search ran (never under parallel, which replays no cached transformation; the stage table wants the
+    # parameters optional all the same)
+    if saturated is None or priced is None or extracted is None or _sizes_nobody_chose(run, loaded):
         return None
     sum_solver = dataclasses.replace(run.solver, parallel=None)
     start = _input_start(loaded.anytime, saturated.result.egraph, extracted.costed)
