@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 from eqsat.ir.graph import Graph
 from eqsat.ir.symbols import graph_symbols
-from eqsat.ops.dims import Sym
+from eqsat.ops.dims import Sym, symbol_of
 
 #: the length a sequence, a prefill and a past are priced at when the user gave none
 TYPICAL_LENGTH = 128
@@ -59,8 +59,8 @@ def default_price_points(graph: Graph, given: Mapping[str, int]) -> list[tuple[s
     own_in_ints: set[str] = set()  # a symbol that is an axis of an integer input (token ids, positions)
     for i in graph.inputs:
         for axis, d in enumerate(syms.decode_shape(i.shape)):
-            if isinstance(d, Sym) and len(d.symbols) == 1 and d == Sym.var(next(iter(d.symbols))):
-                s = next(iter(d.symbols))
+            s = symbol_of(d)
+            if s is not None:
                 axes[s].add(axis)
                 if "int" in str(i.dtype):
                     own_in_ints.add(s)
@@ -78,6 +78,6 @@ def default_price_points(graph: Graph, given: Mapping[str, int]) -> list[tuple[s
     if not new or not past or any(s in given for s in (*new, *past)):
         # no cache to tell apart from the new tokens, or the user chose the step's lengths: one point
         return [("typical", base)]
-    decode = {**base, **{s: 1 for s in new}, **{s: TYPICAL_LENGTH for s in past}, **given}
-    prefill = {**base, **{s: TYPICAL_LENGTH for s in new}, **{s: PREFILL_PAST for s in past}, **given}
+    decode = {**base, **{s: 1 for s in new}, **{s: TYPICAL_LENGTH for s in past}}
+    prefill = {**base, **{s: TYPICAL_LENGTH for s in new}, **{s: PREFILL_PAST for s in past}}
     return [("decode step", decode), ("prefill", prefill)]

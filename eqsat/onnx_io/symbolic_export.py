@@ -20,7 +20,7 @@ from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import SymbolicShapeError, Symbols, graph_symbols, symbolic_shapes
 from eqsat.onnx_io.dynamic import symbolic_array
 from eqsat.onnx_io.protos import outer_names
-from eqsat.ops.dims import Dim, Sym, concrete
+from eqsat.ops.dims import Dim, Sym, concrete, symbol_of
 
 
 def dim_text(d: Dim) -> str:
@@ -70,8 +70,9 @@ def _sources(graph: object, shapes: Mapping[str, Sequence[Dim]]) -> dict[str, tu
     tensors += [n.output for n in graph.nodes if n.is_opaque]  # type: ignore[attr-defined]
     for name in tensors:
         for axis, d in enumerate(shapes[name]):
-            if isinstance(d, Sym) and len(d.symbols) == 1 and d == Sym.var(next(iter(d.symbols))):
-                out.setdefault(next(iter(d.symbols)), (name, axis))
+            s = symbol_of(d)
+            if s is not None:
+                out.setdefault(s, (name, axis))
     return out
 
 

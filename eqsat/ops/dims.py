@@ -203,6 +203,14 @@ def dim(x: Dim) -> Dim:
     return int(x)
 
 
+def symbol_of(x: Dim) -> str | None:
+    """The symbol a size is, alone (``batch``, not ``2 * batch`` or ``past + sequence``); None for any other."""
+    if isinstance(x, Sym) and len(x.symbols) == 1:
+        (s,) = x.symbols
+        return s if x == Sym.var(s) else None
+    return None
+
+
 
 
 def concrete(shape: Iterable[Dim], values: Mapping[str, int]) -> tuple[int, ...]:
