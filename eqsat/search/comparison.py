@@ -27,7 +27,7 @@ from eqsat.ir.symbols import graph_size_inputs
 from eqsat.pipeline import default_rules, optimize
 from eqsat.pipeline.check import NumericReport, check_equal, sizes_to_check
 from eqsat.search import searches as search
-from eqsat.search.autograph import MIXED, autograph
+from eqsat.search.autograph import autograph
 from eqsat.search.searches import check_limits
 from eqsat.search.traces import reach_fields
 
@@ -205,10 +205,10 @@ Runner = Callable[..., tuple[onnx.ModelProto, list[tuple[float, float]], int, di
 def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: CostModel, budget: float, alpha: float,
                seed: int, say: Callable[[str], None], mixed: ParallelCost | None
                ) -> tuple[onnx.ModelProto, list[tuple[float, float]], int, dict[str, Any]]:
+    for_parallel = {} if mixed is None else {"parallel": mixed.branches, "critical_path_weight": mixed.alpha}
     res = optimize(proto, cost_model=cost_model, rules=rules, time_limit=budget, check=False, verify_latency=False,
                    cache=False,  # a search, timed: never a stored transformation replayed
-                   parallel=None if mixed is None else mixed.branches,
-                   critical_path_weight=(mixed or MIXED).alpha)
+                   **for_parallel)
     enodes = res.iterations[-1].enodes if res.iterations else 0
     details = {"stop_reason": res.stop_reason, "solver_status": res.solver_status,
                "iterations": len(res.iterations) - 1, "stage_seconds": res.stage_seconds,
