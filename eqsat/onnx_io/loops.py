@@ -14,7 +14,7 @@ A loop-carried output keeps the shape of its initial value where the body declar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,10 +53,7 @@ def loop_counts(g: onnx.GraphProto, used: set[str], taken: Iterable[str]) -> lis
     names_taken = set(taken) | {d.dim_param for vi in g.input if vi.type.HasField("tensor_type")
                                 for d in vi.type.tensor_type.shape.dim if d.dim_param}
     out = []
-    for node in g.node:
-        body = next((a.g for a in node.attribute if a.name == "body"), None)
-        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx") or body is None:
-            continue
+    for node, body in _loops(g.node):
         scans = tuple(node.output[max(0, len(node.input) - 2):])
         if not any(o in used for o in scans if o):
             continue
@@ -75,6 +72,14 @@ def loop_counts(g: onnx.GraphProto, used: set[str], taken: Iterable[str]) -> lis
             (not cond or cond in consts and bool(consts[cond].reshape(())))
         out.append(LoopCount(name, fixed, scans, trips, once))
     return out
+
+
+def _loops(nodes: Iterable[onnx.NodeProto]) -> Iterator[tuple[onnx.NodeProto, onnx.GraphProto]]:
+    """Each ONNX ``Loop`` node of ``nodes``, with its body."""
+    for node in nodes:
+        body = next((a.g for a in node.attribute if a.name == "body"), None)
+        if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and body is not None:
+            yield node, body
 
 
 def untyped_scan_output(loop: LoopCount) -> str:
@@ -134,10 +139,7 @@ def loop_output_types(nodes: Sequence[onnx.NodeProto], loops: Sequence[LoopCount
     known |= {k: (static_shape(vi), np_dtype(vi.type.tensor_type.elem_type)) for k, vi in typed.items()}
     counts = {o: loop for loop in loops for o in loop.outputs if o}
     out = []
-    for node in nodes:
-        body = next((a.g for a in node.attribute if a.name == "body"), None)
-        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx") or body is None:
-            continue
+    for node, body in _loops(nodes):
         n_carried = len(node.input) - 2
         sizes = _declared_sizes(body, node.input[2:], known)
         for k, name in enumerate(node.output[:n_carried]):
