@@ -75,10 +75,25 @@ LINEAR_RULES: tuple[Rule, ...] = (
          conditions=("(= (shape ?x) (shape ?y))",), bidirectional=True),
 )
 
+#: A mixed-precision model's casts (:mod:`eqsat.ops.cast`), which the generator does not enumerate: a round trip
+#: through a wider type gives back what went in (the inner cast's source is the tensor's precision, by the
+#: import and by every rule), and rounding commutes with what only moves data. Tested numerically on tensors
+#: held in the inner precision (tests/rules/test_cast_rules.py).
+CAST_RULES: tuple[Rule, ...] = (
+    Rule("cast-round-trip-float16", ("(cast float32 float16 (cast float16 float32 ?x))",), ("?x",)),
+    Rule("cast-round-trip-bfloat16", ("(cast float32 bfloat16 (cast bfloat16 float32 ?x))",), ("?x",)),
+    Rule("cast-transpose", ("(cast ?s ?t (transpose ?p ?x))",), ("(transpose ?p (cast ?s ?t ?x))",),
+         bidirectional=True),
+    Rule("cast-reshape", ("(cast ?s ?t (reshape ?sh ?x))",), ("(reshape ?sh (cast ?s ?t ?x))",),
+         bidirectional=True),
+    Rule("cast-concat", ("(concat ?ax (cast ?s ?t ?a) (cast ?s ?t ?b))",), ("(cast ?s ?t (concat ?ax ?a ?b))",),
+         bidirectional=True),
+)
+
 #: Hand-written rules added to the generated corpus by default, tested numerically like every other rule:
 #: rules over operators outside the generator's TASO operator set (batch-norm folding, conv + residual add
 #: fusion), the two halves of a split concatenated back (the generator only splits the concatenations it
-#: built), a reshape to the shape its input has, and input linearity.
+#: built), a reshape to the shape its input has, input linearity, and the casts'.
 EXTRA_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in (
     "conv-batchnorm-fold", "concat-of-splits", "reshape-identity", "conv-add-fuse", "conv-add-relu-fuse")) \
-    + LINEAR_RULES
+    + LINEAR_RULES + CAST_RULES

@@ -66,17 +66,18 @@ class CostModel(Protocol):
 
 class InPrecision(CostModel):
     """``inner``'s costs for a model that computes in ``dtype`` (a half-precision model, imported as its float32
-    copy): each float32 configuration is priced as ``dtype``'s (half the bytes moved). For a computed model; a
-    measured one times what its runtime runs."""
+    copy): each configuration in ``source`` (float32) is priced as ``dtype``'s (half the bytes moved). For a
+    computed model; a measured one times what its runtime runs (a mixed-precision model's half-precision keys
+    as float32: ``source`` the half type, ``dtype`` float32)."""
 
-    def __init__(self, inner: CostModel, dtype: str) -> None:
-        self.inner, self.dtype = inner, dtype
+    def __init__(self, inner: CostModel, dtype: str, source: str = "float32") -> None:
+        self.inner, self.dtype, self.source = inner, dtype, source
         self.name = f"{inner.name}, in {dtype}"
         self.is_measured, self.times_end_to_end, self.threads = inner.is_measured, inner.times_end_to_end, \
             inner.threads
 
     def _key(self, key: CostKey) -> CostKey:
-        return dataclasses.replace(key, dtype=self.dtype) if key.dtype == "float32" else key
+        return dataclasses.replace(key, dtype=self.dtype) if key.dtype == self.source else key
 
     def cost(self, key: CostKey) -> float:
         return self.inner.cost(self._key(key))
@@ -92,7 +93,9 @@ class InPrecision(CostModel):
         return {k: known[self._key(k)] for k in keys if self._key(k) in known}
 
     def device_identity(self) -> dict[str, str]:
-        return {**self.inner.device_identity(), "dtype": self.dtype}
+        # priced as float32 (a measured model's half keys): the same costs as the inner model's own
+        return self.inner.device_identity() if self.dtype == "float32" else {**self.inner.device_identity(),
+                                                                               "dtype": self.dtype}
 
     def in_context(self, weight_bytes: int) -> CostModel:
-        return InPrecision(self.inner.in_context(weight_bytes), self.dtype)
+        return InPrecision(self.inner.in_context(weight_bytes), self.dtype, self.source)

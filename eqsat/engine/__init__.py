@@ -10,6 +10,7 @@ from eqsat.engine.errors import EngineError, LimitError
 from eqsat.engine.limits import Limits, StopReason, check_seconds
 from eqsat.engine.readback import (
     InputTerms,
+    class_precisions,
     graph_from_selection,
     input_terms,
     node_cost_keys,
@@ -23,5 +24,6 @@ from eqsat.engine.saturation import EGGLOG_VERSION, IterationStats, SaturationRe
 
 __all__ = ["EGGLOG_VERSION", "EClass", "EGraph", "ENode", "EngineError", "InputTerms", "IterationStats",
            "LimitError", "Limits", "SIBLING_MERGE", "SaturationResult", "Snapshot", "StopReason", "check_seconds",
+           "class_precisions",
            "graph_from_selection", "input_terms", "node_cost_keys", "relocate_selection", "saturate",
            "selection_to_graph", "tensor_names_by_class", "tensors_by_class", "weight_only_classes"]

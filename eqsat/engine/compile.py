@@ -174,6 +174,8 @@ class _RuleCompiler:
             return str(e)
         if isinstance(e, Vec):
             return f"(vec-of {' '.join(self.expr(i) for i in e.items)})" if e.items else "(vec-empty)"
+        if kind == "str" and isinstance(e, str):  # a name (a cast's precision)
+            return _lit(e, "str")
         return self.expr(e)
 
     def expr(self, e: Sexp) -> str:

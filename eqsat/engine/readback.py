@@ -15,8 +15,10 @@ from eqsat.engine.saturation import SaturationResult, Snapshot
 from eqsat.ir.graph import Graph, Node, computed_from_weights, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.passes import flatten_concats
+from eqsat.ir.precision import node_precision
 
-__all__ = ["weight_only_classes", "node_cost_keys", "selection_to_graph", "tensors_by_class", "tensor_names_by_class",
+__all__ = ["weight_only_classes", "class_precisions",
+           "node_cost_keys", "selection_to_graph", "tensors_by_class", "tensor_names_by_class",
            "InputTerms", "input_terms", "relocate_selection"]
 
 
@@ -36,6 +38,25 @@ def weight_only_classes(egraph: EGraph) -> set[str]:
                 wo.add(c)
                 changed = True
     return wo
+
+
+def class_precisions(egraph: EGraph, graph: Graph, tensors: Mapping[str, str]) -> dict[str, str]:
+    """The precision of each tensor e-class of an e-graph of a mixed-precision ``graph``: that of the input
+    graph's tensors it holds (``tensors``: :func:`eqsat.ir.precision.tensor_precisions`), else what its nodes
+    compute in (:func:`eqsat.ir.precision.node_precision`); constants have none."""
+    where = input_terms(egraph, graph).tensor_class
+    prec = {where[t]: p for t, p in tensors.items() if t in where}
+    changed = True
+    while changed:  # classes the rules made, each from its children's
+        changed = False
+        for n in egraph.nodes:
+            if n.eclass in prec or n.is_opaque or n.op in ("Input", "Weight", "TNil", "TCons"):
+                continue
+            p = node_precision(n.op, n.p, [prec.get(k) for k in n.children])
+            if p:
+                prec[n.eclass] = p
+                changed = True
+    return prec
 
 
 def node_cost_keys(egraph: EGraph) -> dict[str, tuple[ops.CostKey, ...]]:

@@ -267,6 +267,8 @@ def eval_param(e: Sexp, env: Mapping[str, Any]) -> Any:
         return e
     if isinstance(e, Vec):
         return tuple(int(eval_param(i, env)) for i in e.items)
+    if isinstance(e, str):  # a name (a cast's precision)
+        return e
     if isinstance(e, list):
         head = e[0]
         if head == "dim":

@@ -4,8 +4,19 @@ The only package that turns protos into IR and back; imports ``eqsat.ir``, ``eqs
 from eqsat.onnx_io.axes import load_with_axes
 from eqsat.onnx_io.dynamic import fixed_input_shapes
 from eqsat.onnx_io.export import kernel_opsets, onnx_opaque_evaluator, opaque_node, to_onnx, written_node
-from eqsat.onnx_io.load import PRECISION_KEY, load_model, opaque_reasons
-from eqsat.onnx_io.precision import CHECK_TOLERANCE, HALF_TYPES, convert_floats, uniform_half
+from eqsat.onnx_io.load import load_model, opaque_reasons
+from eqsat.onnx_io.precision import (
+    CHECK_TOLERANCE,
+    HALF_TYPES,
+    MIXED_KEY,
+    PRECISION_KEY,
+    PrecisionError,
+    convert_floats,
+    half_type,
+    mixed_half,
+    restore_precisions,
+    uniform_half,
+)
 from eqsat.onnx_io.protos import input_shape_hint
 from eqsat.onnx_io.runtime import (
     INT_INPUT_BOUND,
@@ -29,9 +40,12 @@ from eqsat.onnx_io.stored import (
 )
 from eqsat.onnx_io.summary import ModelSummary, TensorSummary, summarize_model
 
-__all__ = ["CHECK_TOLERANCE", "HALF_TYPES", "INT_INPUT_BOUND", "PRECISION_KEY", "ModelNotFoundError", "ModelSummary",
+__all__ = ["CHECK_TOLERANCE", "HALF_TYPES", "INT_INPUT_BOUND", "MIXED_KEY", "PRECISION_KEY", "PrecisionError",
+           "ModelNotFoundError", "ModelSummary",
            "TensorSummary", "carry_signature",
-           "convert_floats", "drop_read_pages", "fixed_input_shapes", "kernel_opsets", "load_with_axes",
+           "convert_floats", "half_type", "mixed_half", "restore_precisions", "drop_read_pages", "fixed_input_shapes",
+           "kernel_opsets",
+           "load_with_axes",
            "inference_session", "input_shape_hint", "int_input_bounds", "load_model", "onnx_opaque_evaluator",
            "opaque_node",
            "opaque_reasons", "random_feeds", "random_ints", "read_model", "read_model_stored", "run_onnxruntime",

@@ -256,8 +256,8 @@ def _op_types(fusion: Fusion) -> tuple[frozenset[str], frozenset[str]]:
 
 
 def _collapse_one(fusion: Fusion, index: _Index, consts: Mapping[str, np.ndarray], outputs: set[str],
-                  shape_of: ShapeOf, is_float: Callable[[str], bool],
-                  add_const: AddConst | None) -> dict[int, tuple[list[_Node], Collapsed]]:
+                  shape_of: ShapeOf, is_float: Callable[[str], bool], add_const: AddConst | None,
+                  precision: Callable[[str], str] | None = None) -> dict[int, tuple[list[_Node], Collapsed]]:
     """The matches of one fusion, keyed by ``id()`` of each match's last node: its nodes and its collapse."""
     roots = _op_types(fusion)[1]
     matcher = _Matcher(index, consts)
@@ -269,6 +269,9 @@ def _collapse_one(fusion: Fusion, index: _Index, consts: Mapping[str, np.ndarray
         for s in matcher.match(fusion.pattern, root.outputs[0], _EMPTY):
             if any(i in taken for i in s.members) or not _self_contained(s, root, index, outputs):
                 continue
+            if precision is not None and any(n.op_type == "Cast" and precision(n.inputs[0]) != precision(n.outputs[0])
+                                             for n in s.members.values()):
+                continue  # a change of precision is no copy: it bounds the regions a mixed-precision model computes in
             m = _Match(s, root.outputs[0], consts, shape_of, is_float, add_const)
             if not fusion.check(m):
                 continue
@@ -286,12 +289,15 @@ def _collapse_one(fusion: Fusion, index: _Index, consts: Mapping[str, np.ndarray
 
 def collapse_fusions(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray], outputs: set[str],
                      shape_of: ShapeOf, is_float: Callable[[str], bool], add_const: AddConst | None = None,
-                     fusions: Iterable[Fusion] | None = None) -> tuple[list[NodeProto], dict[int, Collapsed]]:
+                     fusions: Iterable[Fusion] | None = None, precision: Callable[[str], str] | None = None
+                     ) -> tuple[list[NodeProto], dict[int, Collapsed]]:
     """Replace each match of a fusion in ``nodes`` (in graph order) by the fusion's one node.
 
     ``consts`` are the known constant tensors, ``outputs`` the graph outputs; ``shape_of`` / ``is_float``
     answer for a tensor; ``add_const`` stores a new constant a replacement needs (without it, such a match is not
-    collapsed); ``fusions`` defaults to the registry's (:data:`eqsat.ops.fusion.FUSIONS`), in order. Returns
+    collapsed); ``fusions`` defaults to the registry's (:data:`eqsat.ops.fusion.FUSIONS`), in order; ``precision``
+    gives a mixed-precision model's tensors their precision as given, and no match then holds a ``Cast`` that
+    changes it (:mod:`eqsat.onnx_io.precision`). Returns
     the new node list and, keyed by ``id()`` of each new node, what it replaced.
     """
     index = _Index(nodes)
@@ -300,7 +306,7 @@ def collapse_fusions(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray
     for fusion in FUSIONS.values() if fusions is None else fusions:
         if not _op_types(fusion)[0] <= present:  # cheap: most models hold no spelling of most fusions
             continue
-        found = _collapse_one(fusion, index, consts, outputs, shape_of, is_float, add_const)
+        found = _collapse_one(fusion, index, consts, outputs, shape_of, is_float, add_const, precision)
         if found:
             index.replace(found)  # the next fusion reads the collapsed nodes
             collapsed.update((id(c.node), c) for _, c in found.values())

@@ -14,7 +14,14 @@ from onnx import helper, numpy_helper
 from eqsat.ir.graph import Graph, Node, computed_from_weights, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import graph_symbols
-from eqsat.onnx_io.precision import HALF_TYPES, convert_floats
+from eqsat.onnx_io.precision import (
+    HALF_TYPES,
+    MIXED_KEY,
+    PRECISION_KEY,
+    convert_floats,
+    float32_casts,
+    restore_precisions,
+)
 from eqsat.onnx_io.protos import (
     all_graphs,
     elem_type,
@@ -172,6 +179,11 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
     model = helper.make_model(helper.make_graph(_topo_order(nodes, inputs, inits), graph.name, inputs, outputs),
                               opset_imports=opsets, ir_version=ir_version, producer_name="eqsat")
     large = sum(v.nbytes for v in inits.values()) > CHECK_WEIGHTS_BYTES
+    # a mixed-precision model (or any graph with a change of precision) is checked as its float32 copy, then
+    # given its precisions: the model's as given, each cast's
+    mixed = graph.meta.get(MIXED_KEY) or ({"types": {}} if any(n.spec.precision_param for n in graph.nodes)
+                                          else None)
+    cast_types = float32_casts(model) if mixed else {}
     symbolic = bool(graph_symbols(graph))
     # the weights go in last, once the graph is complete: the symbolic rewrite reads only small integer tensors
     # and rebuilds the initializer list, and the checker serializes what it checks (see _check)
@@ -192,9 +204,11 @@ def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
         append_initializer(model.graph, k, weights.pop(k))
     if not large:
         _check(model, {}, full_check=True)
-    precision = graph.meta.get("precision")
+    precision = graph.meta.get(PRECISION_KEY)
     if precision:  # a half-precision model, optimized as its float32 copy: written back in its own precision
         model = convert_floats(model, onnx.TensorProto.FLOAT, HALF_TYPES[precision])
+    if mixed:  # a mixed-precision model: each tensor in its region's precision
+        model = restore_precisions(model, {**mixed["types"], **cast_types})
     return model
 
 

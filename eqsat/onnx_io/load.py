@@ -30,7 +30,7 @@ from eqsat.onnx_io.dynamic import (
     symbolic_output_shape,
 )
 from eqsat.onnx_io.loops import LoopCount, loop_counts, loop_output_types, untyped_scan_output
-from eqsat.onnx_io.precision import HALF_TYPES, convert_floats, uniform_half
+from eqsat.onnx_io.precision import MIXED_KEY, PRECISION_KEY, float32_copy
 from eqsat.onnx_io.protos import (
     attr_dict,
     declared_dims,
@@ -54,8 +54,6 @@ from eqsat.ops.dims import Sym
 _NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                "Bernoulli", "Dropout"}
 _FLOAT_TYPES = {"float32"}
-#: graph.meta key of the half-precision type a model was given in and is written back in (eqsat.onnx_io.precision)
-PRECISION_KEY = "precision"
 
 
 class _Importer:
@@ -90,6 +88,7 @@ class _Importer:
         self.used = ({i for n in g.node for i in (*n.input, *outer_names(n))} | {o.name for o in g.output})
         self.why: str | None = None  # what the importer of the current node said it cannot map
         self.opaque_reasons: dict[str, Counter[str]] = {}  # op type -> reason -> nodes
+        self.given: dict[str, str] = {}  # a mixed-precision model's float tensors: their precision as given
 
     # -- ImportContext ----------------------------------------------------------------------------------
     def shape(self, name: str) -> Shape:
@@ -104,6 +103,9 @@ class _Importer:
         if name in self.weights:
             return str(self.weights[name].dtype) in _FLOAT_TYPES
         return self.types.get(name, (None, ""))[1] in _FLOAT_TYPES
+
+    def given_dtype(self, name: str) -> str:
+        return self.given.get(name, "")
 
     def is_static(self, size: int) -> bool:
         # a size computed from a symbol need not decode as one (d + 16, a + b): with symbols, only a size the
@@ -146,15 +148,14 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     """
     model, default_label = read_model(src)  # never mutated: fixed shapes go into a copy for shape inference
     label = label or default_label
-    precision = uniform_half(model)  # all float16 (or bfloat16): imported as its float32 copy, written back
-    if precision:
-        model = convert_floats(model, HALF_TYPES[precision], onnx.TensorProto.FLOAT)
+    model, precision, mixed, given = float32_copy(model)  # a half-precision model: written back in its precisions
     g = model.graph
     if not g.node and not g.output:
         raise ModelReadError(f"{label}: the graph is empty (no nodes and no outputs); export the model again")
     if not g.output:
         raise ModelReadError(f"{label}: the graph has no outputs; declare its outputs when exporting the model")
     imp = _Importer(model, label, _normalized_shapes(label, input_shapes), symbolic)
+    imp.given = given
     inputs = _fix_inputs(imp, g)
     # weights given as graph inputs with an initializer (old opsets) are weights, not inputs
     _fold_constants(imp, model)
@@ -170,7 +171,7 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     # if it does not import)
     nodes, collapsed = collapse_fusions(live, imp.weights, {o.name for o in g.output},
                                         lambda name: imp.types.get(name, (None, ""))[0], imp.is_float,
-                                        imp.add_weight)
+                                        imp.add_weight, precision=imp.given_dtype if mixed else None)
     for node in nodes:
         if id(node) in collapsed:
             produced, _ = _map_node(imp, node)
@@ -195,6 +196,8 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
             meta[SIZE_INPUTS_KEY] = trip_counts
     if precision:
         meta[PRECISION_KEY] = precision
+    if mixed:
+        meta[MIXED_KEY] = {"half": mixed, "types": given}
     graph = Graph(tuple(inputs), imp.weights, tuple(imp.ir), outputs, g.name or "graph", meta)
     try:
         # as onnxruntime runs the model: Conv + BatchNormalization folded, Conv + Add and Conv (+ Add) + Relu as

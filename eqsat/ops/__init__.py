@@ -19,6 +19,7 @@ attributes)`` tuples that :mod:`eqsat.onnx_io` turns into protobuf.
 # Importing a family module registers its operators (and ONNX importers), in this order.
 # isort: off
 from eqsat.ops import elementwise, matmul, conv, layout, broadcast, pool, norm, lrn, softmax, reduce, opaque, consts  # noqa: E402
+from eqsat.ops import cast  # noqa: E402,F401
 from eqsat.ops import contrib  # noqa: E402,F401  (importers only: onnxruntime's fused kernels)
 from eqsat.ops import ort_kernels  # noqa: E402,F401  (those kernels as operators, for target onnxruntime)
 # isort: on

@@ -49,6 +49,12 @@ class ImportContext(Protocol):
 
     def is_float(self, name: str) -> bool: ...
 
+    def given_dtype(self, name: str) -> str:
+        """The numpy dtype name of a float tensor in the model as given, where a mixed-precision model is
+        imported as its float32 copy (:mod:`eqsat.onnx_io.precision`); ``""`` where it is unknown or the model
+        is not mixed."""
+        ...
+
     def is_static(self, size: int) -> bool:
         """Whether a size read from :meth:`shape` is a number fixed by the model, not a dynamic dimension (or one
         computed from one) standing at its generic value (:mod:`eqsat.ir.symbols`): only a fixed size may be
@@ -381,6 +387,9 @@ class OpSpec:
     fuses: tuple[str, str] | None = None
     #: How the import folds this operator into the one computing its first input (:class:`WeightFold`).
     weight_fold: WeightFold | None = None
+    #: For an operator that changes its input's float precision (a cast, :mod:`eqsat.ops.cast`): the parameter
+    #: naming its output's precision; ``""``: the output is in its inputs' precision.
+    precision_param: str = ""
     #: For a piece operator (``piece_params``): the parameter naming the axis it cuts, and how export writes the
     #: pieces that tile a tensor along it as one node, ``(axis, sizes, input, outputs, ctx) -> nodes``.
     piece_axis: str = ""

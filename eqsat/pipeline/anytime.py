@@ -23,6 +23,7 @@ from eqsat.costs import SUM, CostModel, Objective, graph_cost_keys
 from eqsat.engine import EGraph, Snapshot
 from eqsat.extract import Extraction, InvalidExtraction, NoFiniteChoice, SerializedEGraph, extract_cpsat, extract_greedy
 from eqsat.ir.graph import Graph
+from eqsat.ir.precision import in_precision, tensor_precisions
 from eqsat.ir.symbols import costed_at
 from eqsat.ops import CostKey
 
@@ -52,11 +53,13 @@ def node_cost_keys(egraph: EGraph, graph: Graph,
     keys = engine.node_cost_keys(egraph)
     opaque = opaque_cost_keys(graph) if opaque is None else opaque
     at = costed_at(graph)  # an e-graph of a graph with symbols is priced at its price points
+    tensors = tensor_precisions(graph)  # a mixed-precision graph: each node in its own
+    precision = engine.class_precisions(egraph, graph, tensors) if tensors else {}
     for n in egraph.nodes:
         if n.is_opaque and keys[n.id] and (n.p["key"], n.p["index"]) in opaque:
             keys[n.id] = opaque[(n.p["key"], n.p["index"])]  # priced already
         elif keys[n.id]:
-            keys[n.id] = tuple(c for k in keys[n.id] for c in at(k))
+            keys[n.id] = tuple(c for k in in_precision(keys[n.id], precision.get(n.eclass)) for c in at(k))
     return keys
 
 

@@ -95,6 +95,13 @@ def load(run: Run) -> Loaded:
     if precision and not cost_model.is_measured:  # a half-precision model is priced in its own precision
         cost_model = InPrecision(cost_model, precision)
         run.say(f"a {precision} model: optimized as its float32 copy, priced and written in {precision}")
+    half = onnx_io.half_type(graph.meta) if not precision else ""
+    if half:  # mixed: each operator's key is in its own precision, which a measured model times as float32
+        if cost_model.is_measured:
+            cost_model = InPrecision(cost_model, "float32", source=half)
+        run.say(f"a model in float32 and {half}: optimized as its float32 copy, each cast between them kept as a "
+                f"change of precision, {'timed in float32' if cost_model.is_measured else 'priced'} and written "
+                "in each operator's own precision")
     input_keys = tuple(graph_cost_keys(graph))
     if cost_model.is_measured:  # a model optimized before: its operators are cached, saturation can take more
         first = {k for ks in input_keys for k in ks}
@@ -326,6 +333,9 @@ def _written_or_kept(run: Run, loaded: Loaded, new_graph: Graph, cost_before: fl
     except SymbolicShapeError as e:  # a size the rewritten graph would write where ONNX needs a constant
         return keep_original(loaded, f"the optimized graph cannot keep the dynamic axes ({e})", cost=cost_before,
                              extractions=extractions, chosen=chosen, notes=notes)
+    except onnx_io.PrecisionError as e:  # a rewrite across a mixed-precision model's regions: never written
+        return keep_original(loaded, f"the optimized graph cannot be written in the model's precisions ({e})",
+                             cost=cost_before, extractions=extractions, chosen=chosen, notes=notes)
     return Decision(model=model, graph=new_graph, cost_before=cost_before, cost_after=cost_after,
                     extractions=extractions, chosen=chosen, notes=tuple(notes))
 
@@ -474,7 +484,7 @@ def check(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | N
     # with dynamic axes, at the representative sizes and at others: a rewrite right only at batch 1 shows
     sizes, shapes = sizes_to_check(loaded.graph)
     # a model written in half precision rounds differently once rewritten: a tolerance fit for its precision
-    tol = onnx_io.CHECK_TOLERANCE.get(loaded.graph.meta.get(onnx_io.PRECISION_KEY, ""), 1e-4)
+    tol = onnx_io.CHECK_TOLERANCE.get(onnx_io.half_type(loaded.graph.meta), 1e-4)
     numeric = check_equal(loaded.original, decision.model, reference=describe_reference(run.source), sizes=sizes,
                           input_shapes=shapes, size_inputs=graph_size_inputs(loaded.graph), rtol=tol, atol=tol,
                           arrays=decision.graph.weights)

@@ -1,6 +1,6 @@
 """Models in half precision (eqsat.onnx_io.precision): a uniformly float16 model imports with nothing opaque
 that its float32 copy imports, is priced in float16, written back in float16 and checked at a tolerance fit for
-it; a mixed-precision model is not converted."""
+it; a mixed-precision model is not taken for a uniform one (tests/onnx_io/test_mixed_precision.py has those)."""
 
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ def test_a_model_in_one_half_precision_is_recognised_and_no_other() -> None:
     assert onnx_io.uniform_half(_half("small_cnn")) == "float16"
     assert onnx_io.uniform_half(_half("small_cnn", BF16)) == "bfloat16"
     assert onnx_io.uniform_half(builtin_models()["small_cnn"]()) == ""
-    # a float32 island behind casts: mixed precision is not converted
+    # a float32 island behind casts: mixed precision, not uniform
     nodes = [helper.make_node("Cast", ["x"], ["x32"], to=F32), helper.make_node("Relu", ["x32"], ["r"]),
              helper.make_node("Cast", ["r"], ["y"], to=F16)]
     mixed = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F16, [2, 3])],
                                                 [helper.make_tensor_value_info("y", F16, [2, 3])]))
-    assert onnx_io.uniform_half(mixed) == ""
+    assert onnx_io.uniform_half(mixed) == "" and onnx_io.mixed_half(mixed) == "float16"
 
 
 def test_converting_between_precisions_keeps_every_value_and_rewrites_casts_and_constants() -> None:

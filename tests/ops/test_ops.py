@@ -16,6 +16,8 @@ from eqsat.ops import shapes as S
 # (op, params, input shapes); every registry op but opaque/enlarge (weight-only) appears.
 CASES = [
     ("relu", {}, [(2, 3, 4)]),
+    ("cast", {"source": "float32", "target": "float16"}, [(2, 3, 4)]),
+    ("cast", {"source": "float16", "target": "float32"}, [(4,)]),
     ("softmax", {"axis": 2}, [(2, 3, 4)]),
     ("softmax", {"axis": 0}, [(3, 5)]),
     ("sigmoid", {}, [(5, 7)]),
