@@ -134,9 +134,10 @@ class _Index:
 class _Matcher:
     """Enumerates the matches of a pattern at a tensor over one node list, by backtracking."""
 
-    def __init__(self, index: _Index, consts: Mapping[str, np.ndarray]) -> None:
+    def __init__(self, index: _Index, consts: Mapping[str, np.ndarray], rtol: float = 0.0) -> None:
         self.producer = index.producer
         self.consts = consts
+        self.rtol = rtol  # the least relative tolerance of a constant (a half-precision model's are rounded)
 
     def match(self, p: Pattern, t: str, s: _State) -> Iterator[_State]:
         if isinstance(p, Op):
@@ -153,7 +154,7 @@ class _Matcher:
         elif isinstance(p, Const):
             c = self.consts.get(t)
             if c is not None and c.size == 1 and c.dtype.kind in p.kinds \
-                    and bool(np.isclose(float(c.reshape(-1)[0]), p.value, rtol=p.rtol, atol=0.0)):
+                    and bool(np.isclose(float(c.reshape(-1)[0]), p.value, rtol=max(p.rtol, self.rtol), atol=0.0)):
                 yield s
         elif isinstance(p, ConstVar):
             c = self.consts.get(t)
@@ -257,10 +258,11 @@ def _op_types(fusion: Fusion) -> tuple[frozenset[str], frozenset[str]]:
 
 def _collapse_one(fusion: Fusion, index: _Index, consts: Mapping[str, np.ndarray], outputs: set[str],
                   shape_of: ShapeOf, is_float: Callable[[str], bool], add_const: AddConst | None,
-                  precision: Callable[[str], str] | None = None) -> dict[int, tuple[list[_Node], Collapsed]]:
+                  precision: Callable[[str], str] | None = None, const_rtol: float = 0.0
+                  ) -> dict[int, tuple[list[_Node], Collapsed]]:
     """The matches of one fusion, keyed by ``id()`` of each match's last node: its nodes and its collapse."""
     roots = _op_types(fusion)[1]
-    matcher = _Matcher(index, consts)
+    matcher = _Matcher(index, consts, const_rtol)
     taken: set[int] = set()
     found: dict[int, tuple[list[_Node], Collapsed]] = {}
     for root in reversed(index.nodes):  # a match with its optional last nodes before the same match without them
@@ -289,15 +291,16 @@ def _collapse_one(fusion: Fusion, index: _Index, consts: Mapping[str, np.ndarray
 
 def collapse_fusions(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray], outputs: set[str],
                      shape_of: ShapeOf, is_float: Callable[[str], bool], add_const: AddConst | None = None,
-                     fusions: Iterable[Fusion] | None = None, precision: Callable[[str], str] | None = None
-                     ) -> tuple[list[NodeProto], dict[int, Collapsed]]:
+                     fusions: Iterable[Fusion] | None = None, precision: Callable[[str], str] | None = None,
+                     const_rtol: float = 0.0) -> tuple[list[NodeProto], dict[int, Collapsed]]:
     """Replace each match of a fusion in ``nodes`` (in graph order) by the fusion's one node.
 
     ``consts`` are the known constant tensors, ``outputs`` the graph outputs; ``shape_of`` / ``is_float``
     answer for a tensor; ``add_const`` stores a new constant a replacement needs (without it, such a match is not
     collapsed); ``fusions`` defaults to the registry's (:data:`eqsat.ops.fusion.FUSIONS`), in order; ``precision``
     gives a mixed-precision model's tensors their precision as given, and no match then holds a ``Cast`` that
-    changes it (:mod:`eqsat.onnx_io.precision`). Returns
+    changes it (:mod:`eqsat.onnx_io.precision`); ``const_rtol`` is the least relative tolerance a fusion's
+    constants match within (a half-precision model's constants are the nearest values of its type). Returns
     the new node list and, keyed by ``id()`` of each new node, what it replaced.
     """
     index = _Index(nodes)
@@ -306,7 +309,7 @@ def collapse_fusions(nodes: Sequence[NodeProto], consts: Mapping[str, np.ndarray
     for fusion in FUSIONS.values() if fusions is None else fusions:
         if not _op_types(fusion)[0] <= present:  # cheap: most models hold no spelling of most fusions
             continue
-        found = _collapse_one(fusion, index, consts, outputs, shape_of, is_float, add_const, precision)
+        found = _collapse_one(fusion, index, consts, outputs, shape_of, is_float, add_const, precision, const_rtol)
         if found:
             index.replace(found)  # the next fusion reads the collapsed nodes
             collapsed.update((id(c.node), c) for _, c in found.values())

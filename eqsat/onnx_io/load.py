@@ -30,7 +30,7 @@ from eqsat.onnx_io.dynamic import (
     symbolic_output_shape,
 )
 from eqsat.onnx_io.loops import LoopCount, loop_counts, loop_output_types, untyped_scan_output
-from eqsat.onnx_io.precision import MIXED_KEY, PRECISION_KEY, float32_copy
+from eqsat.onnx_io.precision import CONSTANT_RTOL, MIXED_KEY, PRECISION_KEY, float32_copy
 from eqsat.onnx_io.protos import (
     attr_dict,
     declared_dims,
@@ -171,7 +171,8 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     # if it does not import)
     nodes, collapsed = collapse_fusions(live, imp.weights, {o.name for o in g.output},
                                         lambda name: imp.types.get(name, (None, ""))[0], imp.is_float,
-                                        imp.add_weight, precision=imp.given_dtype if mixed else None)
+                                        imp.add_weight, precision=imp.given_dtype if mixed else None,
+                                        const_rtol=CONSTANT_RTOL.get(precision or mixed, 0.0))
     for node in nodes:
         if id(node) in collapsed:
             produced, _ = _map_node(imp, node)

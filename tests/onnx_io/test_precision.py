@@ -99,3 +99,14 @@ def test_pricing_in_half_precision_moves_half_the_bytes() -> None:
 def test_bfloat16_that_onnxruntime_cannot_run_is_refused_with_the_reason() -> None:
     with pytest.raises(NumericCheckUnavailable, match="onnxruntime cannot run the original"):
         eqsat.optimize(_half("bert_attention_block", BF16), time_limit=10, cache=False)
+
+
+def test_a_float16_gelu_whose_constants_are_rounded_collapses_as_in_float32() -> None:
+    # sqrt(2) in float16 is 1.4140625: the GELU spelling (Div, Erf, Add, Mul, Mul) still collapses to one gelu
+    from eqsat.models.hf_bert import hf_bert
+    single = hf_bert(seq=8, hidden=32, heads=2, vocab=50, gelu="erf", opset=17)
+    half = onnx_io.convert_floats(single, F32, F16)
+    graphs = [onnx_io.load_model(m) for m in (single, half)]
+    for g in graphs:
+        assert sum(n.op == "gelu" for n in g.nodes) == 1
+    assert [sum(n.is_opaque for n in g.nodes) for g in graphs][0] == sum(n.is_opaque for n in graphs[1].nodes)
