@@ -27,6 +27,8 @@ def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
 
 #: Integer inputs are drawn from [0, INT_INPUT_BOUND): valid token ids, token types and 0/1 attention masks
 #: (a mask of 3 overflows transformers' ``(1 - mask) * float32 min`` to infinity and makes every output NaN).
+#: An input that indexes a table (token ids into an embedding) is drawn from the whole table instead: with two
+#: ids, a one-token step has two possible inputs, and the check's trials would often all be one of them.
 INT_INPUT_BOUND = 2
 
 
@@ -45,8 +47,9 @@ def int_input_bounds(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def random_ints(rng: np.random.Generator, shape: Shape, dtype: np.dtype, bound: int | None) -> np.ndarray:
-    """Random integers for an integer input, in [0, min(INT_INPUT_BOUND, bound))."""
-    return rng.integers(0, max(1, min(INT_INPUT_BOUND, bound or INT_INPUT_BOUND)), shape).astype(dtype)
+    """Random integers for an integer input: in [0, bound) for one that indexes a table of ``bound`` rows
+    (:func:`int_input_bounds`), else in [0, INT_INPUT_BOUND)."""
+    return rng.integers(0, max(1, bound or INT_INPUT_BOUND), shape).astype(dtype)
 
 
 def random_feeds(graph_or_model: Graph | onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:

@@ -133,7 +133,7 @@ def trial_feeds(model: onnx.ModelProto, trial: int, seed: int = 0, sizes: Mappin
     input in ``size_inputs`` (a Loop's trip count) holds the size in ``sizes`` of the symbol it names.
 
     Floats follow the trial's distribution in turn (normal, uniform in [0, 1), normal with spread 0.01),
-    integers as :func:`eqsat.onnx_io.random_ints` (0/1, below the size of a table they index), booleans are
+    integers as :func:`eqsat.onnx_io.random_ints` (0/1, or any row of a table they index), booleans are
     fair coins.
     """
     rng = np.random.default_rng([seed, trial])
