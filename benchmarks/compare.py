@@ -6,13 +6,21 @@ Writes OUT/compare.{md,csv,json,png}: the table (cost, speedup, time to its best
 eqsat's final cost, total), the targets checked, our figures beside Tensat's published ones, and best cost over
 time (one panel per model, drawn by eqsat.search.comparison_plot, as eqsat compare --plot draws it).
 
+By default each model is imported as onnxruntime runs it (Conv + BatchNormalization, Add and Relu folded into the
+Conv before any search). --as-written imports it as written, as TASO and Tensat do (the folds become rules every
+method may apply; the original and the results are priced as written: eqsat.search.comparison), so the speedups are
+from the same original as theirs; --both-imports runs each model both ways, and the table's "import" column says
+which row is which.
+
 File names: compare.* under the analytic cost model, compare_<costs>.* under any other (compare_gpu-sim.md,
-compare_measured.md), so runs under several cost models sit side by side in benchmarks/results; --tag T adds
-_T (compare_gpu-sim_60s.md). --render names its files after the cost model of the results it reads.
+compare_measured.md), so runs under several cost models sit side by side in benchmarks/results; then _as-written
+or _both-imports (compare_as-written.md); --tag T adds _T (compare_gpu-sim_60s.md). --render names its files after
+the cost model and the imports of the results it reads.
 
 Usage: python benchmarks/compare.py [MODEL ...] [--budget 60] [--methods eqsat,backtracking,sampling]
                                     [--alpha 1.05] [--costs analytic] [--out benchmarks/results] [--tag T]
                                     [--parallel N]   (AutoGraph's mixed cost; --methods may add autograph)
+                                    [--as-written | --both-imports]
        python benchmarks/compare.py --render benchmarks/results/compare.json   (tables and plot only)
        python benchmarks/compare.py --render a.json b.json --out DIR   (the files eqsat compare --json wrote)
 --costs takes any name eqsat.costs.get_cost_model takes. --render reads files written before the "to bt's
@@ -81,28 +89,48 @@ def cost_model_words(name: str) -> str:
     return f"the cost model '{name}'" + (f" ({COST_MODEL_WORDS[key]})" if key else "")
 
 
-def output_stem(costs: str, tag: str | None = None) -> str:
-    """compare, compare_<costs> when not analytic, then _<tag>; only letters, digits, '.', '-', '+', '_'."""
+#: the imports a run makes, by the name its files carry ("": the default, folded)
+IMPORTS = {"": (False,), "as-written": (True,), "both-imports": (False, True)}
+
+
+def output_stem(costs: str, tag: str | None = None, imports: str = "") -> str:
+    """compare, compare_<costs> when not analytic, then _<imports> (a key of :data:`IMPORTS`) and _<tag>; only
+    letters, digits, '.', '-', '+', '_'."""
     slug = re.sub(r"[^A-Za-z0-9.+-]+", "-", costs.replace(" (cached)", "")).strip("-")
-    parts = ["compare"] + ([slug] if slug and slug != "analytic" else []) + ([tag] if tag else [])
+    parts = (["compare"] + ([slug] if slug and slug != "analytic" else []) + ([imports] if imports else [])
+             + ([tag] if tag else []))
     return re.sub(r"[^A-Za-z0-9.+_-]+", "-", "_".join(parts))
 
 
 def run(models: list[str], methods: list[str], budget: float, alpha: float, cost_model: CostModel,
-        parallel: int | None = None) -> list[dict]:
+        parallel: int | None = None, as_written: tuple[bool, ...] = (False,)) -> list[dict]:
     """Compare the methods on each model under ``cost_model`` (and with ``parallel``, AutoGraph's mixed cost for
-    that many branches at once); one dict per model (the JSON of eqsat compare)."""
+    that many branches at once), imported each way of ``as_written``; one dict per model and import (the JSON of
+    eqsat compare)."""
     from eqsat import models as zoo
     from eqsat.search.comparison import compare
 
     builders = zoo.builtin_models()
     out = []
     for name in models:
-        res = compare(builders[name](), methods, budget=budget, cost_model=cost_model, alpha=alpha, name=name,
-                      progress=lambda msg: print(msg, file=sys.stderr, flush=True), parallel=parallel)
-        print(res.table(), file=sys.stderr, flush=True)
-        out.append(res.as_dict())
+        for written in as_written:
+            res = compare(builders[name](), methods, budget=budget, cost_model=cost_model, alpha=alpha, name=name,
+                          progress=lambda msg: print(msg, file=sys.stderr, flush=True), parallel=parallel,
+                          as_written=written)
+            print(res.table(), file=sys.stderr, flush=True)
+            out.append(res.as_dict())
     return out
+
+
+def import_name(r: dict) -> str:
+    """How a result's model was imported: "as written", or "folded" (as onnxruntime runs it; files from before
+    the as-written import have no field and were folded)."""
+    return "as written" if r.get("as_written") else "folded"
+
+
+def shown(r: dict) -> str:
+    """A result's model as the summary names it: with " (as written)" where it was imported so."""
+    return r["model"] + (" (as written)" if r.get("as_written") else "")
 
 
 def _never(x: float | None) -> float:
@@ -119,7 +147,8 @@ def rows(results: list[dict]) -> list[dict]:
         eq = r["methods"].get("eqsat")
         for method, m in r["methods"].items():
             cost = m["cost"] if m["cost"] is not None else math.nan
-            row = {"model": r["model"], "method": method, "original_cost": r["original_cost"], "cost": cost,
+            row = {"model": r["model"], "import": import_name(r), "method": method,
+                   "original_cost": r["original_cost"], "cost": cost,
                    "speedup": r["original_cost"] / cost if cost and cost > 0 else math.nan,
                    "seconds_to_best": m["seconds_to_best"], "seconds": m["seconds"], "work": m["work"],
                    "status": m["status"]}
@@ -148,8 +177,8 @@ def summary(results: list[dict]) -> list[str]:
     both = [with_reach_fields(r) for r in results if {"eqsat", "backtracking"} <= set(r["methods"])
             and all(r["methods"][k]["cost"] is not None for k in ("eqsat", "backtracking"))]
     if both:
-        eq_cost = {r["model"]: r["methods"]["eqsat"]["cost"] for r in both}
-        bt_cost = {r["model"]: r["methods"]["backtracking"]["cost"] for r in both}
+        eq_cost = {shown(r): r["methods"]["eqsat"]["cost"] for r in both}
+        bt_cost = {shown(r): r["methods"]["backtracking"]["cost"] for r in both}
         le = [m for m in eq_cost if reaches(eq_cost[m], bt_cost[m])]
         lt = [m for m in eq_cost if not reaches(bt_cost[m], eq_cost[m])]
         worse = [f"{m} ({eq_cost[m] / bt_cost[m] - 1:+.3%})" for m in eq_cost if m not in le]
@@ -157,7 +186,7 @@ def summary(results: list[dict]) -> list[str]:
                      (f"; higher on {', '.join(worse)}" if worse else "") +
                      f". Strictly lower on {len(lt)} (target: at least 3): {', '.join(lt) or 'none'}.")
         lines += [_curve_line(both), *_reach_lines(both)]
-        idle = [r["model"] for r in both if not _improved(r, "eqsat") and not _improved(r, "backtracking")]
+        idle = [shown(r) for r in both if not _improved(r, "eqsat") and not _improved(r, "backtracking")]
         if idle:
             lines.append(f"- Neither eqsat nor backtracking improved {', '.join(idle)} under this cost model.")
     lines += _tensat_time_lines(results)
@@ -172,10 +201,10 @@ def _curve_line(both: list[dict]) -> str:
         eq, bt = r["methods"]["eqsat"], r["methods"]["backtracking"]
         t = first_time_above(eq["trace"], bt["trace"], min(eq["seconds"], bt["seconds"]))
         if t is not None:
-            above.append(f"{r['model']} (first at {t:.2f} s: {value_at(eq['trace'], t):.6g} against "
+            above.append(f"{shown(r)} (first at {t:.2f} s: {value_at(eq['trace'], t):.6g} against "
                          f"{value_at(bt['trace'], t):.6g})")
             if len(eq["trace"]) <= 2 and "best_source" not in eq:  # a file from before the anytime trace
-                sparse.append(r["model"])
+                sparse.append(shown(r))
     note = (f" (eqsat's curve on {', '.join(sparse)} has only its start and its result: the file was written "
             "before eqsat recorded when it found each better graph)" if sparse else "")
     return (f"- eqsat's best-so-far at or below backtracking's at every time up to the shorter run's end on "
@@ -192,9 +221,9 @@ def _reach_lines(both: list[dict]) -> list[str]:
         bt_t = r["methods"]["backtracking"]["seconds_to_backtracking_best"]
         eq_t = r["methods"]["eqsat"]["seconds_to_backtracking_best"]
         if eq_t is None:
-            never.append(r["model"])
+            never.append(shown(r))
         else:
-            ratios.append((r["model"], max(bt_t, 1e-6) / max(eq_t, 1e-6), bt_t, eq_t))
+            ratios.append((shown(r), max(bt_t, 1e-6) / max(eq_t, 1e-6), bt_t, eq_t))
     if not ratios and not never:
         return ["- Time to backtracking's final cost: no model that both eqsat and backtracking improve."]
     line = "- Time to backtracking's final cost, backtracking's over eqsat's, on the models both improve: "
@@ -213,7 +242,7 @@ def _tensat_time_lines(results: list[dict]) -> list[str]:
         eq, pub = r["methods"].get("eqsat"), TENSAT_PUBLISHED.get(r["model"])
         if eq is None or pub is None or eq["cost"] is None:
             continue
-        figures.append((r["model"], eq["seconds_to_best"], eq["seconds"], pub[2], _improved(r, "eqsat")))
+        figures.append((shown(r), eq["seconds_to_best"], eq["seconds"], pub[2], _improved(r, "eqsat")))
     if not figures:
         return []
     improved = [f for f in figures if f[4]]  # where eqsat did not improve, its "best" is the start, at 0 s
@@ -236,14 +265,18 @@ def tensat_table(results: list[dict]) -> list[str]:
     if not mine:
         return []
     costs = sorted({r.get("cost_model", "?") for r in mine})
-    head = ["model", "eqsat speedup %", "backtracking speedup %", "eqsat to best (s)", "eqsat total (s)",
-            "Tensat speedup %", "Tensat optimizer (s)", "TASO speedup %", "TASO search (s)"]
+    head = _with_import(mine, ["model", "eqsat speedup %", "backtracking speedup %", "eqsat to best (s)",
+                               "eqsat total (s)", "Tensat speedup %", "Tensat optimizer (s)", "TASO speedup %",
+                               "TASO search (s)"], "import")
+    note = (" Import \"as written\": from the model as TASO and Tensat import it, the folds into convolutions left "
+            "to the search; \"folded\": from the model as onnxruntime runs it, those folds made."
+            if any(r.get("as_written") for r in mine) else "")
     lines = ["## Beside Tensat's published results", "",
              f"Tensat's and TASO's figures are from Tensat's headline table (MLSys 2021, {TENSAT_SOURCE}): "
              "end-to-end inference time measured on a GPU with cuDNN, and optimizer time on the authors' machine. "
              f"Ours are under {'; '.join(cost_model_words(c) for c in costs)} and the times on this machine, "
              "so the columns are set beside each other, not directly comparable. Speedup % is "
-             "(original / optimized - 1) * 100, as Tensat's plotting script computes it.", "",
+             "(original / optimized - 1) * 100, as Tensat's plotting script computes it." + note, "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in mine:
         name, taso_s, tensat_s, taso_pct, tensat_pct = TENSAT_PUBLISHED[r["model"]]
@@ -252,23 +285,31 @@ def tensat_table(results: list[dict]) -> list[str]:
                  _pct(speedup_percent(r["original_cost"], bt and bt["cost"])),
                  "-" if eq is None else _secs(eq["seconds_to_best"]), "-" if eq is None else f"{eq['seconds']:.1f}",
                  f"{tensat_pct:.1f}", f"{tensat_s:g}", f"{taso_pct:.1f}", f"{taso_s:g}"]
+        cells = _with_import(mine, cells, import_name(r))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
+def _with_import(results: list[dict], cells: list, value: str) -> list:
+    """``cells`` with ``value`` (the "import" column's head or cell) second, where some result was imported as
+    written (a table of folded imports alone, as before the as-written import, has no such column)."""
+    return cells[:1] + [value] + cells[1:] if any(r.get("as_written") for r in results) else cells
+
+
 def table(flat: list[dict]) -> str:
     """Markdown table of the flat rows ("never": not reached; "-": the method timed against did not run)."""
-    head = ["model", "method", "cost (ms)", "speedup", "cost / eqsat's", "to best (s)", "to bt's best (s)",
-            "to eqsat's best (s)", "total (s)", "work", "status"]
+    written = [{"as_written": r["import"] == "as written"} for r in flat]
+    head = _with_import(written, ["model", "method", "cost (ms)", "speedup", "cost / eqsat's", "to best (s)",
+                                  "to bt's best (s)", "to eqsat's best (s)", "total (s)", "work", "status"], "import")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in flat:
         vs = r.get("vs_eqsat_cost")
         reach = [("-" if key not in r else _secs(r[key]))
                  for key in ("seconds_to_backtracking_best", "seconds_to_eqsat_best")]
-        cells = [r["model"], r["method"], f"{r['cost']:.5g}", f"{r['speedup']:.3f}x",
+        cells = _with_import(written, [r["model"], r["method"], f"{r['cost']:.5g}", f"{r['speedup']:.3f}x",
                  "-" if vs is None else f"{vs:.4f}",
                  f"{r['seconds_to_best']:.2f}" if r["seconds_to_best"] is not None else "-", *reach,
-                 f"{r['seconds']:.1f}", r["work"], r["status"][:60]]
+                 f"{r['seconds']:.1f}", r["work"], r["status"][:60]], r["import"])
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -307,6 +348,12 @@ def load_results(paths: list[Path]) -> tuple[list[dict], str, str, str]:
     return results, "; ".join(m for m in metas if m), command, "+".join(c for c in costs if c)
 
 
+def imports_of(results: list[dict]) -> str:
+    """The key of :data:`IMPORTS` the results were imported by (each model both ways: "both-imports")."""
+    ways = tuple(sorted({bool(r.get("as_written")) for r in results}))
+    return next((k for k, v in IMPORTS.items() if v == ways), "")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison (or read saved results) and write the results files."""
     from eqsat import models as zoo
@@ -321,6 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", type=int, metavar="N",
                     help="judge every method by AutoGraph's mixed cost for N branches at once (with it, --methods "
                          "may name autograph: eqsat,backtracking,sampling,autograph)")
+    written = ap.add_mutually_exclusive_group()
+    written.add_argument("--as-written", action="store_const", const="as-written", dest="imports", default="",
+                         help="import each model as written, as TASO and Tensat do (default: folded, as onnxruntime "
+                              "runs it)")
+    written.add_argument("--both-imports", action="store_const", const="both-imports", dest="imports",
+                         help="run each model both ways, one table")
     ap.add_argument("--render", metavar="JSON", nargs="+",
                     help="only re-render the tables and plot: a saved compare.json, or files of eqsat compare --json")
     args = ap.parse_args(argv)
@@ -335,11 +388,13 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"compare.py: error: --costs {args.costs}: {e}") from None
         methods = [m for m in args.methods.split(",") if m]
         commit = git_commit(mark_uncommitted=True)  # what is measured: the code as the run starts
-        results = run(args.models, methods, args.budget, args.alpha, cost_model, args.parallel)
+        results = run(args.models, methods, args.budget, args.alpha, cost_model, args.parallel,
+                      IMPORTS[args.imports])
         costs = args.costs if args.parallel is None else f"{args.costs} mixed-{args.parallel}"
         meta = (f"commit {commit}, {datetime.date.today()}, {platform.machine()} "
                 f"{os.cpu_count()} cores, Python {platform.python_version()}, cost model {args.costs}, budget "
-                f"{args.budget:g} s per method, alpha {args.alpha}")
+                f"{args.budget:g} s per method, alpha {args.alpha}, imported "
+                f"{' and '.join(import_name({'as_written': w}) for w in IMPORTS[args.imports])}")
         command = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
     flat = rows(results)
     this = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -354,12 +409,12 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = output_stem(costs, args.tag)
+    stem = output_stem(costs, args.tag, imports_of(results))
     (out / f"{stem}.md").write_text(md)
     saved = {"meta": meta, "command": command, "costs": costs, "results": results}
     (out / f"{stem}.json").write_text(json.dumps(saved, indent=1, allow_nan=False) + "\n")
     with open(out / f"{stem}.csv", "w", newline="") as f:
-        fields = ["model", "method", "original_cost", "cost", "speedup", "vs_eqsat_cost", "seconds_to_best",
+        fields = ["model", "import", "method", "original_cost", "cost", "speedup", "vs_eqsat_cost", "seconds_to_best",
                   "seconds_to_backtracking_best", "seconds_to_eqsat_best", "seconds", "work", "status"]
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()

@@ -97,3 +97,10 @@ CAST_RULES: tuple[Rule, ...] = (
 EXTRA_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in (
     "conv-batchnorm-fold", "concat-of-splits", "reshape-identity", "conv-add-fuse", "conv-add-relu-fuse")) \
     + LINEAR_RULES + CAST_RULES
+
+#: The rules relating each fold the import makes (:func:`eqsat.ir.passes.import_folds`) to the nodes it folds: a
+#: batch norm into the conv's kernel and bias, a residual add as conv2d_add, a relu as the activation of either.
+#: ``optimize(as_written=True)`` imports a model without those folds and adds these to any rule set, so the
+#: search may make them where they pay (tests/pipeline/test_as_written.py).
+IMPORT_FOLD_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in (
+    "conv-batchnorm-fold", "conv-add-fuse", "conv-relu-fuse", "conv-add-relu-fuse"))

@@ -156,7 +156,7 @@ def optimize_options(args: argparse.Namespace) -> dict[str, Any]:
             "dims": merged_dims(args.dim) or None, "dynamic": args.dynamic, "check": args.check,
             "provenance": args.provenance, "anytime": args.anytime, "reuse_blocks": args.reuse_blocks,
             "target": args.target, "cache": args.cache, "parallel": args.parallel,
-            "critical_path_weight": args.critical_path_weight}
+            "critical_path_weight": args.critical_path_weight, "as_written": args.as_written}
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -339,7 +339,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         model, name = _named_model(args.model, "MODEL"), args.model
     res = compare(model, methods, budget=args.budget, cost_model=_cost_model(args.costs, args.threads),
                   alpha=args.alpha, seed=args.seed, check=args.check, progress=_progress(args.quiet), name=name,
-                  parallel=args.parallel)
+                  parallel=args.parallel, as_written=args.as_written)
     print(res.table())
     if out is not None or plot is not None:
         print()
@@ -379,6 +379,16 @@ def _threads_option(p: argparse.ArgumentParser) -> None:
                    example=4, default=None, metavar="N",
                    help="onnxruntime intra-op threads for measured costs and timings (default 1, so that timings "
                         "repeat; give your deployment's count, or 0 for onnxruntime's own: one per physical core)")
+
+
+#: what --as-written keeps apart, for its help
+_NOT_FOLDED = "no Conv + BatchNormalization, Add or Relu folded into one node"
+
+
+def _as_written_option(p: argparse.ArgumentParser, default: bool, text: str) -> None:
+    """``--as-written`` of optimize and compare."""
+    p.add_argument("--as-written", action="store_true", default=default,
+                   help=f"{text} (default: the model as onnxruntime runs it, those nodes folded)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -457,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--critical-path-weight", type=float, default=D.critical_path_weight, metavar="ALPHA",
                    help=f"with --parallel, the weight of the critical path in the mixed cost (default "
                         f"{D.critical_path_weight:g})")
+    _as_written_option(o, D.as_written, f"import the model as written, as TASO and Tensat do: {_NOT_FOLDED} "
+                       "before the search, whose rules may fold them")
     o.add_argument("--rules", default=DEFAULT_RULE_SET, choices=list(RULE_SETS),
                    help=_choices_help(RULE_SETS, DEFAULT_RULE_SET))
     o.add_argument("--no-check", action="store_false", dest="check", default=D.check,
@@ -503,6 +515,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--parallel", type=int, default=C["parallel"], metavar="N",
                    help="judge every method by AutoGraph's mixed critical-path cost for a runtime running N branches "
                         "at once, and optimize eqsat for it (default: the sum of operator costs)")
+    _as_written_option(c, C["as_written"], f"every method starts from the model as written, as TASO and Tensat "
+                       f"import it ({_NOT_FOLDED}; the rules folding them join every method's rules), and the "
+                       "original and each result are priced as written")
     _costs_option(c, D.cost_model)
     _threads_option(c)
     c.add_argument("--json", metavar="OUT", help="also write the results as JSON")

@@ -17,7 +17,8 @@ from eqsat.onnx_io.load import load_model
 
 
 def load_with_axes(model: onnx.ModelProto, *, label: str, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   dims: Mapping[str, int] | None = None, dynamic: bool = True) -> tuple[Graph, str]:
+                   dims: Mapping[str, int] | None = None, dynamic: bool = True,
+                   as_written: bool = False) -> tuple[Graph, str]:
     """The graph of ``model`` and why its dynamic axes were fixed ("" where they were kept, or there are none).
 
     With ``dynamic``, each dynamic dimension is a symbol (:func:`eqsat.onnx_io.load_model` with ``symbolic``),
@@ -25,12 +26,13 @@ def load_with_axes(model: onnx.ModelProto, *, label: str, input_shapes: Mapping[
     costed there too where every symbol has one (else at the price points of :mod:`eqsat.ir.price_points`); a model
     whose sizes the symbols cannot follow (:class:`~eqsat.errors.DynamicShapeError`: a reshape to batch 1, a
     floor division) is imported with them fixed at those sizes instead. Without ``dynamic`` they are fixed.
+    ``as_written``: without the import's fusions (:func:`eqsat.onnx_io.load_model`).
     Raises :class:`InputShapeError` for a ``dims`` entry that names no symbol of the model."""
     shapes = dict(input_shapes) if input_shapes else None
     reason = ""
     if dynamic:
         try:
-            graph = load_model(model, input_shapes=shapes, label=label, symbolic=True)
+            graph = load_model(model, input_shapes=shapes, label=label, symbolic=True, as_written=as_written)
         except DynamicShapeError as e:
             reason = str(e)
         else:
@@ -49,7 +51,7 @@ def load_with_axes(model: onnx.ModelProto, *, label: str, input_shapes: Mapping[
             meta = {**graph.meta, VALUES_KEY: values, **({POINTS_KEY: points} if apart else {})}
             return Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name, meta), ""
     fixed = fixed_input_shapes(model, dict(dims or {}), shapes)
-    graph = load_model(model, input_shapes=fixed or None, label=label)
+    graph = load_model(model, input_shapes=fixed or None, label=label, as_written=as_written)
     counts = {k: v for k, v in (dims or {}).items() if k in graph_symbols(graph).generic}
     if counts:  # a Loop's count stays a symbol with the inputs fixed: costed at the size given
         graph = Graph(graph.inputs, graph.weights, graph.nodes, graph.outputs, graph.name,

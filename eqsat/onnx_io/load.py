@@ -129,7 +129,7 @@ class _Importer:
 
 def load_model(src: str | Path | bytes | onnx.ModelProto,
                input_shapes: Mapping[str, Sequence[int]] | None = None, *, label: str | None = None,
-               symbolic: bool = False) -> Graph:
+               symbolic: bool = False, as_written: bool = False) -> Graph:
     """Import an ONNX model (opsets 7-21, IR version 3 or later) into the IR.
 
     ``input_shapes`` fixes the shape of graph inputs with dynamic dimensions (CLI: ``--input-shape``; with
@@ -144,7 +144,10 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     control-flow node (If, Loop, Scan) imports as an opaque node that also reads the tensors its subgraphs use
     from around it; the leading size of a Loop's scan outputs, how many times it runs, is a symbol of its own
     whether or not ``symbolic`` (:mod:`eqsat.onnx_io.loops`; ``graph.meta["size_inputs"]`` names a graph input
-    that gives its trip count), or the number the file fixes.
+    that gives its trip count), or the number the file fixes. The import folds what onnxruntime fuses when it
+    loads a model (:func:`eqsat.ir.passes.import_folds`: Conv + BatchNormalization, Conv + Add, Conv + Relu);
+    ``as_written`` keeps those nodes apart, as TASO and Tensat import a model (constants are still folded and the
+    unused nodes dropped).
     """
     model, default_label = read_model(src)  # never mutated: fixed shapes go into a copy for shape inference
     label = label or default_label
@@ -202,8 +205,8 @@ def load_model(src: str | Path | bytes | onnx.ModelProto,
     graph = Graph(tuple(inputs), imp.weights, tuple(imp.ir), outputs, g.name or "graph", meta)
     try:
         # as onnxruntime runs the model: Conv + BatchNormalization folded, Conv + Add and Conv (+ Add) + Relu as
-        # one node each
-        graph = import_folds(graph).validate()
+        # one node each; as written, the rules that relate the two forms let a search choose them
+        graph = (graph.live() if as_written else import_folds(graph)).validate()
     except ValueError as e:
         raise ModelLoadError(f"{label}: import produced an invalid graph ({e}); this is an eqsat bug, please "
                              "report it with the model") from None

@@ -23,6 +23,7 @@ from eqsat.ir.rule import Rule
 from eqsat.rules import corpus_or_starter, starter_rules
 from eqsat.rules.layout import LAYOUT_RULES
 from eqsat.rules.onnxruntime import ORT_KERNEL_RULES
+from eqsat.rules.starter import IMPORT_FOLD_RULES
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,15 @@ def target_rules(target: str) -> list[Rule]:
     """The rules a target adds to any rule set: for ``"onnxruntime"``, the equalities of its fused kernels with
     their decompositions (:mod:`eqsat.rules.onnxruntime`); none for portable ONNX."""
     return list(choose(TARGETS, target, "target").rules())
+
+
+def with_fold_rules(rules: Sequence[Rule]) -> list[Rule]:
+    """``rules`` and, where it lacks one by name, each rule relating a fold of the default import to the nodes it
+    folds (:data:`eqsat.rules.starter.IMPORT_FOLD_RULES`: conv + batch norm, conv + residual add, conv (+ add) +
+    relu): the rules of a model imported as written (``optimize(as_written=True)``, ``eqsat compare
+    --as-written``), whose search then makes those folds where they pay."""
+    names = {r.name for r in rules}
+    return list(rules) + [r for r in IMPORT_FOLD_RULES if r.name not in names]
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,13 @@ class OptimizeOptions:
     options to run it by in its metadata, only where that executor pays; else the second where it is faster, else
     the original. Without ``parallel`` (the default) a graph costs the sum of its operators' costs.
 
+    With ``as_written`` the model is imported as written: the import folds nothing into a convolution (by default
+    it folds what onnxruntime fuses when it loads a model: a BatchNormalization into the kernel and bias, a
+    residual Add as ``conv2d_add``, a Relu as the conv's activation), and the rules relating those folds to the
+    separate nodes (:func:`eqsat.pipeline.choices.with_fold_rules`) join any rule set, so the search chooses them.
+    ``result.cost_before`` is then the cost of the model as TASO and Tensat import it, the original their speedups
+    are reported from (:mod:`eqsat.search.comparison`).
+
     Invalid values raise ValueError (a negative, NaN or infinite limit: :class:`eqsat.engine.LimitError`, which
     names the limit and what it allows); a ``cost_model`` of another type raises TypeError.
     """
@@ -170,6 +177,7 @@ class OptimizeOptions:
     cache: bool = True
     parallel: int | None = None
     critical_path_weight: float = DEFAULT_ALPHA
+    as_written: bool = False
 
     def __post_init__(self) -> None:
         check_seconds("time_limit", self.time_limit)
@@ -235,6 +243,7 @@ class OptimizeKeywords(TypedDict, total=False):
     cache: bool
     parallel: int | None
     critical_path_weight: float
+    as_written: bool
 
 
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(OptimizeOptions))

@@ -218,6 +218,9 @@ class OptimizeResult:
     #: with ``parallel``: the objective and the total, critical path and mixed cost before and after (the costs
     #: above are the mixed ones); None: the costs are sums
     parallel: ParallelReport | None = None
+    #: the model was imported as written (``optimize(as_written=True)``): the costs are from the model without the
+    #: import's folds, which the search made where they pay
+    as_written: bool = False
     #: what the transformation cache did (:mod:`eqsat.pipeline.transforms`): replayed a stored transformation
     #: instead of searching, stored this run's, or nothing ("")
     transformation: str = ""
@@ -289,6 +292,7 @@ class OptimizeResult:
                              "price_points": [dataclasses.asdict(p) for p in self.price_points]},
             "parallel": None if self.parallel is None else dataclasses.asdict(self.parallel),
             "repeated_blocks": self.blocks, "target": self.target, "kernels": dict(self.kernels),
+            "as_written": self.as_written,
             "saturation": {"iterations": max(0, len(self.iterations) - 1), "stop_reason": self.stop_reason},
             "egraph": {"enodes": self.egraph_size[0], "eclasses": self.egraph_size[1]},
             "extraction": {"status": self.solver_status, "bound": self.solver_bound, "gap": self.solver_gap},
@@ -313,6 +317,8 @@ class OptimizeResult:
         rows = [
             *([("SIGNATURE CHANGED", "; ".join(self.signature_changes))] if self.signature_changes else []),
             ("cost model", self.cost_model),
+            *([("import", "as written: no fold into a Conv before the search; its rules may fold")]
+              if self.as_written else []),
             *([] if c is None else [("costs", f"{c.configurations} operator configurations in {c.seconds:.1f} s: "
                                      f"{c.measured} measured ({c.cached} from the cache), {c.estimated} estimated "
                                      "(analytic, scaled to the measured)")]),

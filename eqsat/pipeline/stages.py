@@ -46,7 +46,7 @@ from eqsat.pipeline.check import (
     describe_reference,
     sizes_to_check,
 )
-from eqsat.pipeline.choices import default_rules
+from eqsat.pipeline.choices import default_rules, with_fold_rules
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, time_shares
 from eqsat.pipeline.records import Decision, Extracted, Loaded, Priced, Run, Saturated
 from eqsat.pipeline.result import (
@@ -75,14 +75,15 @@ def load(run: Run) -> Loaded:
     for b in bodies:
         run.say(f"control-flow body optimized: {b}")
     graph, static_reason = onnx_io.load_with_axes(given, label=label, input_shapes=o.input_shapes, dims=o.dims,
-                                                  dynamic=o.dynamic)
+                                                  dynamic=o.dynamic, as_written=o.as_written)
     if static_reason:  # a size not followed in the symbols, or one the model fixes (a reshape to batch 1)
         log.warning("%s; optimizing with the dimensions fixed, to report what that gains; the original is written "
                     "(pass --static to write the model at fixed sizes)", static_reason)
         run.say(f"dynamic axes fixed for the run: {static_reason}")
     elif graph_symbols(graph):
         run.say("dynamic axes kept: " + ", ".join(representative(graph)) + "; " + _pricing(graph))
-    run.say(f"imported {len(graph.nodes)} nodes ({sum(1 for n in graph.nodes if n.is_opaque)} opaque)")
+    run.say(f"imported {len(graph.nodes)} nodes ({sum(1 for n in graph.nodes if n.is_opaque)} opaque)"
+            + (", as written (no folds)" if o.as_written else ""))
     # one instance of repeated blocks stands for all (not with a dump: it would hold the reduced graph's e-graph)
     # (nor for the parallel executor: the reduced graph's pieces have no critical path of the whole model)
     reduction = reduce_repeats(graph) if o.reuse_blocks and not o.dump_egraph and o.parallel is None else None
@@ -131,9 +132,10 @@ def _pricing(graph: Graph) -> str:
 
 
 def choose_rules(run: Run) -> tuple[Rule, ...]:
-    """The rules given, or the default ones, and the target's."""
+    """The rules given, or the default ones, and the target's; as written, the import's folds' too."""
     o = run.options
     rules = list(o.rules) if o.rules is not None else default_rules(o.layouts)
+    rules = with_fold_rules(rules) if o.as_written else rules
     names = {r.name for r in rules}
     return tuple(rules + [r for r in run.target.rules() if r.name not in names])
 
@@ -558,7 +560,7 @@ def report(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | 
         parallel=figures.parallel_report(run, loaded, decision, cost_model),
         static_reason=loaded.static_reason,
         blocks="" if loaded.reduction is None else loaded.reduction.describe(), external_data=loaded.external_data,
-        target=run.target.name, kernels=_kernels_written(loaded, decision),
+        target=run.target.name, kernels=_kernels_written(loaded, decision), as_written=run.options.as_written,
         signature_changes=onnx_io.signature_changes(loaded.original, decision.model))
 
 

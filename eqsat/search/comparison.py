@@ -6,6 +6,12 @@ Every method starts from the same imported graph and gets the same wall-time bud
 exported to ONNX and judged by the same two functions whatever the method: :func:`model_cost` prices the
 exported model (never a search's own bookkeeping) and :func:`eqsat.pipeline.check.check_equal` compares it with the
 original under onnxruntime.
+
+By default the import folds what onnxruntime fuses when it loads a model (a BatchNormalization into the Conv before
+it, a residual Add and a Relu into the Conv), so every method starts from, and is judged as, the model as it runs.
+With ``as_written`` every method starts from the model as written, as TASO and Tensat import it, with the rules that
+make those folds added to its rules, and the original and each result are priced as written: the speedups are then
+from the same original as theirs, and a fold counts only where a method made it.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from eqsat.extract import ParallelCost
 from eqsat.ir.symbols import graph_size_inputs
 from eqsat.pipeline import default_rules, optimize
 from eqsat.pipeline.check import NumericReport, check_equal, sizes_to_check
+from eqsat.pipeline.choices import with_fold_rules
 from eqsat.search import searches as search
 from eqsat.search.autograph import autograph
 from eqsat.search.searches import check_limits
@@ -70,6 +77,7 @@ class ComparisonResult:
     cost_model: str
     budget: float
     methods: dict[str, MethodResult]
+    as_written: bool = False  # every method started from the model as written, and was judged as written
 
     def speedup(self, method: str) -> float:
         """Original cost over the method's cost."""
@@ -81,12 +89,13 @@ class ComparisonResult:
     def as_dict(self) -> dict[str, Any]:
         """The JSON form written by ``eqsat compare --json``. Besides each method's own fields, its
         ``seconds_to_backtracking_best`` and ``seconds_to_eqsat_best``: when its curve first reached that
-        method's final cost (null: never; the key is absent when that method did not run or failed)."""
+        method's final cost (null: never; the key is absent when that method did not run or failed), and its
+        ``start_nodes``: the nodes of the imported graph it started from, the same for every method."""
         methods = {k: v.as_dict() for k, v in self.methods.items()}
         for name, fields in reach_fields(methods).items():
             methods[name].update(fields)
         return _strict({"model": self.model, "original_cost": self.original_cost, "cost_model": self.cost_model,
-                        "budget": self.budget, "methods": methods})
+                        "budget": self.budget, "as_written": self.as_written, "methods": methods})
 
     def table(self) -> str:
         """A plain-text table: method, cost, speedup, seconds to its best, to backtracking's and to eqsat's final
@@ -98,7 +107,8 @@ class ComparisonResult:
 
         rows = [("method", "cost (ms)", "speedup", "to best (s)", "to bt's best (s)", "to eqsat's best (s)",
                  "total (s)", "work", "status")]
-        rows.append(("original", f"{self.original_cost:.6g}", "1.000x", "-", "-", "-", "-", "-", ""))
+        original = "original (as written)" if self.as_written else "original"
+        rows.append((original, f"{self.original_cost:.6g}", "1.000x", "-", "-", "-", "-", "-", ""))
         as_json = self.as_dict()["methods"]
         for name, r in self.methods.items():
             sp = self.speedup(name)
@@ -122,16 +132,19 @@ def _strict(x: Any) -> Any:
     return x
 
 
-def model_cost(model: onnx.ModelProto, cost_model: CostModel, parallel: ParallelCost | None = None) -> float:
+def model_cost(model: onnx.ModelProto, cost_model: CostModel, parallel: ParallelCost | None = None,
+               as_written: bool = False) -> float:
     """The cost of an ONNX model under ``cost_model`` (the sum of its operators' costs, or with ``parallel`` the
-    mixed critical-path cost): the one function every method's result is judged by."""
-    return Objective(parallel)(onnx_io.load_with_axes(model, label="model")[0], cost_model)  # at price points
+    mixed critical-path cost): the one function every method's result is judged by. ``as_written``: of the model
+    imported without the import's folds (:func:`eqsat.onnx_io.load_model`)."""
+    graph = onnx_io.load_with_axes(model, label="model", as_written=as_written)[0]
+    return Objective(parallel)(graph, cost_model)  # at price points
 
 
 def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] = DEFAULT_METHODS,
             budget: float = 60.0, cost_model: CostModel | None = None, *, alpha: float = 1.05, seed: int = 0,
             rules: Sequence[Any] | None = None, check: bool = True, progress: Callable[[str], None] | None = None,
-            name: str | None = None, parallel: int | None = None) -> ComparisonResult:
+            name: str | None = None, parallel: int | None = None, as_written: bool = False) -> ComparisonResult:
     """Run each of ``methods`` on ``model`` with the same rules, cost model and wall-time ``budget`` (seconds).
 
     Methods: ``eqsat`` (saturation + CP-SAT, :func:`eqsat.optimize` unchanged), ``backtracking`` (TASO's
@@ -141,7 +154,10 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     optimizes for it (``optimize(parallel=...)``, without the executors' race); else by the sum. Each result's
     cost is recomputed by :func:`model_cost` from its exported model, and (unless ``check`` is False) the model
     is compared with the original by onnxruntime; a result that differs is reported with status ``MISMATCH``.
-    ``name`` labels the model in the result (default: the file name, or the graph's name).
+    ``name`` labels the model in the result (default: the file name, or the graph's name). With ``as_written``
+    every method starts from the model imported as written (``optimize(as_written=True)``), the rules relating the
+    import's folds to the nodes it folds are added to ``rules`` (:func:`eqsat.pipeline.choices.with_fold_rules`),
+    and the original and every result are priced as written (:func:`model_cost`).
     """
     methods = [methods] if isinstance(methods, str) else list(dict.fromkeys(methods))
     if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
@@ -157,18 +173,20 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
     say = progress or (lambda msg: None)
     cost_model = cost_model or get_cost_model("analytic")
     proto, label = onnx_io.read_model(model)
-    graph, _ = onnx_io.load_with_axes(proto, label=label)  # dynamic axes as symbols, at their price points
+    # dynamic axes as symbols, at their price points; every method starts from this graph (eqsat imports the same)
+    graph, _ = onnx_io.load_with_axes(proto, label=label, as_written=as_written)
     sizes, shapes = sizes_to_check(graph)
     label = name or (label if isinstance(model, str | Path) else proto.graph.name or label)
     rules = list(rules) if rules is not None else default_rules()
-    original_cost = model_cost(proto, cost_model, mixed)
+    rules = with_fold_rules(rules) if as_written else rules
+    original_cost = model_cost(proto, cost_model, mixed, as_written)
     results: dict[str, MethodResult] = {}
     for method in methods:
         say(f"{method}: running for up to {budget:g} s")
         t = time.perf_counter()
         try:
             out, trace, work, details = _RUNNERS[method](proto, graph, rules, cost_model, budget, alpha, seed, say,
-                                                         mixed)
+                                                         mixed, as_written)
         except Exception as e:  # one failing method must not lose the others' results
             if not isinstance(e, Exception) or isinstance(e, UsageError):
                 raise
@@ -177,7 +195,7 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
             say(f"{method}: error: {e}")
             continue
         seconds = time.perf_counter() - t
-        cost = model_cost(out, cost_model, mixed)
+        cost = model_cost(out, cost_model, mixed, as_written)
         if mixed is not None and method in ("backtracking", "sampling"):
             # these search by the sum: their traces are sums, so only what their final graph costs, when they
             # found it, is in the units the comparison judges by
@@ -196,31 +214,32 @@ def compare(model: str | Path | bytes | onnx.ModelProto, methods: Sequence[str] 
                                        numeric, details)
         say(f"{method}: cost {cost:.6g} in {seconds:.1f} s ({status})")
     judged = cost_model.name if mixed is None else f"{cost_model.name}, {Objective(mixed).name}"
-    return ComparisonResult(label, original_cost, judged, budget, results)
+    return ComparisonResult(label, original_cost, judged, budget, results, as_written)
 
 
 Runner = Callable[..., tuple[onnx.ModelProto, list[tuple[float, float]], int, dict[str, Any]]]
 
 
 def _run_eqsat(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: CostModel, budget: float, alpha: float,
-               seed: int, say: Callable[[str], None], mixed: ParallelCost | None
+               seed: int, say: Callable[[str], None], mixed: ParallelCost | None, as_written: bool
                ) -> tuple[onnx.ModelProto, list[tuple[float, float]], int, dict[str, Any]]:
     for_parallel = {} if mixed is None else {"parallel": mixed.branches, "critical_path_weight": mixed.alpha}
     res = optimize(proto, cost_model=cost_model, rules=rules, time_limit=budget, check=False, verify_latency=False,
                    cache=False,  # a search, timed: never a stored transformation replayed
-                   **for_parallel)
+                   as_written=as_written, **for_parallel)
     enodes = res.iterations[-1].enodes if res.iterations else 0
     details = {"stop_reason": res.stop_reason, "solver_status": res.solver_status,
                "iterations": len(res.iterations) - 1, "stage_seconds": res.stage_seconds,
-               "best_source": res.best_source}
+               "best_source": res.best_source, "start_nodes": len(res.original.nodes)}
     # the anytime trace: when each better graph was found, in seconds from the run's start (the import counts)
     return res.model, list(res.trace), enodes, details
 
 
 def _run_search(kind: str) -> Runner:
     def run(proto: onnx.ModelProto, graph: Any, rules: list[Any], cost_model: CostModel, budget: float, alpha: float,
-            seed: int, say: Callable[[str], None], mixed: ParallelCost | None
+            seed: int, say: Callable[[str], None], mixed: ParallelCost | None, as_written: bool
             ) -> tuple[onnx.ModelProto, list[tuple[float, float]], int, dict[str, Any]]:
+        # the graph is already imported as asked (as written or folded): as_written concerns eqsat alone
         if kind == "autograph":
             assert mixed is not None  # compare asks for parallel with autograph
             res = autograph(graph, rules, cost_model, parallel=mixed, seconds=budget, progress=say)
@@ -229,7 +248,7 @@ def _run_search(kind: str) -> Runner:
         else:
             res = search.sampling(graph, rules, cost_model, seed=seed, seconds=budget, progress=say)
         details = {"stop_reason": res.stop_reason, "graphs_generated": res.graphs_generated,
-                   "rules_applied": len(res.applied), "search_seconds": res.seconds}
+                   "rules_applied": len(res.applied), "search_seconds": res.seconds, "start_nodes": len(graph.nodes)}
         return onnx_io.to_onnx(res.graph), res.trace, res.expansions, details
 
     return run

@@ -86,7 +86,8 @@ def plot_comparison(results: Sequence[dict[str, Any]], path: str | Path, title: 
                 ax.plot([at], [m["cost"]], marker=marker, color=color, markersize=6, linestyle="none", zorder=6)
         ax.set_xscale("symlog", linthresh=linthresh, linscale=0.5)
         ax.set_xlim(0, end * 1.05)
-        ax.set_title(f"{r['model']} ({r.get('cost_model', '?')})", fontsize=9)
+        written = ", as written" if r.get("as_written") else ""  # the import eqsat compare --as-written makes
+        ax.set_title(f"{r['model']} ({r.get('cost_model', '?')}{written})", fontsize=9)
         ax.set_xlabel(f"seconds (log; linear below {linthresh:g} s)", fontsize=8)
         if k % cols == 0:
             ax.set_ylabel("best cost so far (ms)", fontsize=8)

@@ -43,12 +43,12 @@ def test_every_flag_of_eqsat_optimize_reaches_its_option() -> None:
     args = build_parser().parse_args(
         ["optimize", "m.onnx", "-o", "x.onnx", "--static", "--no-check", "--no-anytime", "--no-block-reuse",
          "--time-limit", "7", "--node-limit", "9", "--iter-limit", "2", "--solver", "greedy", "--target",
-         "onnxruntime", "--candidates", "3", "--costs", "gpu-sim", "--provenance", "--dim", "b=2"])
+         "onnxruntime", "--candidates", "3", "--costs", "gpu-sim", "--provenance", "--dim", "b=2", "--as-written"])
     given = optimize_options(args)
     assert (given["dynamic"], given["check"], given["anytime"], given["reuse_blocks"]) == (False,) * 4
     assert (given["time_limit"], given["node_limit"], given["iter_limit"], given["candidates"]) == (7, 9, 2, 3)
     assert (given["solver"], given["target"], given["cost_model"]) == ("greedy", "onnxruntime", "gpu-sim")
-    assert given["provenance"] and given["dims"] == {"b": 2}
+    assert given["provenance"] and given["dims"] == {"b": 2} and given["as_written"]
 
 
 def test_the_choices_of_eqsat_optimize_are_the_choice_tables() -> None:
@@ -70,6 +70,7 @@ def test_demo_and_compare_take_the_defaults_of_what_they_run() -> None:
     c = build_parser().parse_args(["compare", "taso_bert"])
     sig = {k: p.default for k, p in inspect.signature(compare).parameters.items()}
     assert (c.budget, c.alpha, c.seed, c.check) == (sig["budget"], sig["alpha"], sig["seed"], sig["check"])
+    assert c.as_written == sig["as_written"] and build_parser().parse_args(["compare", "m", "--as-written"]).as_written
     assert c.methods.split(",") == list(sig["methods"])
 
 

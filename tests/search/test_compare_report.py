@@ -228,6 +228,10 @@ def test_output_file_names_carry_the_cost_model(bench) -> None:
     assert bench.output_stem("analytic") == "compare"
     assert bench.output_stem("gpu-sim") == "compare_gpu-sim"
     assert bench.output_stem("onnxruntime-cpu (cached)", "60s") == "compare_onnxruntime-cpu_60s"
+    assert bench.output_stem("analytic", imports="as-written") == "compare_as-written"
+    assert bench.output_stem("gpu-sim", "60s", "both-imports") == "compare_gpu-sim_both-imports_60s"
+    assert [bench.imports_of(r) for r in ([{}], [{"as_written": True}], [{"as_written": True}, {}])] == [
+        "", "as-written", "both-imports"]
 
 
 def test_the_shared_plot_writes_svg_from_saved_results(tmp_path) -> None:
@@ -249,3 +253,21 @@ def test_the_benchmark_compares_autograph_under_the_mixed_cost(bench, tmp_path) 
     methods = data["results"][0]["methods"]
     assert set(methods) == {"eqsat", "autograph"}
     assert methods["eqsat"]["cost"] <= methods["autograph"]["cost"] * (1 + 1e-9)
+
+
+def test_the_benchmark_runs_both_imports_into_one_table(bench, tmp_path) -> None:
+    """--both-imports: each model folded (as onnxruntime runs it) and as written (as TASO and Tensat import it)."""
+    out = tmp_path / "res"
+    assert bench.main(["small_cnn", "--methods", "eqsat,backtracking", "--both-imports", "--budget", "2",
+                       "--out", str(out)]) == 0
+    data = json.loads((out / "compare_both-imports.json").read_text())
+    folded, written = data["results"]
+    assert (folded.get("as_written"), written.get("as_written")) == (False, True)
+    assert written["original_cost"] > folded["original_cost"]  # its batch norm is not folded before the search
+    for r in (folded, written):
+        assert all(m["status"] == "ok" for m in r["methods"].values())
+    assert written["methods"]["backtracking"]["cost"] < written["original_cost"]  # the search folds it
+    md = (out / "compare_both-imports.md").read_text()
+    assert "| model | import | method |" in md and "imported folded and as written" in md
+    assert "| small_cnn | folded | eqsat |" in md and "| small_cnn | as written | eqsat |" in md
+    assert (out / "compare_both-imports.csv").read_text().splitlines()[0].startswith("model,import,method,")
