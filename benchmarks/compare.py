@@ -42,11 +42,11 @@ import os
 import platform
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import git_commit
 
-from eqsat.costs import CostModel
 from eqsat.search.comparison_plot import plot_comparison
 from eqsat.search.traces import (
     TOL,
@@ -102,26 +102,6 @@ def output_stem(costs: str, tag: str | None = None, imports: str = "") -> str:
     return re.sub(r"[^A-Za-z0-9.+_-]+", "-", "_".join(parts))
 
 
-def run(models: list[str], methods: list[str], budget: float, alpha: float, cost_model: CostModel,
-        parallel: int | None = None, as_written: tuple[bool, ...] = (False,)) -> list[dict]:
-    """Compare the methods on each model under ``cost_model`` (and with ``parallel``, AutoGraph's mixed cost for
-    that many branches at once), imported each way of ``as_written``; one dict per model and import (the JSON of
-    eqsat compare)."""
-    from eqsat import models as zoo
-    from eqsat.search.comparison import compare
-
-    builders = zoo.builtin_models()
-    out = []
-    for name in models:
-        for written in as_written:
-            res = compare(builders[name](), methods, budget=budget, cost_model=cost_model, alpha=alpha, name=name,
-                          progress=lambda msg: print(msg, file=sys.stderr, flush=True), parallel=parallel,
-                          as_written=written)
-            print(res.table(), file=sys.stderr, flush=True)
-            out.append(res.as_dict())
-    return out
-
-
 def import_name(r: dict) -> str:
     """How a result's model was imported: "as written", or "folded" (as onnxruntime runs it; files from before
     the as-written import have no field and were folded)."""
@@ -157,6 +137,12 @@ def rows(results: list[dict]) -> list[dict]:
                     row[key] = _never(m[key])
             if eq is not None and method != "eqsat" and eq["cost"] is not None:
                 row["vs_eqsat_cost"] = cost / eq["cost"]
+            if r.get("repetitions", 1) > 1:  # a sweep's repetitions: the figures' spread (eqsat.search.sweep)
+                row["repetitions"] = r["repetitions"]
+                spread = m.get("spread") or {}
+                for key in ("cost", "seconds_to_backtracking_best"):
+                    if spread.get(key) is not None:
+                        row[f"{key}_range"] = [_never(x) for x in spread[key]]
             flat.append(row)
     return flat
 
@@ -296,11 +282,25 @@ def _with_import(results: list[dict], cells: list, value: str) -> list:
     return cells[:1] + [value] + cells[1:] if any(r.get("as_written") for r in results) else cells
 
 
+def _range(r: dict, key: str, fmt: Callable[[float], str]) -> str:
+    """A figure's median and range over a sweep's repetitions, "-" where it has none."""
+    lo_med_hi = r.get(f"{key}_range")
+    if lo_med_hi is None:
+        return "-"
+    lo, med, hi = lo_med_hi
+    return f"{fmt(med)} ({fmt(lo)}-{fmt(hi)})"
+
+
 def table(flat: list[dict]) -> str:
-    """Markdown table of the flat rows ("never": not reached; "-": the method timed against did not run)."""
+    """Markdown table of the flat rows ("never": not reached; "-": the method timed against did not run). With a
+    sweep's repetitions, the row is the repetition with the median eqsat cost, and two more columns give the
+    median and range over the repetitions of the cost and of the time to backtracking's final cost."""
     written = [{"as_written": r["import"] == "as written"} for r in flat]
+    reps = max((r.get("repetitions", 1) for r in flat), default=1)
     head = _with_import(written, ["model", "method", "cost (ms)", "speedup", "cost / eqsat's", "to best (s)",
                                   "to bt's best (s)", "to eqsat's best (s)", "total (s)", "work", "status"], "import")
+    if reps > 1:
+        head += [f"cost over {reps} runs: median (range)", "to bt's best: median (range)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in flat:
         vs = r.get("vs_eqsat_cost")
@@ -310,6 +310,8 @@ def table(flat: list[dict]) -> str:
                  "-" if vs is None else f"{vs:.4f}",
                  f"{r['seconds_to_best']:.2f}" if r["seconds_to_best"] is not None else "-", *reach,
                  f"{r['seconds']:.1f}", r["work"], r["status"][:60]], r["import"])
+        if reps > 1:
+            cells += [_range(r, "cost", lambda x: f"{x:.5g}"), _range(r, "seconds_to_backtracking_best", _secs)]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -361,8 +363,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="*", default=list(zoo.TASO_SUITE))
     ap.add_argument("--methods", default="eqsat,backtracking,sampling")
     ap.add_argument("--budget", type=float, default=60.0)
+    ap.add_argument("--budgets", help="several budgets, comma-separated: a grid (one set of files each)")
     ap.add_argument("--alpha", type=float, default=1.05)
-    ap.add_argument("--costs", default="analytic", help="any name eqsat.costs.get_cost_model takes")
+    ap.add_argument("--costs", default="analytic",
+                    help="any name eqsat.costs.get_cost_model takes; several, comma-separated, for a grid")
+    ap.add_argument("--repetitions", type=int, default=1,
+                    help="runs of each setting (the sampling search seeded by the run's number); the table gives "
+                         "the median and range of the cost and of the time to backtracking's final cost")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="settings x repetitions run at once in a local process pool (default 1: one after "
+                         "the other); with --ray, the CPUs of the Ray started here")
+    ap.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                    help="run each unit as a Ray task, one CPU each: on the cluster at ADDRESS, else on a Ray "
+                         "started here")
+    ap.add_argument("--units", metavar="DIR",
+                    help="where each unit's result is written as it finishes (default OUT/.sweep/COMMIT): a run "
+                         "over a folder again runs only the units without a result")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--tag", help="added to the output file names: compare[_COSTS]_TAG.*")
     ap.add_argument("--parallel", type=int, metavar="N",
@@ -377,27 +393,52 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--render", metavar="JSON", nargs="+",
                     help="only re-render the tables and plot: a saved compare.json, or files of eqsat compare --json")
     args = ap.parse_args(argv)
+    this = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.render:
         results, meta, command, costs = load_results([Path(p) for p in args.render])
-    else:
-        from eqsat.costs import get_cost_model
+        render(results, meta, command, costs, args, this)
+        return 0
+    from eqsat.costs import get_cost_model
+    from eqsat.rules.distributed import Executor
+    from eqsat.search.sweep import aggregate, grid, run_sweep
 
+    cost_names = [c for c in args.costs.split(",") if c]
+    for name in cost_names:
         try:  # a wrong name fails here, before any model runs
-            cost_model = get_cost_model(args.costs)
+            get_cost_model(name)
         except (ValueError, RuntimeError) as e:
-            raise SystemExit(f"compare.py: error: --costs {args.costs}: {e}") from None
-        methods = [m for m in args.methods.split(",") if m]
-        commit = git_commit(mark_uncommitted=True)  # what is measured: the code as the run starts
-        results = run(args.models, methods, args.budget, args.alpha, cost_model, args.parallel,
-                      IMPORTS[args.imports])
-        costs = args.costs if args.parallel is None else f"{args.costs} mixed-{args.parallel}"
-        meta = (f"commit {commit}, {datetime.date.today()}, {platform.machine()} "
-                f"{os.cpu_count()} cores, Python {platform.python_version()}, cost model {args.costs}, budget "
-                f"{args.budget:g} s per method, alpha {args.alpha}, imported "
-                f"{' and '.join(import_name({'as_written': w}) for w in IMPORTS[args.imports])}")
-        command = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
+            raise SystemExit(f"compare.py: error: --costs {name}: {e}") from None
+    if args.repetitions < 1 or args.workers < 1:
+        raise SystemExit("compare.py: error: --repetitions and --workers must be at least 1")
+    budgets = [float(b) for b in args.budgets.split(",") if b] if args.budgets else [args.budget]
+    methods = [m for m in args.methods.split(",") if m]
+    commit = git_commit(mark_uncommitted=True)  # what is measured: the code as the run starts
+    units = grid(args.models, budgets, cost_names, args.repetitions, methods, alpha=args.alpha,
+                 parallel=args.parallel, as_written=IMPORTS[args.imports])
+    executor = Executor(workers=args.workers, backend="ray", address=args.ray or None) if args.ray is not None \
+        else Executor(workers=args.workers, backend="pool") if args.workers > 1 else None
+    folder = Path(args.units) if args.units else Path(args.out) / ".sweep" / re.sub(r"\W+", "-", commit)
+    print(f"{len(units)} units on {executor.describe() if executor else 'this process, one after the other'}; "
+          f"results in {folder}", file=sys.stderr, flush=True)
+    every = run_sweep(units, folder, executor, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    for name in cost_names:
+        for budget in budgets:
+            results = aggregate(r for r, u in zip(every, units, strict=True) if u.costs == name and u.budget == budget)
+            costs = name if args.parallel is None else f"{name} mixed-{args.parallel}"
+            meta = (f"commit {commit}, {datetime.date.today()}, {platform.machine()} "
+                    f"{os.cpu_count()} cores, Python {platform.python_version()}, cost model {name}, budget "
+                    f"{budget:g} s per method, alpha {args.alpha}, imported "
+                    f"{' and '.join(import_name({'as_written': w}) for w in IMPORTS[args.imports])}, "
+                    f"{args.repetitions} run(s) of each, on {executor.describe() if executor else 'one process'}")
+            tag = "_".join(t for t in (args.tag, f"{budget:g}s" if len(budgets) > 1 else "") if t) or None
+            render(results, meta, this, costs, args, this, tag)
+    return 0
+
+
+def render(results: list[dict], meta: str, command: str, costs: str, args: argparse.Namespace, this: str,
+           tag: str | None = None) -> None:
+    """Write the tables, targets and plot of ``results`` into ``args.out`` (see the module docstring)."""
     flat = rows(results)
-    this = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
     shown = f"Command: `{command}`"
     if args.render and command != this:  # the figures are the run's, the tables this code's
         shown += f"; tables re-rendered by `{this}` at commit {git_commit(mark_uncommitted=True)}"
@@ -409,19 +450,19 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = output_stem(costs, args.tag, imports_of(results))
+    stem = output_stem(costs, tag if tag is not None else args.tag, imports_of(results))
     (out / f"{stem}.md").write_text(md)
     saved = {"meta": meta, "command": command, "costs": costs, "results": results}
     (out / f"{stem}.json").write_text(json.dumps(saved, indent=1, allow_nan=False) + "\n")
     with open(out / f"{stem}.csv", "w", newline="") as f:
         fields = ["model", "import", "method", "original_cost", "cost", "speedup", "vs_eqsat_cost", "seconds_to_best",
-                  "seconds_to_backtracking_best", "seconds_to_eqsat_best", "seconds", "work", "status"]
+                  "seconds_to_backtracking_best", "seconds_to_eqsat_best", "seconds", "work", "status",
+                  "repetitions", "cost_range", "seconds_to_backtracking_best_range"]
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
         w.writerows(flat)
     plot_comparison(results, out / f"{stem}.png", title=meta)
     print(f"wrote {out / stem}.{{md,csv,json,png}}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":
