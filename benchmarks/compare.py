@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import functools
 import json
 import math
 import os
@@ -399,8 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         render(results, meta, command, costs, args, this)
         return 0
     from eqsat.costs import get_cost_model
+    from eqsat.models.registry import builtin_model
     from eqsat.rules.distributed import Executor
-    from eqsat.search.sweep import aggregate, grid, run_sweep
+    from eqsat.search.sweep import aggregate, grid, run_sweep, run_unit
 
     cost_names = [c for c in args.costs.split(",") if c]
     for name in cost_names:
@@ -420,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(args.units) if args.units else Path(args.out) / ".sweep" / re.sub(r"\W+", "-", commit)
     print(f"{len(units)} units on {executor.describe() if executor else 'this process, one after the other'}; "
           f"results in {folder}", file=sys.stderr, flush=True)
-    every = run_sweep(units, folder, executor, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    every = run_sweep(units, folder, executor, progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+                      runner=functools.partial(run_unit, load=builtin_model))
     for name in cost_names:
         for budget in budgets:
             results = aggregate(r for r, u in zip(every, units, strict=True) if u.costs == name and u.budget == budget)

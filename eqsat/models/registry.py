@@ -40,3 +40,9 @@ def builtin_models() -> dict[str, Callable[[], onnx.ModelProto]]:
     return {"bert_attention_block": bert_attention_block, "nasrnn_cell": nasrnn_cell,
             "two_matmul_shared_input": two_matmul_shared_input, "small_cnn": small_cnn, **taso_suite(),
             "hf_bert": hf_bert, "mobilenet_v2": mobilenet_v2}
+
+
+def builtin_model(name: str) -> onnx.ModelProto | str:
+    """The built-in model of that name, or ``name`` itself (an ONNX file's path) where there is none."""
+    builders = builtin_models()
+    return builders[name]() if name in builders else name

@@ -57,14 +57,14 @@ def grid(models: Iterable[str], budgets: Iterable[float], costs: Iterable[str], 
             for m in models for w in as_written for c in costs for b in budgets for r in range(repetitions)]
 
 
-def run_unit(unit: SweepUnit) -> dict[str, Any]:
-    """Run one unit (in a worker): the comparison's JSON (``eqsat compare --json``) with the unit's settings."""
-    from eqsat import models as zoo
+def run_unit(unit: SweepUnit, load: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """Run one unit (in a worker): the comparison's JSON (``eqsat compare --json``) with the unit's settings.
+    ``load`` gives the model a unit names (a built-in model by name: :func:`eqsat.models.registry.builtin_model`;
+    picklable, as the executor sends it to the workers); by default the unit's model is an ONNX file."""
     from eqsat.costs import get_cost_model
     from eqsat.search.comparison import compare
 
-    builders = zoo.builtin_models()
-    model = builders[unit.model]() if unit.model in builders else unit.model
+    model = unit.model if load is None else load(unit.model)
     res = compare(model, unit.methods, budget=unit.budget, cost_model=get_cost_model(unit.costs), alpha=unit.alpha,
                   seed=unit.repetition, name=unit.model, parallel=unit.parallel, as_written=unit.as_written)
     return {**res.as_dict(), "costs": unit.costs, "repetition": unit.repetition, "unit": unit.key()}
