@@ -22,7 +22,7 @@ from eqsat.costs.analytic import AnalyticCostModel
 from eqsat.costs.base import CostModel
 from eqsat.ir.names import NameAllocator
 from eqsat.onnx_io import inference_session, kernel_opsets, opaque_node, written_node
-from eqsat.ops import CostKey
+from eqsat.ops import ONNX_FLOAT_TYPES, CostKey
 
 
 class _OneNodeExport:
@@ -84,8 +84,10 @@ def one_node_model(key: CostKey, replicas: int = 1, after: bool = False):
         outs.append(out)
         nodes += [written_node(t, i, o, **a) for t, i, o, a in spec.export_fn(params, ins, [out], ctx)]
     inits.update(ctx.initializers)
+    # an operator that changes the precision (a cast) writes its output in the precision it names
+    out_dt = ONNX_FLOAT_TYPES[params[spec.precision_param]] if spec.precision_param else dt
     g = helper.make_graph(nodes, "one", [helper.make_tensor_value_info(n, dt, list(sh)) for n, sh in graph_inputs],
-                          [helper.make_tensor_value_info(o, dt, list(key.output_shape)) for o in outs],
+                          [helper.make_tensor_value_info(o, out_dt, list(key.output_shape)) for o in outs],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", ctx.opset), *kernel_opsets(nodes, ())])
     m.ir_version = 9

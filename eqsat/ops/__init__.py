@@ -23,6 +23,7 @@ from eqsat.ops import cast  # noqa: E402,F401
 from eqsat.ops import contrib  # noqa: E402,F401  (importers only: onnxruntime's fused kernels)
 from eqsat.ops import ort_kernels  # noqa: E402,F401  (those kernels as operators, for target onnxruntime)
 # isort: on
+from eqsat.ops.cast import ONNX_FLOAT_TYPES
 from eqsat.ops.chains import runs_as_keys, runs_as_nodes, runs_as_operands
 from eqsat.ops.core import (
     ACT_NONE,
@@ -62,7 +63,7 @@ from eqsat.ops.core import (
 from eqsat.ops.families import LAYOUT_PERMS, LAYOUT_TARGETS
 from eqsat.ops.fusion import FUSIONS, Fusion, FusionMatch  # noqa: E402
 
-__all__ = [
+__all__ = ["ONNX_FLOAT_TYPES",
     "ACT_NONE", "ACT_RELU", "FUSIONS", "Fusion", "FusionMatch", "MAX_RANK", "ONNX_IMPORTERS", "PRIME", "REGISTRY",
     "CostKey", "DimAxiom", "ExportContext",
     "GenContext", "GenTensor", "GeneratorForm", "ImportContext", "Importer", "IRNode",

@@ -146,3 +146,15 @@ def test_a_node_reading_two_precisions_is_refused() -> None:
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
     with pytest.raises(onnx_io.PrecisionError, match="Add"):
         onnx_io.restore_precisions(model, {"x": "float16", "x32": "float32"})
+
+
+def test_a_measured_cost_model_times_a_change_of_precision_as_written() -> None:
+    from eqsat.costs.measured_cpu import one_node_model
+    from eqsat.ops import get as op
+
+    cast = op("cast")
+    key = cast.cost_key(cast.normalize({"source": "float32", "target": "float16"}), [(4, 64)], (4, 64))
+    model = one_node_model(key)  # checked by onnx's checker: the output is in float16
+    assert model.graph.output[0].type.tensor_type.elem_type == F16
+    out = onnx_io.run_onnxruntime(model, {"in0": np.full((4, 64), 1.0 + 2.0 ** -12, dtype=np.float32)})[0]
+    assert out.dtype == np.float16 and float(out[0, 0]) == 1.0
