@@ -247,7 +247,9 @@ def written_views(graph: Graph) -> Graph:
                     source[n.output] = ins[0]
                     changed = True
                     continue
-                if ins[0] in by_out and ins[0] not in outputs and ins == n.inputs and readers.get(ins[0]) == 1:
+                src = by_out.get(ins[0])
+                if (src is not None and not src.is_opaque and ins[0] not in outputs and ins == n.inputs
+                        and readers.get(ins[0]) == 1):
                     renamed[ins[0]] = n.output  # its producer writes the graph output itself
                     changed = True
                     continue
