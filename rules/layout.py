@@ -10,6 +10,33 @@ from eqsat.ir.rule import Rule
 _CONV = "?st ?pd ?dl ?g ?act"
 TO_NHWC, TO_NCHW = "[0 2 3 1]", "[0 3 1 2]"
 
+#: grouped-query attention's shared key/value heads as exporters write them (``repeat_interleave`` over the
+#: heads): ``?x`` of shape (batch, groups, 1, length, head size) expanded along its third axis only, to ``?e`` =
+#: (batch, groups, repeats, length, head size), and viewed as ``?m`` = (batch, groups * repeats, length, head
+#: size); ``?a`` the (batch, heads, ...) operand multiplied with it
+_GROUPED = ("(= (rank ?x) 5)", "(= (dim ?x 2) 1)",
+            "(= ?e [(dim ?x 0) (dim ?x 1) (dim ?e 2) (dim ?x 3) (dim ?x 4)])",
+            "(= ?m [(dim ?x 0) (* (dim ?x 1) (dim ?e 2)) (dim ?x 3) (dim ?x 4)])",
+            "(= (rank ?a) 4)", "(= (dim ?a 0) (dim ?x 0))", "(= (dim ?a 1) (dim ?m 1))")
+_REPEATED = "(reshape :shape ?m (expand :shape ?e ?x))"
+#: ``?a`` with its heads split into (groups, repeats): each group's repeats read the group's one key or value
+_A_GROUPED = "(reshape :shape [(dim ?a 0) (dim ?x 1) (dim ?e 2) (dim ?a 2) (dim ?a 3)] ?a)"
+
+
+def _grouped_heads() -> tuple[Rule, ...]:
+    """Attention's two products with the key and value heads a group of query heads shares, each read once per
+    group by the product's broadcast over the repeats instead of copied once per query head by an expand: the
+    attention scores ``q @ k^T`` and the weighted values ``p @ v``."""
+    return (
+        Rule("grouped-heads-scores", (f"(matmul ?a (transpose :perm [0 1 3 2] {_REPEATED}))",),
+             (f"(reshape :shape [(dim ?a 0) (dim ?a 1) (dim ?a 2) (dim ?x 3)] "
+              f"(matmul {_A_GROUPED} (transpose :perm [0 1 2 4 3] ?x)))",), conditions=_GROUPED),
+        Rule("grouped-heads-values", (f"(matmul ?a {_REPEATED})",),
+             (f"(reshape :shape [(dim ?a 0) (dim ?a 1) (dim ?a 2) (dim ?x 4)] (matmul {_A_GROUPED} ?x))",),
+             conditions=_GROUPED),
+    )
+
+
 LAYOUT_RULES: tuple[Rule, ...] = (
     # matmul with transposed operands: cuBLAS / Gemm flags instead of explicit transposes
     Rule("layout-matmul-ta", ("(matmul (transpose [1 0] ?a) ?b)",), ("(matmul_t 1 0 ?a ?b)",), bidirectional=True),
@@ -58,4 +85,5 @@ LAYOUT_RULES: tuple[Rule, ...] = (
            (f"(lrn :size ?size :alpha ?alpha :beta ?beta :bias ?shift :form {form} ?x)",)) for form in (1, 2)),
     Rule("layout-ewadd-nchw", (f"(ewadd (transpose {TO_NCHW} ?a) (transpose {TO_NCHW} ?b))",),
          (f"(transpose {TO_NCHW} (ewadd ?a ?b))",), conditions=("(= (shape ?a) (shape ?b))",)),
+    *_grouped_heads(),
 )

@@ -39,6 +39,9 @@ class _OneNodeExport:
     def shape(self, name: str) -> tuple[int, ...] | None:
         return self.shapes.get(name)
 
+    def constant(self, name: str) -> np.ndarray | None:
+        return self.initializers.get(name)
+
     def add_initializer(self, array: np.ndarray, hint: str) -> str:
         name = self.fresh(hint)
         self.initializers[name] = np.asarray(array)

@@ -24,7 +24,7 @@ from typing import Any
 from eqsat import ops
 from eqsat.engine.errors import EngineError
 from eqsat.ir.graph import Graph, Node
-from eqsat.ir.rule import Rule, RuleError, Sexp, Vec, is_var, parse, split_args
+from eqsat.ir.rule import Rule, RuleError, Sexp, Vec, is_var, param_vars, parse, split_args
 from eqsat.ops import shapes
 
 __all__ = ["SIBLING_MERGE", "PROVENANCE_PREFIX", "ITERATION_COUNTER", "CompiledGraph", "RuleStep", "declarations",
@@ -152,7 +152,9 @@ def _shape_rules(spec: ops.OpSpec) -> list[str]:
 
 
 class _RuleCompiler:
-    def __init__(self) -> None:
+    def __init__(self, params: frozenset[str] = frozenset()) -> None:
+        #: the parameter variables the left-hand sides bind: ``(dim ?s i)`` of one reads the tuple itself
+        self.params = params
         self.shape_vars: dict[str, str] = {}
         self.dims: dict[tuple[str, str], None] = {}  # (shape, index) pairs read with vec-get, in order
 
@@ -181,10 +183,13 @@ class _RuleCompiler:
     def expr(self, e: Sexp) -> str:
         if is_var(e) or isinstance(e, int):
             return self.var(e) if is_var(e) else str(e)
+        if isinstance(e, Vec):  # a tuple compared with a shape parameter in a condition
+            return f"(vec-of {' '.join(self.expr(i) for i in e.items)})" if e.items else "(vec-empty)"
         if isinstance(e, list):
             head = e[0]
             if head == "dim":
-                shape, index = self.shape_of(e[1]), self.expr(e[2])
+                shape = self.var(e[1]) if e[1] in self.params else self.shape_of(e[1])
+                index = self.expr(e[2])
                 self.dims[(shape, index)] = None
                 return f"(vec-get {shape} {index})"
             if head == "rank":
@@ -231,7 +236,7 @@ def compile_rule(rule: Rule, provenance: bool = False) -> str:
     engine sets before each iteration; see :func:`declarations`). The query gains one atom on a one-row
     table, so the matches are the same.
     """
-    comp = _RuleCompiler()
+    comp = _RuleCompiler(frozenset().union(*(param_vars(parse(lhs)) for lhs in rule.lhs)))
     facts = [f"(= __r{k} {comp.term(parse(lhs))})" for k, lhs in enumerate(rule.lhs)]
     facts += [comp.condition(c) for c in rule.conditions]
     actions = [f"(pending __r{k} {comp.term(parse(rhs))})" for k, rhs in enumerate(rule.rhs)]

@@ -1,4 +1,5 @@
-"""Passes over IR graphs: the folds the import makes and the flattening of the e-graph's binary chains.
+"""Passes over IR graphs: the folds the import makes, the flattening of the e-graph's binary chains and the views
+as export writes them.
 
 The import folds what a runtime fuses when it loads a model, so that a graph is priced as it runs: an operator
 into the convolution whose kernel and bias absorb it (``OpSpec.weight_fold``: a batch norm), a pair of operators
@@ -14,7 +15,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from eqsat import ops
-from eqsat.ir.graph import Graph, Node
+from eqsat.ir.graph import Graph, Node, computed_from_weights, make_node
 from eqsat.ir.names import NameAllocator
 
 
@@ -151,3 +152,113 @@ def fuse_activations(graph: Graph) -> Graph:
         return Node(src.op, src.spec.param_tuple({**src.p, "act": act}), src.inputs, n.output)
 
     return _fuse_producers(graph, fuse)
+
+
+def unflagged(n: Node) -> Node:
+    """``n`` as its plain operator (``TransposeFlags.plain``: matmul for matmul_t) where no flag is set: the same
+    product (a MatMul or a Gemm)."""
+    flags = n.spec.transpose_flags
+    if flags is None or not flags.plain or any(n.p[f] for f in flags.params):
+        return n
+    return make_node(flags.plain, {}, n.inputs, n.output)
+
+
+def _row_product(n: Node, producers: Mapping[str, Node]) -> tuple[str, str, str] | None:
+    """``(operator, rows, matrix)`` where ``n`` multiplies rows by a matrix as that operator (``OpSpec.row_product``,
+    without parameters): itself, its flagless form's plain operator, or that operator reading a 2-D transpose's
+    input where ``n`` flags the transpose of its second operand (a projection whose weight the e-graph transposed
+    and export writes back as the weight with Gemm's flag); else None."""
+    plain = unflagged(n)
+    if plain.spec.row_product and not plain.params:
+        return plain.op, plain.inputs[0], plain.inputs[1]
+    flags = n.spec.transpose_flags
+    if flags is None or not flags.plain or not ops.get(flags.plain).row_product \
+            or tuple(n.p[f] for f in flags.params) != (0, 1):
+        return None
+    t = producers.get(n.inputs[1])
+    if t is None or not t.spec.permutes or tuple(t.p[t.spec.permutes]) != (1, 0):
+        return None
+    return flags.plain, n.inputs[0], t.inputs[0]
+
+
+def written_views(graph: Graph) -> Graph:
+    """The graph as export writes its views: the same computation in fewer nodes. First a product of rows by a
+    matrix (``OpSpec.row_product``; a flagless ``matmul_t`` as its plain form) whose rows a view flattened from
+    a tensor of rank 3 or more, as the import reads a transformer's projection (activations ``(batch, seq,
+    hidden)`` as ``(batch * seq, hidden)`` rows), is computed on that tensor, its weight-only matrix viewed to
+    that rank with leading sizes 1, where every reader of the product is a view or a piece of its columns that
+    only views read (the pieces then cut its last axis): the rows' data is the same, read under the leading
+    sizes, and no view is written before and after the product. Then a view of a view reads the first one's
+    input, and a view to its input's own shape is dropped: its readers read that input, or, where the view is a
+    graph output and the only reader of a node's output, that node writes the graph output. Returns the same
+    graph object where nothing applies."""
+    shapes, producers, consumers = graph.shapes, graph.producers, graph.consumers
+    outputs = set(graph.outputs)
+    weight_only = set(graph.weights)
+    for n in graph.nodes:
+        if computed_from_weights(n.op, n.inputs, weight_only):
+            weight_only.add(n.output)
+    names = NameAllocator([i.name for i in graph.inputs] + list(graph.weights) + [n.output for n in graph.nodes])
+    replaced: dict[str, Node] = {}  # by output
+    added: dict[str, Node] = {}  # by the product they are read by
+    for n in graph.nodes:
+        product = None if n.output in outputs else _row_product(n, producers)
+        if product is None:
+            continue
+        op, rows, matrix = product
+        flat = producers.get(rows)
+        if flat is None or not flat.spec.view or matrix not in weight_only or len(shapes[matrix]) != 2:
+            continue
+        x = flat.inputs[0]
+        lead = shapes[x][:-1]
+        if len(lead) < 2 or shapes[rows] != (int(np.prod(lead)), shapes[x][-1]):
+            continue
+        readers = consumers.get(n.output, [])
+        pieces = [r for r in readers if not r.spec.view]
+        if not readers or not all(
+                r.spec.glue == "cut" and r.p[r.spec.piece_axis] == 1 and r.output not in outputs
+                and all(c.spec.view for c in consumers.get(r.output, [])) for r in pieces):
+            continue
+        viewed = names.fresh(f"{matrix}_rank{len(lead) + 1}")
+        added[n.output] = make_node(flat.op, {flat.spec.params[0][0]: (1,) * (len(lead) - 1) + shapes[matrix]},
+                                    [matrix], viewed)
+        replaced[n.output] = make_node(op, {}, [x, viewed], n.output)
+        for r in pieces:
+            replaced[r.output] = make_node(r.op, {**r.p, r.spec.piece_axis: len(lead)}, r.inputs, r.output)
+    nodes = [m for n in graph.nodes for m in ((added[n.output],) if n.output in added else ()) + (
+        replaced.get(n.output, n),)]
+    # views of views, and views that change nothing
+    source: dict[str, str] = {}  # tensor -> the tensor it is read as
+    renamed: dict[str, str] = {}  # a node's output -> the graph output its only reader, a view, was
+    out: list[Node] = []
+    by_out = {n.output: n for n in nodes}
+    new = Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta)
+    new_shapes, readers = new.shapes, {t: len(r) for t, r in new.consumers.items()}
+    changed = bool(replaced)
+    for n in nodes:
+        ins = tuple(source.get(i, i) for i in n.inputs)
+        if n.spec.view:
+            first = by_out.get(ins[0])
+            while first is not None and first.spec.view:
+                ins = first.inputs
+                first = by_out.get(ins[0])
+            if new_shapes[ins[0]] == new_shapes[n.output]:
+                if n.output not in outputs:
+                    source[n.output] = ins[0]
+                    changed = True
+                    continue
+                src = by_out.get(ins[0])
+                if (src is not None and not src.is_opaque and ins[0] not in outputs and ins == n.inputs
+                        and readers.get(ins[0]) == 1):
+                    renamed[ins[0]] = n.output  # its producer writes the graph output itself
+                    changed = True
+                    continue
+        if ins != n.inputs:
+            changed = True
+            n = Node(n.op, n.params, ins, n.output)
+        by_out[n.output] = n
+        out.append(n)
+    if not changed:
+        return graph
+    out = [Node(n.op, n.params, n.inputs, renamed.get(n.output, n.output)) for n in out]
+    return Graph(graph.inputs, graph.weights, tuple(out), graph.outputs, graph.name, graph.meta).live()

@@ -8,8 +8,10 @@ writes the named form, which the committed corpus uses. Leaves are tensor variab
 positions hold integer or float literals (``1e-05``, ``-inf``), tuple literals ``[1 1]``, parameter variables
 ``?k`` or (on a right-hand side) parameter expressions built from ``(dim ?x AXIS)``, ``(rank ?x)``,
 ``(+ e e)``, ``(- e e)``, ``(* e e)`` and ``(compose p q)`` (the permutation of a transpose by ``p`` followed
-by one by ``q``). Conditions use the same language:
-``(= e e)``, ``(!= e e)``, ``(< e e)``, ``(<= e e)`` and ``(= (shape ?a) (shape ?b))``.
+by one by ``q``); in ``(dim ?s AXIS)`` ``?s`` may also be a shape parameter (a reshape's or an expand's
+``:shape ?s``), read at that position. Conditions use the same language:
+``(= e e)``, ``(!= e e)``, ``(< e e)``, ``(<= e e)``, ``(= (shape ?a) (shape ?b))`` and a shape parameter
+compared with a tuple of expressions, ``(= ?s [(dim ?x 0) 1])``.
 
 A :class:`Rule` has one or two (two-output rule) left-hand sides with as many right-hand sides. Soundness of
 shapes is not the rule's job: the e-graph engine only merges a right-hand side after checking it is
@@ -271,8 +273,9 @@ def eval_param(e: Sexp, env: Mapping[str, Any]) -> Any:
         return e
     if isinstance(e, list):
         head = e[0]
-        if head == "dim":
-            return int(np.shape(env[e[1]])[int(eval_param(e[2], env))])
+        if head == "dim":  # of a tensor, or of a shape parameter (a tuple)
+            v = env[e[1]]
+            return int((v if isinstance(v, tuple) else np.shape(v))[int(eval_param(e[2], env))])
         if head == "rank":
             return int(np.ndim(env[e[1]]))
         if head == "shape":

@@ -13,6 +13,7 @@ from onnx import helper, numpy_helper
 
 from eqsat.ir.graph import Graph, Node, computed_from_weights, make_node
 from eqsat.ir.names import NameAllocator
+from eqsat.ir.passes import unflagged, written_views
 from eqsat.ir.symbols import graph_symbols
 from eqsat.onnx_io.precision import (
     HALF_TYPES,
@@ -70,6 +71,9 @@ class _Exporter:
             return tuple(self.initializers[name].shape)
         return self._shapes.get(name)
 
+    def constant(self, name: str) -> np.ndarray | None:
+        return self.initializers.get(name)
+
     def add_initializer(self, array: np.ndarray, hint: str) -> str:
         array = np.asarray(array, order="C")
         return self._stored(array) or self._store(self.fresh(hint), array)
@@ -109,8 +113,10 @@ class _Exporter:
 
 
 def to_onnx(graph: Graph, *, opset: int | None = None) -> onnx.ModelProto:
-    """Export an IR graph to a checker-valid ONNX model with the original input/output names and order."""
+    """Export an IR graph to a checker-valid ONNX model with the original input/output names and order (its views
+    as :func:`eqsat.ir.passes.written_views` writes them)."""
     opset = opset or int(graph.meta.get("opset", 17))
+    graph = written_views(graph)
     shapes, dtypes = graph.shapes, graph.dtypes
     taken = {i.name for i in graph.inputs} | set(graph.weights) | {n.output for n in graph.nodes}
     ex = _Exporter(opset, taken, shapes)
@@ -250,22 +256,15 @@ def _split_weight_work(graph: Graph, opset: int) -> tuple[dict[str, Node], list[
 
 
 def as_written(graph: Graph, opset: int | None = None) -> Graph:
-    """``graph`` with the rewrites :func:`to_onnx` makes as it writes (a transposed weight read through Gemm's
-    flag), a flagless 2-D product as matmul, and without what no output then needs: two graphs that compute
+    """``graph`` with the rewrites :func:`to_onnx` makes as it writes (its views, a transposed weight read through
+    Gemm's flag), a flagless 2-D product as matmul, and without what no output then needs: two graphs that compute
     alike as written are equal here (``graph_hash``), as they are once the written model is imported again."""
+    graph = written_views(graph)
     computed, live = _split_weight_work(graph, opset or int(graph.meta.get("opset", 17)))
     # a 2-D product with neither flag computes what matmul does (a MatMul or a Gemm: the same product)
-    live = [_unflagged(n) for n in live]
+    live = [unflagged(n) for n in live]
     nodes = tuple(n for n in graph.nodes if n.output in computed) + tuple(live)
     return Graph(graph.inputs, graph.weights, nodes, graph.outputs, graph.name, graph.meta).live()
-
-
-def _unflagged(n: Node) -> Node:
-    """``n`` as its plain operator (``TransposeFlags.plain``: matmul for matmul_t) where no flag is set."""
-    flags = n.spec.transpose_flags
-    if flags is None or not flags.plain or any(n.p[f] for f in flags.params):
-        return n
-    return make_node(flags.plain, {}, n.inputs, n.output)
 
 
 class _Precomputed(Mapping[str, np.ndarray]):

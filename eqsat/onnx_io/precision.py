@@ -237,11 +237,10 @@ def float32_casts(model: onnx.ModelProto) -> dict[str, str]:
 
 def restore_precisions(model: onnx.ModelProto, given: dict[str, str]) -> onnx.ModelProto:
     """``model``, written from the float32 copy of a mixed-precision model, with every float tensor in its
-    precision (see the module's docstring): ``given`` holds the precisions of the model as given by tensor name
-    (:func:`given_float_types`). A weight read at two precisions is written once for
-    each. Raises :class:`PrecisionError` where a node would read two precisions for one type parameter."""
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
+    precision (see the module's docstring), in place (no copy of the weights): ``given`` holds the precisions of
+    the model as given by tensor name (:func:`given_float_types`). A weight read at two precisions is written once
+    for each. Raises :class:`PrecisionError` where a node would read two precisions for one type parameter."""
+    out = model
     g = out.graph
     opset = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
     given_t = {k: _ELEM[v] for k, v in given.items() if v in _ELEM}

@@ -86,6 +86,11 @@ class ExportContext(Protocol):
         """The shape of a tensor the node being written reads (None when unknown)."""
         ...
 
+    def constant(self, name: str) -> np.ndarray | None:
+        """The value of a tensor the node being written reads where the model stores it (a weight, or weight-only
+        work export precomputed); None for one computed at run time."""
+        ...
+
 
 # ---------------------------------------------------------------------------------------------------------
 # The spec
@@ -370,6 +375,10 @@ class OpSpec:
     #: The output is the input's data read under another shape (a reshape): runtimes run no kernel for it, so a
     #: measured cost model prices it at nothing.
     view: bool = False
+    #: A product of its first input's rows by a matrix, its second input (a matmul): each output row is one input
+    #: row times the matrix, so export computes it on the tensor the rows were flattened from (a transformer's
+    #: projection as the import reads it), the matrix viewed to that tensor's rank (``eqsat.ir.passes.written_views``).
+    row_product: bool = False
     #: Its two inputs commute (an element-wise sum or product): a rule that only swaps them inside a term is
     #: commutativity applied in context, which the e-graph derives by congruence (the corpus leaves it out).
     commutative: bool = False

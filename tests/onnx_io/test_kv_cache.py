@@ -76,6 +76,9 @@ def test_the_optimized_step_is_a_drop_in_at_a_decode_step_and_a_prefill() -> Non
     assert not res.kept_original and res.dynamic_axes and not res.signature_changes
     assert res.cost_after < res.cost_before
     assert _dims(res.model) == _dims(model)  # names, types and dims by name, 'past_sequence + sequence' too
+    # grouped-query heads read by the attention products' broadcast: no Expand copies the cache
+    types = ({n.op_type for n in m.graph.node} for m in (model, res.model))
+    assert ["Expand" in t for t in types] == [True, False]
     summary = res.numeric.summary() if res.numeric else ""
     assert res.numeric is not None and res.numeric.ok
     assert f"sequence=1, past_sequence={LONG_SIZE}" in summary and "sequence=17, past_sequence=5" in summary

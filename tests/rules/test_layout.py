@@ -15,7 +15,16 @@ from eqsat.rules.layout import LAYOUT_RULES
 
 CONV = {"?st": (1, 1), "?pd": (1, 1, 1, 1), "?dl": (1, 1), "?g": 1, "?act": 0}
 LRN = {"?size": 5, "?alpha": 0.5, "?beta": 0.75, "?shift": 1.0}
-PARAMS = {*CONV, *LRN, "?eps", "?s", "?ta", "?tb"}  # parameter variables; the others are tensors
+PARAMS = {*CONV, *LRN, "?eps", "?s", "?ta", "?tb", "?e", "?m"}  # parameter variables; the others are tensors
+
+
+def _grouped(a: tuple[int, ...], x: tuple[int, ...], repeats: int) -> dict[str, tuple[int, ...]]:
+    """A binding of the grouped-heads rules: ``?x`` (batch, groups, 1, length, head) expanded ``repeats``
+    times along its third axis and viewed as (batch, groups * repeats, length, head)."""
+    b, g, _, t, d = x
+    return {"?a": a, "?x": x, "?e": (b, g, repeats, t, d), "?m": (b, g * repeats, t, d)}
+
+
 SHAPES = {
     "layout-matmul-ta": [{"?a": (4, 3), "?b": (4, 5)}, {"?a": (1, 6), "?b": (1, 2)}, {"?a": (7, 7), "?b": (7, 7)}],
     "layout-matmul-tb": [{"?a": (3, 4), "?b": (5, 4)}, {"?a": (6, 1), "?b": (2, 1)}, {"?a": (7, 7), "?b": (7, 7)}],
@@ -45,6 +54,12 @@ SHAPES = {
     **{f"layout-gemm-bias-matmul{side}": [{"?a": (3, 4), "?b": (4, 5), "?c": (1, 5)},
                                           {"?a": (3, 4), "?b": (4, 5), "?c": (3, 5)},
                                           {"?a": (1, 6), "?b": (6, 2), "?c": (1, 2)}] for side in ("", "-left")},
+    # query heads (batch, heads, sequence, head) against the keys; scores (batch, heads, sequence, length)
+    # against the values: grouped-query (2 groups of 4), multi-query (1 group of 3) and plain (repeats 1)
+    "grouped-heads-scores": [_grouped((2, 8, 3, 5), (2, 2, 1, 7, 5), 4), _grouped((1, 3, 1, 4), (1, 1, 1, 6, 4), 3),
+                             _grouped((3, 2, 4, 2), (3, 2, 1, 1, 2), 1)],
+    "grouped-heads-values": [_grouped((2, 8, 3, 7), (2, 2, 1, 7, 5), 4), _grouped((1, 3, 1, 6), (1, 1, 1, 6, 4), 3),
+                             _grouped((3, 2, 4, 1), (3, 2, 1, 1, 2), 1)],
     "layout-ewadd-nchw": [{"?a": (1, 4, 5, 3), "?b": (1, 4, 5, 3)}, {"?a": (2, 1, 1, 1), "?b": (2, 1, 1, 1)},
                           {"?a": (1, 2, 3, 4), "?b": (1, 2, 3, 4)}],
 }
@@ -113,3 +128,50 @@ def test_a_linear_layers_bias_is_added_in_its_gemm() -> None:
     assert len(gemms) == 1 and len(gemms[0].input) == 3 and "Add" not in {n.op_type for n in res.model.graph.node}
     assert res.numeric is not None and res.numeric.ok
     onnx.checker.check_model(res.model, full_check=True)
+
+
+@pytest.mark.parametrize("rule", [r for r in LAYOUT_RULES if r.name.startswith("grouped-heads")], ids=lambda r: r.name)
+def test_grouped_heads_rules_refuse_other_broadcasts_and_views(rule) -> None:
+    """The conditions hold only where the expand copies the key along its third axis and the view merges the
+    groups with their repeats: an expand of the batch, or a view that keeps the groups apart, is not matched."""
+    from eqsat.ir.rule import check_condition
+
+    rng = np.random.default_rng(1)
+    good = _grouped((2, 8, 3, 5), (2, 2, 1, 7, 5), 4)
+    wrong = [{**good, "?x": (1, 2, 1, 7, 5), "?e": (2, 2, 4, 7, 5)},  # the batch broadcast too
+             {**good, "?m": (4, 4, 7, 5), "?a": (4, 4, 3, 5)},  # (batch * groups, repeats, ...)
+             {**good, "?x": (2, 2, 2, 7, 5), "?e": (2, 2, 2, 7, 5), "?m": (2, 4, 7, 5)}]  # nothing to broadcast
+    for binding in (good, *wrong):
+        env = {k: (v if k in PARAMS else rng.standard_normal(v)) for k, v in binding.items()}
+        holds = all(check_condition(c, env) for c in rule.conditions)
+        assert holds == (binding is good), binding
+
+
+def test_grouped_query_attention_reads_shared_heads_without_copying_them() -> None:
+    """Grouped-query attention as exporters write it (each key and value head expanded to the query heads it
+    serves): the optimized model multiplies with the shared heads by broadcasting, with no Expand left, and
+    computes what the original does."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def const(name: str, value: list[int]) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.asarray(value, np.int64), name)
+
+    def shared(x: str) -> list[onnx.NodeProto]:  # (1, 2, 5, 8) -> (1, 4, 5, 8), each head twice
+        return [helper.make_node("Unsqueeze", [x, "axis2"], [f"{x}_5d"]),
+                helper.make_node("Expand", [f"{x}_5d", "repeat"], [f"{x}_wide"]),
+                helper.make_node("Reshape", [f"{x}_wide", "heads"], [f"{x}_heads"])]
+
+    nodes = [*shared("k"), *shared("v"), helper.make_node("Transpose", ["k_heads"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+             helper.make_node("Softmax", ["scores"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v_heads"], ["y"])]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+          for n, s in (("q", [1, 4, 3, 8]), ("k", [1, 2, 5, 8]), ("v", [1, 2, 5, 8]))]
+    g = helper.make_graph(nodes, "gqa", io, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 3, 8])],
+                          [const("axis2", [2]), const("repeat", [1, 1, 2, 1, 1]), const("heads", [1, 4, 5, 8])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    res = optimize(model, time_limit=20, cache=False)
+    assert not res.kept_original and res.cost_after < res.cost_before
+    assert "Expand" not in {n.op_type for n in res.model.graph.node}
+    assert res.numeric is not None and res.numeric.ok
