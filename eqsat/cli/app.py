@@ -333,10 +333,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if bad or not methods:
         raise UsageError(f"--methods {args.methods}: unknown method(s) {', '.join(bad) or '(none)'}; choose from "
                          f"{','.join(METHODS)}")
-    if Path(args.model).exists() or args.model.endswith(".onnx"):
-        model, name = args.model, args.model
+    if len(args.model) > 1 or args.repetitions != 1 or args.workers != 1 or args.ray is not None:
+        return _compare_sweep(args, methods, out)
+    (model_arg,) = args.model
+    if Path(model_arg).exists() or model_arg.endswith(".onnx"):
+        model, name = model_arg, model_arg
     else:
-        model, name = _named_model(args.model, "MODEL"), args.model
+        model, name = _named_model(model_arg, "MODEL"), model_arg
     res = compare(model, methods, budget=args.budget, cost_model=_cost_model(args.costs, args.threads),
                   alpha=args.alpha, seed=args.seed, check=args.check, progress=_progress(args.quiet), name=name,
                   parallel=args.parallel, as_written=args.as_written)
@@ -351,6 +354,47 @@ def cmd_compare(args: argparse.Namespace) -> int:
         write_file(plot, lambda p: plot_comparison([res.as_dict()], p, title=title, fmt=fmt))
         print(f"wrote {plot}")
     return 0 if all(r.status == "ok" for r in res.methods.values()) else 1
+
+
+def _compare_sweep(args: argparse.Namespace, methods: tuple[str, ...], out: Path | None) -> int:
+    """``eqsat compare`` over several models or repetitions: a sweep (:mod:`eqsat.search.sweep`), one table per
+    model, the median run's."""
+    import functools
+    import tempfile
+
+    from eqsat.models.registry import builtin_model
+    from eqsat.rules.distributed import Executor
+    from eqsat.search.comparison import ComparisonResult
+    from eqsat.search.sweep import aggregate, grid, run_sweep, run_unit
+
+    if args.repetitions < 1 or args.workers < 1:
+        raise UsageError("--repetitions and --workers must be at least 1")
+    if args.plot or not args.check or args.threads is not None:
+        raise UsageError("--plot, --no-check and --threads compare one model: a sweep checks every result, with its "
+                         "cost model's default threads (benchmarks/compare.py draws a sweep's plots)")
+    for name in args.model:
+        if not (Path(name).exists() or name.endswith(".onnx")):
+            _named_model(name, "MODEL")  # a wrong name fails before any comparison runs
+        elif not Path(name).exists():
+            raise UsageError(f"MODEL {name}: no such file")
+    units = grid(args.model, [args.budget], [args.costs], args.repetitions, methods, alpha=args.alpha,
+                 parallel=args.parallel, as_written=(args.as_written,))
+    executor = Executor(workers=args.workers, backend="ray", address=args.ray or None) if args.ray is not None \
+        else Executor(workers=args.workers, backend="pool") if args.workers > 1 else None
+    say = _progress(args.quiet)
+    with tempfile.TemporaryDirectory(prefix="eqsat-sweep-") as tmp:
+        every = run_sweep(units, args.units or tmp, executor, progress=say,
+                          runner=functools.partial(run_unit, load=builtin_model))
+    results = aggregate(every)
+    for r in results:
+        runs = f", the median of {r['repetitions']} runs" if r["repetitions"] > 1 else ""
+        print(f"{r['model']}{runs}:\n{ComparisonResult.from_dict(r).table()}\n")
+    if out is not None:
+        write_file(out, lambda p: p.write_text(json.dumps({"command": "eqsat compare " + " ".join(args.model),
+                                                           "costs": args.costs, "results": results},
+                                                          indent=1, allow_nan=False) + "\n"))
+        print(f"wrote {out}")
+    return 0 if all(m["status"] == "ok" for r in every for m in r["methods"].values()) else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -503,8 +547,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     C = defaults_of(compare)
     c = sub.add_parser("compare", help="eqsat against TASO's backtracking, OCGGS's sampling search and AutoGraph's "
-                                       "search on one model")
-    c.add_argument("model", help="an ONNX file or a built-in model name (e.g. taso_bert)")
+                                       "search on a model, or a sweep over several")
+    c.add_argument("model", nargs="+", help="an ONNX file or a built-in model name (e.g. taso_bert); several, or "
+                                            "--repetitions, --workers or --ray, run a sweep (one comparison a unit)")
+    c.add_argument("--repetitions", type=int, default=1, metavar="R",
+                   help="runs of each model, the sampling search seeded by the run's number; the tables are the "
+                        "median run's, with each figure's median and range in the JSON (default 1)")
+    c.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="comparisons at once, in a local process pool (default 1: one after the other)")
+    c.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run each comparison as a Ray task of one CPU: on the cluster at ADDRESS, else on a Ray "
+                        "started here with --workers CPUs")
+    c.add_argument("--units", metavar="DIR",
+                   help="a sweep writes each comparison's result here as it finishes, and a sweep over the same "
+                        "folder again runs only those without one (default: a temporary folder)")
     c.add_argument("--methods", default=",".join(C["methods"]),
                    help=f"comma-separated, of {', '.join(METHODS)} (default: {','.join(C['methods'])})")
     c.add_argument("--budget", action=Seconds, default=C["budget"], metavar="S",

@@ -97,6 +97,21 @@ class ComparisonResult:
         return _strict({"model": self.model, "original_cost": self.original_cost, "cost_model": self.cost_model,
                         "budget": self.budget, "as_written": self.as_written, "methods": methods})
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ComparisonResult:
+        """The result :meth:`as_dict` wrote (no models, no numeric reports; a null cost or time is NaN)."""
+        def num(x: float | None) -> float:
+            return math.nan if x is None else float(x)
+
+        methods = {}
+        for name, m in d["methods"].items():
+            own = {"cost", "seconds", "seconds_to_best", "status", "work", "trace"}
+            methods[name] = MethodResult(name, num(m["cost"]), float(m["seconds"]), num(m["seconds_to_best"]),
+                                         [(float(t), float(c)) for t, c in m["trace"]], int(m["work"]), m["status"],
+                                         details={k: v for k, v in m.items() if k not in own})
+        return cls(d["model"], float(d["original_cost"]), d["cost_model"], float(d["budget"]), methods,
+                   bool(d.get("as_written")))
+
     def table(self) -> str:
         """A plain-text table: method, cost, speedup, seconds to its best, to backtracking's and to eqsat's final
         cost ("never": not reached; "-": that method did not run), total seconds, work, status."""

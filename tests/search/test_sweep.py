@@ -91,3 +91,18 @@ def test_the_benchmark_runs_repetitions_in_a_pool_and_resumes(bench, tmp_path, c
     capsys.readouterr()
     assert bench.main(args) == 0
     assert "resumed: 2 of 2 units" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # two comparisons of two methods with a 1 s budget each
+def test_eqsat_compare_over_two_models_is_a_sweep_with_a_table_each(tmp_path, capsys) -> None:
+    from eqsat.cli.app import main
+
+    out = tmp_path / "sweep.json"
+    assert main(["compare", "two_matmul_shared_input", "small_cnn", "--methods", "eqsat,backtracking", "--budget", "1",
+                 "--json", str(out), "--units", str(tmp_path / "units"), "-q"]) == 0
+    printed = capsys.readouterr().out
+    assert "two_matmul_shared_input:" in printed and "small_cnn:" in printed and printed.count("backtracking") >= 2
+    data = json.loads(out.read_text())
+    assert [r["model"] for r in data["results"]] == ["two_matmul_shared_input", "small_cnn"]
+    assert len(list((tmp_path / "units").glob("*.json"))) == 2
+    assert main(["compare", "small_cnn", "--plot", str(tmp_path / "p.png"), "--repetitions", "2", "-q"]) == 2
