@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from eqsat.ir.graph import Graph, Node
+from eqsat.ir.graph import Alternative, Graph, Node
 from eqsat.ir.names import NameAllocator
 from eqsat.rules.pet.corrections import MAX_WRONG_FRACTION, CorrectionError, correct
 from eqsat.rules.pet.mutants import DEFAULT_DEPTH, generate_mutants
@@ -31,6 +31,11 @@ class PetRewrite:
     correction_flops: float
     fixes: int
     evidence: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def alternative(self) -> Alternative:
+        """The rewrite as the engine adds it to the e-graph."""
+        return Alternative(self.tensor, self.nodes, self.name)
 
 
 def _renamed(nodes: tuple[Node, ...], keep: set[str], names: NameAllocator) -> tuple[Node, ...]:
