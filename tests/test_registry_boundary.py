@@ -42,6 +42,8 @@ DATA_TABLES: dict[str, dict[str, str]] = {
     "rules/corpus.py": {"FAMILIES": "TASO's Table 2, the report's rule families",
                         "NO_EXPANSION_OVER_CONCAT": "a measured choice of the corpus selection"},
     "eqsat/ir/blocks.py": {"_FOLDING": "products whose rewrite across a block boundary the cut would forbid"},
+    "rules/pet/program.py": {"ROLES": "PET's multi-linear operator set (its Table 1) and each one's role in a "
+                                      "footprint"},
 }
 #: Module-level tables whose keys are no operators, though some are spelt like one (the fuzzer's motifs)
 NOT_OPERATOR_TABLES: dict[str, set[str]] = {"eqsat/testing/fuzz/motifs.py": {"MOTIFS"}}
@@ -215,6 +217,7 @@ def test_tables_keyed_by_operator_name_name_registry_operators() -> None:
     from eqsat.gpu import cupy_measure
     from eqsat.ir import blocks
     from eqsat.rules import corpus
+    from eqsat.rules.pet import program as pet_program
 
     tables = {
         "gpu/cupy_measure.py KERNELS": set(cupy_measure.KERNELS),
@@ -225,6 +228,7 @@ def test_tables_keyed_by_operator_name_name_registry_operators() -> None:
         "rules/corpus.py NO_EXPANSION_OVER_CONCAT": set(corpus.NO_EXPANSION_OVER_CONCAT),
         "rules/corpus.py FAMILIES": {n for f in corpus.FAMILIES for n in f.all_of | f.any_of | f.only},
         "eqsat/ir/blocks.py _FOLDING": set(blocks._FOLDING),
+        "rules/pet/program.py ROLES": set(pet_program.ROLES),
     }
     assert set(tables) == {f"{module} {table}" for module, ts in DATA_TABLES.items() for table in ts}
     unknown = {table: sorted(names - set(ops.REGISTRY)) for table, names in tables.items() if names - set(ops.REGISTRY)}

@@ -156,7 +156,7 @@ def optimize_options(args: argparse.Namespace) -> dict[str, Any]:
             "dims": merged_dims(args.dim) or None, "dynamic": args.dynamic, "check": args.check,
             "provenance": args.provenance, "anytime": args.anytime, "reuse_blocks": args.reuse_blocks,
             "target": args.target, "cache": args.cache, "parallel": args.parallel,
-            "critical_path_weight": args.critical_path_weight, "as_written": args.as_written}
+            "critical_path_weight": args.critical_path_weight, "as_written": args.as_written, "pet": args.pet}
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -515,6 +515,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "before the search, whose rules may fold them")
     o.add_argument("--rules", default=DEFAULT_RULE_SET, choices=list(RULE_SETS),
                    help=_choices_help(RULE_SETS, DEFAULT_RULE_SET))
+    o.add_argument("--pet", action="store_true", default=D.pet,
+                   help="also PET's partially equivalent rewrites of the convolutions, each with the correction "
+                        "that makes it fully equivalent, as alternatives in the e-graph (off by default; docs/pet.md)")
     o.add_argument("--no-check", action="store_false", dest="check", default=D.check,
                    help="skip the onnxruntime numeric check")
     o.add_argument("--no-cache", action="store_false", dest="cache", default=D.cache,

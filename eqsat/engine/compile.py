@@ -23,7 +23,7 @@ from typing import Any
 
 from eqsat import ops
 from eqsat.engine.errors import EngineError
-from eqsat.ir.graph import Graph, Node
+from eqsat.ir.graph import Alternative, Graph, Node
 from eqsat.ir.rule import Rule, RuleError, Sexp, Vec, is_var, param_vars, parse, split_args
 from eqsat.ops import shapes
 
@@ -266,14 +266,15 @@ def _direction_ops(d: Rule) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset().union(*map(pattern_ops, d.lhs)), frozenset().union(*map(pattern_ops, d.rhs))
 
 
-def reachable_ops(graph: Graph, rules: Iterable[Rule]) -> frozenset[str]:
+def reachable_ops(graph: Graph, rules: Iterable[Rule], alternatives: Iterable[Alternative] = ()) -> frozenset[str]:
     """Every operator an e-graph of ``graph`` can hold under ``rules``: the graph's own, with the concats and
     splits of n-way sibling merges, then those of the right-hand sides of every rule direction whose
     left-hand sides apply only operators already there, until none is added. A direction whose left-hand
     side applies any other operator can never match, and no e-node of another operator is ever built, so
     neither those rules nor those operators' shape rules need loading (about 60 % of the default rules on
-    TASO's BERT)."""
+    TASO's BERT). The operators of ``alternatives`` (:func:`compile_graph`) are there from the start."""
     reach = {n.op for n in graph.nodes} | {name for name, spec in ops.REGISTRY.items() if spec.glue}
+    reach |= {n.op for a in alternatives for n in a.nodes}
     todo = [_direction_ops(d) for r in rules for d in r.directions()]
     grew = True
     while grew:
@@ -327,10 +328,12 @@ class CompiledGraph:
     output_globals: list[str]
 
 
-def compile_graph(graph: Graph, provenance: bool = False) -> CompiledGraph:
+def compile_graph(graph: Graph, provenance: bool = False, alternatives: Sequence[Alternative] = ()) -> CompiledGraph:
     """One ``let`` per tensor, with the shapes of leaves and opaque outputs given as facts; with
     ``provenance`` the terms of the n-way sibling merges get provenance rows of iteration 0 by
-    :data:`SIBLING_MERGE` (the input graph's own terms get none: the dump finds them by walking the graph)."""
+    :data:`SIBLING_MERGE` (the input graph's own terms get none: the dump finds them by walking the graph).
+    Each of ``alternatives`` is added as another computation of its tensor, merged like a rule's right-hand side
+    once its shape is the tensor's, with provenance rows of iteration 0 by its name."""
     shapes = graph.shapes
     g: dict[str, str] = {}
     lines: list[str] = []
@@ -405,6 +408,27 @@ def compile_graph(graph: Graph, provenance: bool = False) -> CompiledGraph:
             start += size
         if provenance:
             lines += [_prov_row(t, SIBLING_MERGE, "0") for t in dict.fromkeys(built)]
+    for k, alt in enumerate(alternatives):
+        local: dict[str, str] = {}
+        built = []
+        for j, n in enumerate(alt.nodes):
+            args = [_lit(n.p[name], kind) for name, kind in n.spec.params]
+            ins = [local.get(i) or g[i] for i in n.inputs]
+            term = f"({n.op} {' '.join(args + ins)})"
+            if n.spec.variadic:  # n-ary concat -> left-nested binary chain, as above
+                term = ins[0]
+                for x in ins[1:]:
+                    term = f"({n.op} {' '.join(args)} {term} {x})"
+                    built.append(term)
+            else:
+                built.append(term)
+            if j < len(alt.nodes) - 1:
+                local[n.output] = f"$alt{k}_{j}_"
+                lines.append(f"(let {local[n.output]} {term})")
+            else:
+                lines.append(f"(pending {g[alt.tensor]} {term})")
+        if provenance:  # a row names its children by e-class: the lets' globals stand for them
+            lines += [_prov_row(t, alt.name, "0") for t in dict.fromkeys(built)]
     return CompiledGraph("\n".join(lines), {v: k for k, v in g.items()}, [g[o] for o in graph.outputs])
 
 
@@ -463,11 +487,13 @@ def _term_size(e: Sexp) -> int:
 
 
 def compile_program(graph: Graph, rules: Sequence[Rule], provenance: bool = False,
-                    operators: frozenset[str] | None = None) -> tuple[str, CompiledGraph, list[RuleStep]]:
+                    operators: frozenset[str] | None = None,
+                    alternatives: Sequence[Alternative] = ()) -> tuple[str, CompiledGraph, list[RuleStep]]:
     """The program of :func:`build_program`, with the rule steps in order (one per ruleset ``step<k>``).
-    ``operators`` is :func:`reachable_ops` of the graph and rules, when the caller has it already."""
-    cg = compile_graph(graph, provenance)
-    operators = reachable_ops(graph, rules) if operators is None else operators
+    ``operators`` is :func:`reachable_ops` of the graph, rules and alternatives, when the caller has it already;
+    ``alternatives`` go to :func:`compile_graph`."""
+    cg = compile_graph(graph, provenance, alternatives)
+    operators = reachable_ops(graph, rules, alternatives) if operators is None else operators
     directions = {d.name: d for r in rules for d in r.directions()}
     steps: list[RuleStep] = []
     rule_texts: list[str] = []

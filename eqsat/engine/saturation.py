@@ -36,7 +36,7 @@ from eqsat.engine.errors import EngineError
 from eqsat.engine.fallback import Fallback, kill_at, read_fallback
 from eqsat.engine.limits import REASON_ORDER, Budget, Limits, StopReason, vm_bytes
 from eqsat.engine.serialize import clean_serialized
-from eqsat.ir.graph import Graph
+from eqsat.ir.graph import Alternative, Graph
 from eqsat.ir.rule import Rule
 
 __all__ = ["EGGLOG_VERSION", "IterationStats", "SaturationResult", "Snapshot", "saturate"]
@@ -386,7 +386,8 @@ def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = F
 
 def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, *,
              progress: Callable[[IterationStats], None] | None = None, in_process: bool = False,
-             provenance: bool = False, on_snapshot: Callable[[Snapshot], None] | None = None) -> SaturationResult:
+             provenance: bool = False, on_snapshot: Callable[[Snapshot], None] | None = None,
+             alternatives: Sequence[Alternative] = ()) -> SaturationResult:
     """Saturate ``graph`` under ``rules`` and return the serialized e-graph.
 
     The limits hold during iterations (see :func:`_saturate_in_process`): the e-graph returned has at most
@@ -406,15 +407,18 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     0, then, each time the call returns, with the e-graph of the next iteration that ends (in a child process
     the engine keeps saturating meanwhile; in process, after every iteration). It runs in the calling process
     and should return well before the time limit: the engine is only killed between calls.
+
+    ``alternatives`` are other computations of tensors of ``graph`` found for it alone (PET's corrected mutants),
+    added beside them before iteration 1 (:func:`~eqsat.engine.compile.compile_graph`).
     """
     limits = limits or Limits()
     t0 = time.perf_counter()
     deadline = t0 + limits.time_limit
-    operators = reachable_ops(graph, rules)
+    operators = reachable_ops(graph, rules, alternatives)
     # the engine process starts first: it loads egglog and the declarations while this one compiles
     child = None if in_process else _start_child(limits, deadline, provenance, on_snapshot is not None, operators)
     try:
-        program, cg, steps = compile_program(graph, rules, provenance, operators)
+        program, cg, steps = compile_program(graph, rules, provenance, operators, alternatives)
     except BaseException:
         if child is not None:
             child[0].kill()

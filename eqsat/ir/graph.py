@@ -66,6 +66,17 @@ def make_node(op: str, params: Mapping[str, Any], inputs: Sequence[str], output:
     return Node(op, spec.param_tuple(p), tuple(inputs), output)
 
 
+@dataclass(frozen=True)
+class Alternative:
+    """Another computation of a tensor of a graph, fully equivalent, that a tool outside the rules found for this
+    graph alone (PET's corrected mutants, :mod:`eqsat.rules.pet`): ``nodes`` read the graph's tensors and each
+    other, the last computes ``tensor``; ``name`` is the rule name the e-graph's provenance gives it."""
+
+    tensor: str
+    nodes: tuple[Node, ...]
+    name: str
+
+
 OpaqueEvaluator = Callable[[Node, list[np.ndarray]], np.ndarray]
 
 

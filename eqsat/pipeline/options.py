@@ -148,6 +148,11 @@ class OptimizeOptions:
     ``result.cost_before`` is then the cost of the model as TASO and Tensat import it, the original their speedups
     are reported from (:mod:`eqsat.search.comparison`).
 
+    With ``pet`` (off by default) PET's corrected mutants of the graph's convolutions (:mod:`eqsat.rules.pet`:
+    a batch folded into the width or height, tiles or phase images on the batch, each with the correction of the
+    region where it differs, checked equal at every position) join the e-graph beside the convolutions they
+    compute again, so the extraction may choose them where the cost model finds them cheaper.
+
     Invalid values raise ValueError (a negative, NaN or infinite limit: :class:`eqsat.engine.LimitError`, which
     names the limit and what it allows); a ``cost_model`` of another type raises TypeError.
     """
@@ -178,6 +183,7 @@ class OptimizeOptions:
     parallel: int | None = None
     critical_path_weight: float = DEFAULT_ALPHA
     as_written: bool = False
+    pet: bool = False
 
     def __post_init__(self) -> None:
         check_seconds("time_limit", self.time_limit)
@@ -244,6 +250,7 @@ class OptimizeKeywords(TypedDict, total=False):
     parallel: int | None
     critical_path_weight: float
     as_written: bool
+    pet: bool
 
 
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(OptimizeOptions))

@@ -56,6 +56,7 @@ from eqsat.pipeline.result import (
     OptimizeResult,
 )
 from eqsat.pipeline.transforms import Recalled
+from eqsat.rules.pet import find_rewrites
 
 log = logging.getLogger(__name__)
 
@@ -164,10 +165,18 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
     # snapshots are extracted only under computed costs: a measured model would time operators on a core the
     # engine is using, and the timings would show it
     snapshots = o.anytime and not loaded.cost_model.is_measured
+    alternatives = []
+    if o.pet:
+        found = find_rewrites(loaded.engine_graph)
+        alternatives = [r.alternative for r in found]
+        run.say(f"pet: {len(found)} corrected mutants of {len({r.tensor for r in found})} convolutions join the "
+                f"e-graph ({sum(r.fixes for r in found)} correction kernels, "
+                f"{sum(r.correction_flops for r in found):.3g} FLOPs of corrections)")
     sat = engine.saturate(loaded.engine_graph, list(rules), limits, provenance=bool(o.provenance and o.dump_egraph),
                           progress=lambda it: run.say(f"  iteration {it.iteration}: {it.enodes} e-nodes, "
                                                       f"{it.eclasses} e-classes ({it.seconds:.2f} s)"),
-                          on_snapshot=_on_snapshot(run, loaded.anytime) if snapshots else None)
+                          on_snapshot=_on_snapshot(run, loaded.anytime) if snapshots else None,
+                          alternatives=alternatives)
     return Saturated(limits, sat)
 
 

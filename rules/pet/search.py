@@ -1,0 +1,69 @@
+"""PET over a whole graph: every window node's subprogram, its mutants, their region analysis and corrections,
+kept where the corrected mutant passes the check, as :class:`PetRewrite` s the engine adds to the e-graph beside
+the node (each an alternative computation of the node's tensor, fully equivalent)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eqsat.ir.graph import Alternative, Graph, Node
+from eqsat.ir.names import NameAllocator
+from eqsat.rules.pet.corrections import MAX_WRONG_FRACTION, CorrectionError, correct
+from eqsat.rules.pet.mutants import DEFAULT_DEPTH, generate_mutants
+from eqsat.rules.pet.program import NotMultiLinear, subprogram_of
+from eqsat.rules.pet.regions import DEFAULT_TESTS, analyse
+
+__all__ = ["PetRewrite", "find_rewrites", "PET_RULE_PREFIX"]
+
+#: the provenance name of a PET rewrite starts with this (``pet:<the mutant's steps>``)
+PET_RULE_PREFIX = "pet:"
+
+
+@dataclass(frozen=True)
+class PetRewrite:
+    """A corrected mutant of one node of a graph: ``nodes`` compute the node's ``tensor`` again from the graph's
+    own tensors (intermediate names fresh in the graph), the last one writing ``tensor``; ``name`` is its rule
+    name in the e-graph's provenance; ``evidence`` the region analysis and the corrections (plain data)."""
+
+    tensor: str
+    name: str
+    nodes: tuple[Node, ...]
+    correction_flops: float
+    fixes: int
+    evidence: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def alternative(self) -> Alternative:
+        """The rewrite as the engine adds it to the e-graph."""
+        return Alternative(self.tensor, self.nodes, self.name)
+
+
+def _renamed(nodes: tuple[Node, ...], keep: set[str], names: NameAllocator) -> tuple[Node, ...]:
+    """``nodes`` with every tensor they compute but the last renamed fresh in the host graph."""
+    ren: dict[str, str] = {}
+    out = []
+    for k, n in enumerate(nodes):
+        dst = n.output if k == len(nodes) - 1 or n.output in keep else ren.setdefault(n.output, names.fresh(n.output))
+        out.append(Node(n.op, n.params, tuple(ren.get(i, i) for i in n.inputs), dst))
+    return tuple(out)
+
+
+def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT_TESTS,
+                  max_wrong_fraction: float = MAX_WRONG_FRACTION) -> list[PetRewrite]:
+    """Every corrected mutant of every window node of ``graph`` (see :mod:`eqsat.rules.pet`) that is wrong on at
+    most ``max_wrong_fraction`` of its output before correction and equal to the original after it."""
+    names = NameAllocator(set(graph.shapes))
+    found: list[PetRewrite] = []
+    for node in graph.nodes:
+        sub = subprogram_of(graph, node)
+        if sub is None:
+            continue
+        for mutant in generate_mutants(sub, depth):
+            try:
+                fixed = correct(sub, mutant, analyse(sub.graph, mutant.graph, tests), max_wrong_fraction)
+            except (CorrectionError, NotMultiLinear):
+                continue
+            nodes = _renamed(fixed.nodes, set(sub.graph.shapes) - {sub.output}, names)
+            found.append(PetRewrite(node.output, PET_RULE_PREFIX + mutant.name, nodes, fixed.correction_flops,
+                                    len(fixed.fixes), fixed.evidence))
+    return found

@@ -1,0 +1,46 @@
+"""``optimize(pet=True)``: PET's corrected mutants join the e-graph beside the convolutions they compute again
+(merged into their e-classes, with provenance), and the run's export and numeric check are unchanged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+import eqsat
+
+
+def conv_relu_block() -> object:
+    """Conv + Relu, then a dilated Conv: a ResNet-like conv and a CSRNet-like dilated one, batch 2."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32), f"w{i}")
+             for i in (1, 2)]
+    inits += [numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), f"b{i}") for i in (1, 2)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["h1"]),
+             helper.make_node("Conv", ["h1", "w2", "b2"], ["y"], pads=[2, 2, 2, 2], dilations=[2, 2])]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_pet_alternatives_join_the_egraph_and_the_run_stays_checked(tmp_path: Path) -> None:
+    said: list[str] = []
+    dump = tmp_path / "egraph.json"
+    res = eqsat.optimize(conv_relu_block(), pet=True, time_limit=20, cache=False, progress=said.append,
+                         dump_egraph=str(dump), provenance=True, iter_limit=2)
+    assert any(line.startswith("pet: ") and "corrected mutants of 2 convolutions" in line for line in said), said
+    assert res.cost_after <= res.cost_before
+    nodes = json.loads(dump.read_text())["nodes"].values()
+    pet_classes = {n["eclass"] for n in nodes if any(r.startswith("pet:") for r in n["rules"])}
+    conv_classes = {n["eclass"] for n in nodes if n["op"] == "conv2d" and n["in_input"]}
+    assert conv_classes and conv_classes <= pet_classes  # each convolution's e-class holds a corrected mutant
+    names = {r for n in nodes for r in n["rules"] if r.startswith("pet:")}
+    assert "pet:phases_to_batch(2) > conv2d[undilated] > batch_to_phases(2)" in names
+    assert "pet:batch_to_width(2) > conv2d > width_to_batch(2)" in names
+
+
+def test_pet_is_off_by_default() -> None:
+    assert eqsat.pipeline.OptimizeOptions().pet is False

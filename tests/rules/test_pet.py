@@ -1,0 +1,181 @@
+"""PET's partially equivalent transformations (eqsat.rules.pet): mutants keep the signature, boxes are decided as
+worked out by hand, every corrected mutant equals its original on random inputs, and a broken correction is
+refused by the check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eqsat.ir.graph import Graph, TensorInfo, make_node
+from eqsat.rules.pet import (
+    CorrectionError,
+    analyse,
+    check_equal,
+    correct,
+    find_rewrites,
+    generate_mutants,
+    subprogram_of,
+)
+from eqsat.rules.pet.corrections import corrected_graph
+from eqsat.rules.pet.program import footprint
+from eqsat.rules.pet.regions import axis_cuts, merge_boxes, representatives
+
+
+def conv_graph(n: int = 2, c: int = 3, h: int = 6, w: int = 6, o: int = 4, k: int = 3, pad: int = 1,
+               dil: int = 1, act: int = 0, seed: int = 0) -> Graph:
+    rng = np.random.default_rng(seed)
+    node = make_node("conv2d", {"pads": (pad,) * 4, "dilations": (dil, dil), "act": act}, ["x", "w", "b"], "y")
+    return Graph((TensorInfo("x", (n, c, h, w)),), {"w": rng.standard_normal((o, c, k, k)).astype(np.float32),
+                                                  "b": rng.standard_normal(o).astype(np.float32)}, (node,), ("y",))
+
+
+def mutant_named(g: Graph, name: str):
+    sub = subprogram_of(g, g.nodes[0])
+    found = {m.name: m for m in generate_mutants(sub)}
+    assert name in found, sorted(found)
+    return sub, found[name]
+
+
+WIDE = "batch_to_width(2) > conv2d > width_to_batch(2)"
+TALL = "batch_to_height(2) > conv2d > height_to_batch(2)"
+TILES = "width_to_batch(2) > conv2d > batch_to_width(2)"
+PHASES = "phases_to_batch(2) > conv2d[undilated] > batch_to_phases(2)"
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 6, 6), (4, 2, 8, 8), (2, 1, 4, 10)])
+def test_every_mutant_has_the_original_signature(shape: tuple[int, int, int, int]) -> None:
+    g = conv_graph(*shape)
+    sub = subprogram_of(g, g.nodes[0])
+    mutants = generate_mutants(sub)
+    names = {m.name for m in mutants}
+    assert {WIDE, TALL, TILES} <= names
+    for m in mutants:
+        assert m.graph.inputs == g.inputs and set(m.graph.weights) == {"w", "b"}
+        assert m.graph.outputs == ("y",) and m.graph.shapes["y"] == g.shapes["y"]
+        assert len(m.steps) <= 4 and sum("conv2d" in s for s in m.steps) == 1
+    assert "conv2d" not in names  # the original itself is no mutant
+
+
+def test_depth_bounds_the_enumeration() -> None:
+    g = conv_graph()
+    sub = subprogram_of(g, g.nodes[0])
+    assert generate_mutants(sub, depth=1) == []  # one step: only the original
+    assert {len(m.steps) for m in generate_mutants(sub, depth=2)} == {2} or generate_mutants(sub, depth=2) == []
+    assert all(len(m.steps) <= 3 for m in generate_mutants(sub, depth=3))
+
+
+def test_the_wide_image_is_wrong_on_the_seam_only() -> None:
+    # two 6-wide images side by side: image 0's last column reads image 1's first, image 1's first image 0's last
+    g = conv_graph(2, 3, 6, 6, o=4)
+    sub, m = mutant_named(g, WIDE)
+    a = analyse(sub.graph, m.graph)
+    assert a.wrong == [((0, 1), (0, 4), (0, 6), (5, 6)), ((1, 2), (0, 4), (0, 6), (0, 1))]
+    assert all(d.equal for d in a.decisions if d.box[3] == (1, 5))  # the interior columns of both images
+    assert a.wrong_fraction == pytest.approx(2 / 12)
+    wrong = [d for d in a.decisions if not d.equal]
+    assert all(d.differing is not None for d in wrong) and all(d.differing is None for d in a.decisions if d.equal)
+    assert a.error_bound < 1e-10 and a.summary()["positions_tested"] > len(a.decisions)
+
+
+def test_a_five_by_five_kernel_makes_a_two_column_seam() -> None:
+    g = conv_graph(2, 2, 6, 8, k=5, pad=2)
+    sub, m = mutant_named(g, WIDE)
+    assert analyse(sub.graph, m.graph).wrong == [((0, 1), (0, 4), (0, 6), (6, 8)), ((1, 2), (0, 4), (0, 6), (0, 2))]
+
+
+def test_tiles_are_wrong_where_they_meet() -> None:
+    g = conv_graph(1, 2, 6, 12)
+    sub, m = mutant_named(g, TILES)
+    assert analyse(sub.graph, m.graph).wrong == [((0, 1), (0, 4), (0, 6), (5, 7))]
+
+
+def test_boxes_follow_the_padding_borders() -> None:
+    ids = footprint(conv_graph(1, 1, 5, 5))
+    assert axis_cuts(ids, 2) == [1, 4] and axis_cuts(ids, 3) == [1, 4] and axis_cuts(ids, 0) == []
+    assert representatives(((0, 1), (0, 4), (1, 4), (2, 3))) == [(0, 0, 1, 2), (0, 1, 1, 2), (0, 0, 2, 2)]
+    assert merge_boxes([((0, 1), (0, 2)), ((1, 3), (0, 2)), ((5, 6), (0, 1))]) == [((0, 3), (0, 2)), ((5, 6), (0, 1))]
+
+
+SHAPES = [dict(n=2, c=3, h=6, w=6), dict(n=4, c=2, h=8, w=8, o=3), dict(n=2, c=2, h=5, w=10, k=5, pad=2),
+          dict(n=2, c=3, h=6, w=6, act=1), dict(n=2, c=2, h=8, w=8, dil=2, pad=2)]
+
+
+@pytest.mark.parametrize("kw", SHAPES)
+def test_every_corrected_mutant_equals_the_original(kw: dict[str, int]) -> None:
+    g = conv_graph(**kw)
+    sub = subprogram_of(g, g.nodes[0])
+    corrected = 0
+    for m in generate_mutants(sub):
+        try:
+            fixed = correct(sub, m)
+        except CorrectionError as e:
+            assert "is wrong on" in str(e)  # refused for its size, never for failing the check
+            continue
+        corrected += 1
+        assert check_equal(g, fixed.graph, trials=2, seed=7)
+        feeds = {"x": np.random.default_rng(3).standard_normal(g.inputs[0].shape).astype(np.float32)}
+        np.testing.assert_allclose(fixed.graph.evaluate(feeds)[0], g.evaluate(feeds)[0], rtol=1e-4, atol=1e-4)
+        assert (fixed.correction_flops > 0) == bool(fixed.fixes)
+    assert corrected >= 1
+
+
+def test_a_dilated_conv_runs_as_a_plain_one_over_phase_images() -> None:
+    g = conv_graph(1, 2, 8, 8, dil=2, pad=2)
+    sub, m = mutant_named(g, PHASES)
+    fixed = correct(sub, m)
+    assert fixed.fixes == () and check_equal(g, fixed.graph)
+    assert all(n.p["dilations"] == (1, 1) for n in fixed.graph.nodes if "dilations" in n.p)
+
+
+def test_a_broken_correction_is_refused() -> None:
+    g = conv_graph(2, 3, 6, 6)
+    sub, m = mutant_named(g, WIDE)
+    fixes = analyse(sub.graph, m.graph).wrong
+    assert check_equal(g, corrected_graph(sub, m, fixes))
+    assert not check_equal(g, m.graph)  # the mutant alone
+    assert not check_equal(g, corrected_graph(sub, m, fixes[:1]))  # one seam fix dropped
+    assert not check_equal(g, corrected_graph(sub, m, fixes, shift=1))  # the fix reads the window next to it
+    shifted = [(box[0], box[1], box[2], (box[3][0] + 1, box[3][1] + 1)) if box[3][0] == 0 else box for box in fixes]
+    assert not check_equal(g, corrected_graph(sub, m, shifted))  # the fix written one column off
+
+
+def resnet_block() -> Graph:
+    """A ResNet-18-like block: two 3x3 convolutions (the first with its ReLU), batch 2."""
+    rng = np.random.default_rng(1)
+    ws = {f"w{i}": rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.2 for i in (1, 2)}
+    ws |= {f"b{i}": rng.standard_normal(8).astype(np.float32) for i in (1, 2)}
+    nodes = (make_node("conv2d", {"pads": (1, 1, 1, 1), "act": 1}, ["x", "w1", "b1"], "h1"),
+             make_node("conv2d", {"pads": (1, 1, 1, 1)}, ["h1", "w2", "b2"], "y"))
+    return Graph((TensorInfo("x", (2, 8, 8, 8)),), ws, nodes, ("y",))
+
+
+def inception_block() -> Graph:
+    """An Inception-like block: 1x1, 3x3, 5x5 and dilated 3x3 branches of one input, concatenated."""
+    rng = np.random.default_rng(2)
+    nodes, ws, outs = [], {}, []
+    for name, k, pad, dil in (("a", 1, 0, 1), ("b", 3, 1, 1), ("c", 5, 2, 1), ("d", 3, 2, 2)):
+        ws[f"w{name}"] = rng.standard_normal((4, 6, k, k)).astype(np.float32) * 0.2
+        ws[f"b{name}"] = rng.standard_normal(4).astype(np.float32)
+        nodes.append(make_node("conv2d", {"pads": (pad,) * 4, "dilations": (dil, dil), "act": 1},
+                               ["x", f"w{name}", f"b{name}"], name))
+        outs.append(name)
+    nodes.append(make_node("concat", {"axis": 1}, outs, "y"))
+    return Graph((TensorInfo("x", (2, 6, 8, 8)),), ws, tuple(nodes), ("y",))
+
+
+@pytest.mark.parametrize("block, families", [
+    (resnet_block, {WIDE, TALL, "width_to_batch(2) > conv2d > batch_to_width(2)"}),
+    (inception_block, {WIDE, TILES, PHASES}),
+])
+def test_the_families_are_found_on_blocks(block, families: set[str]) -> None:
+    g = block()
+    found = find_rewrites(g)
+    assert families <= {r.name.removeprefix("pet:") for r in found}
+    for r in found:  # each a computation of its tensor in the host graph's terms, equal to it
+        host = Graph(g.inputs, g.weights, tuple(n for n in g.nodes) + r.nodes[:-1] + (
+            make_node(r.nodes[-1].op, r.nodes[-1].p, r.nodes[-1].inputs, "alt"),), (r.tensor, "alt"))
+        feeds = {"x": np.random.default_rng(0).standard_normal(g.inputs[0].shape).astype(np.float32)}
+        want, got = host.evaluate(feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        assert r.evidence["tests"] == 4 and r.fixes == len(r.evidence["fixes"])
