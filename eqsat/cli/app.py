@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -22,16 +22,18 @@ from eqsat.cli.common import (
     AtLeast,
     Count,
     Seconds,
+    builtin_by_name,
     check_output,
     defaults_of,
     input_shapes,
     merged_dims,
+    named_cost_model,
     parse_dims,
     parse_shape,
+    progress_printer,
     write_file,
 )
 from eqsat.cli.egraph import is_json_file, print_egraph_file
-from eqsat.costs import get_cost_model
 from eqsat.errors import DynamicShapeError, EqsatError, InputShapeError, ModelLoadError, ModelReadError, UsageError
 from eqsat.files import check_space, is_special_file
 
@@ -39,7 +41,6 @@ from eqsat.files import check_space, is_special_file
 # by the commands that use them, so that the CLI starts (and --help answers) without them
 if TYPE_CHECKING:
 
-    from eqsat.costs import CostModel
     from eqsat.onnx_io import ModelSummary
 
 class _Parser(argparse.ArgumentParser):
@@ -48,16 +49,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print ``PROG: error: MESSAGE; run 'PROG --help' for usage`` and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message}; run '{self.prog} --help' for usage\n")
-
-
-def _progress(quiet: bool) -> Callable[[str], None]:
-    start = time.perf_counter()
-
-    def say(msg: str) -> None:
-        if not quiet:
-            print(f"[{time.perf_counter() - start:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    return say
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -113,19 +104,6 @@ def _choices_help(table: Mapping[str, Any], default: str) -> str:
     marked."""
     return "; ".join(f"{name} ({'default: ' if name == default else ''}{choice.help})"
                      for name, choice in table.items())
-
-
-def _cost_model(name: str, threads: int | None = None) -> CostModel:
-    """The cost model named by ``--costs``; ``threads`` (``--threads``) only for the measured CPU model, whose
-    default is one thread."""
-    if threads is not None and name not in ("measured", "cpu"):  # a bad count is refused by the parser
-        raise UsageError(f"--threads {threads}: applies to measured CPU costs only; add --costs measured")
-    try:
-        return get_cost_model(name, threads=threads) if threads is not None else get_cost_model(name)
-    except ValueError as e:  # unknown name
-        raise UsageError(f"--costs {name}: {e}") from None
-    except RuntimeError as e:  # e.g. CuPy or CUDA missing for --costs gpu
-        raise UsageError(f"--costs {name}: {e}") from None
 
 
 def many_workers() -> int:
@@ -194,8 +172,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise UsageError("--provenance records which rule built each e-node for the e-graph dump; give "
                          "--dump-egraph PATH too")
     options = optimize_options(args)
-    options.update(cost_model=_cost_model(args.costs, args.threads), rules=rule_set(args.rules),
-                   dump_egraph=dump is not None, progress=_progress(args.quiet))  # the dump object only: written here
+    options.update(cost_model=named_cost_model(args.costs, args.threads), rules=rule_set(args.rules),
+                   dump_egraph=dump is not None,  # the dump object only: written here
+                   progress=progress_printer(args.quiet))
     res = optimize(args.model, **options)
     # a model that keeps its weights as external data is written the same way (it may be too large for one file)
     from eqsat.onnx_io import save_model  # lazy: CLI start-up (see the imports)
@@ -225,10 +204,10 @@ def _optimize_many(args: argparse.Namespace) -> int:
     missing = [m for m in args.model if not Path(m).is_file()]
     if missing:
         raise UsageError(f"no such model file: {', '.join(missing)}")
-    _cost_model(args.costs)  # an unknown name is refused here, before any worker starts
+    named_cost_model(args.costs)  # an unknown name is refused here, before any worker starts
     outcomes = optimize_many(args.model, args.out_dir, workers=args.workers or many_workers(),
                              backend="pool" if args.ray is None else "ray", address=args.ray or None,
-                             progress=_progress(args.quiet), **optimize_options(args))
+                             progress=progress_printer(args.quiet), **optimize_options(args))
     print(outcomes_table(outcomes))
     return 1 if any(o.written == "failed" for o in outcomes) else 0
 
@@ -305,98 +284,6 @@ def _describe(s: ModelSummary, reason: str) -> None:
         print(f"why it cannot be imported: {reason}")
 
 
-def _named_model(name: str, option: str) -> Any:
-    """A built-in or zoo model by name, as a ``ModelProto``."""
-    from eqsat import models  # lazy: CLI start-up (see the imports)
-
-    builders = models.builtin_models()
-    if name in builders:
-        return builders[name]()
-    if name in models.zoo_names():
-        return models.load_zoo_model(name)
-    raise UsageError(f"{option} {name}: no such built-in model; choose one of "
-                     f"{', '.join(list(builders) + models.zoo_names())}")
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    """Compare eqsat with the backtracking, sampling and AutoGraph searches on one model; print a table."""
-    from eqsat.search.comparison import METHODS, compare  # lazy: CLI start-up (see the imports)
-    from eqsat.search.comparison_plot import plot_comparison, plot_format, require_matplotlib
-
-    out = check_output(args.json, "--json", "compare.json") if args.json else None
-    plot = check_output(args.plot, "--plot", "compare.png") if args.plot else None
-    fmt = plot_format(plot) if plot is not None else None
-    if plot is not None:  # before the methods spend their budgets
-        require_matplotlib()
-    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
-    bad = [m for m in methods if m not in METHODS]
-    if bad or not methods:
-        raise UsageError(f"--methods {args.methods}: unknown method(s) {', '.join(bad) or '(none)'}; choose from "
-                         f"{','.join(METHODS)}")
-    if len(args.model) > 1 or args.repetitions != 1 or args.workers != 1 or args.ray is not None:
-        return _compare_sweep(args, methods, out)
-    (model_arg,) = args.model
-    if Path(model_arg).exists() or model_arg.endswith(".onnx"):
-        model, name = model_arg, model_arg
-    else:
-        model, name = _named_model(model_arg, "MODEL"), model_arg
-    res = compare(model, methods, budget=args.budget, cost_model=_cost_model(args.costs, args.threads),
-                  alpha=args.alpha, seed=args.seed, check=args.check, progress=_progress(args.quiet), name=name,
-                  parallel=args.parallel, as_written=args.as_written)
-    print(res.table())
-    if out is not None or plot is not None:
-        print()
-    if out is not None:
-        write_file(out, lambda p: p.write_text(json.dumps(res.as_dict(), indent=1, allow_nan=False) + "\n"))
-        print(f"wrote {out}")
-    if plot is not None:
-        title = f"{res.model}: cost model {res.cost_model}, budget {res.budget:g} s per method"
-        write_file(plot, lambda p: plot_comparison([res.as_dict()], p, title=title, fmt=fmt))
-        print(f"wrote {plot}")
-    return 0 if all(r.status == "ok" for r in res.methods.values()) else 1
-
-
-def _compare_sweep(args: argparse.Namespace, methods: tuple[str, ...], out: Path | None) -> int:
-    """``eqsat compare`` over several models or repetitions: a sweep (:mod:`eqsat.search.sweep`), one table per
-    model, the median run's."""
-    import functools
-    import tempfile
-
-    from eqsat.models.registry import builtin_model
-    from eqsat.rules.distributed import Executor
-    from eqsat.search.comparison import ComparisonResult
-    from eqsat.search.sweep import aggregate, grid, run_sweep, run_unit
-
-    if args.repetitions < 1 or args.workers < 1:
-        raise UsageError("--repetitions and --workers must be at least 1")
-    if args.plot or not args.check or args.threads is not None:
-        raise UsageError("--plot, --no-check and --threads compare one model: a sweep checks every result, with its "
-                         "cost model's default threads (benchmarks/compare.py draws a sweep's plots)")
-    for name in args.model:
-        if not (Path(name).exists() or name.endswith(".onnx")):
-            _named_model(name, "MODEL")  # a wrong name fails before any comparison runs
-        elif not Path(name).exists():
-            raise UsageError(f"MODEL {name}: no such file")
-    units = grid(args.model, [args.budget], [args.costs], args.repetitions, methods, alpha=args.alpha,
-                 parallel=args.parallel, as_written=(args.as_written,))
-    executor = Executor(workers=args.workers, backend="ray", address=args.ray or None) if args.ray is not None \
-        else Executor(workers=args.workers, backend="pool") if args.workers > 1 else None
-    say = _progress(args.quiet)
-    with tempfile.TemporaryDirectory(prefix="eqsat-sweep-") as tmp:
-        every = run_sweep(units, args.units or tmp, executor, progress=say,
-                          runner=functools.partial(run_unit, load=builtin_model))
-    results = aggregate(every)
-    for r in results:
-        runs = f", the median of {r['repetitions']} runs" if r["repetitions"] > 1 else ""
-        print(f"{r['model']}{runs}:\n{ComparisonResult.from_dict(r).table()}\n")
-    if out is not None:
-        write_file(out, lambda p: p.write_text(json.dumps({"command": "eqsat compare " + " ".join(args.model),
-                                                           "costs": args.costs, "results": results},
-                                                          indent=1, allow_nan=False) + "\n"))
-        print(f"wrote {out}")
-    return 0 if all(m["status"] == "ok" for r in every for m in r["methods"].values()) else 1
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     """Optimize a built-in model end to end and print the report."""
     import onnx  # lazy: CLI start-up (see the imports)
@@ -404,9 +291,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from eqsat.pipeline.run import optimize
 
     out = check_output(args.output, "-o", f"{args.model}.opt.onnx") if args.output else None
-    model = _named_model(args.model, "--model")
-    cost_model = _cost_model(args.costs, args.threads)
-    say = _progress(args.quiet)
+    model = builtin_by_name(args.model, "--model")
+    cost_model = named_cost_model(args.costs, args.threads)
+    say = progress_printer(args.quiet)
     say(f"demo: optimizing the built-in model {args.model!r}")
     res = optimize(model, cost_model=cost_model, time_limit=args.time_limit, progress=say)
     if out is not None:
@@ -585,6 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-check", action="store_false", dest="check", default=C["check"],
                    help="skip the onnxruntime numeric checks")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the table is still printed)")
+    from eqsat.cli.compare import cmd_compare
+
     c.set_defaults(func=cmd_compare)
 
     # the subcommand modules register their own subcommands (imported here, not at module top: start-up time)

@@ -1,6 +1,6 @@
 """What the ``eqsat`` subcommands share: the ``--input-shape`` option, the checked number options (:class:`Seconds`,
 :class:`Count`, :class:`AtLeast`: a bad value says what to give) and, from :mod:`eqsat.files`, checking and
-writing output files.
+writing output files; the progress lines, the cost model by ``--costs`` name and a built-in model by name.
 
 :mod:`eqsat.cli.app` (the main command) and the subcommand modules (:mod:`eqsat.cli.egraph`, :mod:`eqsat.cli.costs`)
 import it; it imports none of them.
@@ -11,13 +11,20 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
+import sys
+import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from eqsat.costs import get_cost_model
 from eqsat.errors import UsageError
 from eqsat.files import check_output, write_file
 
-__all__ = ["parse_shape", "input_shapes", "check_output", "write_file", "Seconds", "Count", "AtLeast"]
+if TYPE_CHECKING:
+    from eqsat.costs import CostModel
+
+__all__ = ["parse_shape", "input_shapes", "check_output", "write_file", "Seconds", "Count", "AtLeast",
+           "builtin_by_name", "named_cost_model", "progress_printer"]
 
 
 def defaults_of(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -155,3 +162,40 @@ class AtLeast(_Checked):
         if not (math.isfinite(value) and value >= self.minimum):
             raise ValueError(text)
         return value
+
+
+def progress_printer(quiet: bool) -> Callable[[str], None]:
+    """A progress printer: ``[  1.2s] message`` lines on stderr, seconds from now (none if ``quiet``)."""
+    start = time.perf_counter()
+
+    def say(msg: str) -> None:
+        if not quiet:
+            print(f"[{time.perf_counter() - start:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def named_cost_model(name: str, threads: int | None = None) -> CostModel:
+    """The cost model named by ``--costs``; ``threads`` (``--threads``) only for the measured CPU model, whose
+    default is one thread."""
+    if threads is not None and name not in ("measured", "cpu"):  # a bad count is refused by the parser
+        raise UsageError(f"--threads {threads}: applies to measured CPU costs only; add --costs measured")
+    try:
+        return get_cost_model(name, threads=threads) if threads is not None else get_cost_model(name)
+    except ValueError as e:  # unknown name
+        raise UsageError(f"--costs {name}: {e}") from None
+    except RuntimeError as e:  # e.g. CuPy or CUDA missing for --costs gpu
+        raise UsageError(f"--costs {name}: {e}") from None
+
+
+def builtin_by_name(name: str, option: str) -> Any:
+    """A built-in or zoo model by name, as a ``ModelProto``."""
+    from eqsat import models  # lazy: CLI start-up (see the imports)
+
+    builders = models.builtin_models()
+    if name in builders:
+        return builders[name]()
+    if name in models.zoo_names():
+        return models.load_zoo_model(name)
+    raise UsageError(f"{option} {name}: no such built-in model; choose one of "
+                     f"{', '.join(list(builders) + models.zoo_names())}")

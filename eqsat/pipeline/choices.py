@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eqsat import onnx_io
+from eqsat.costs import CostModel, InPrecision
 from eqsat.extract import (
     EXACT_SOLVERS,
     Extraction,
@@ -127,3 +129,23 @@ RULE_SETS: dict[str, RuleSet] = {
                      lambda: default_rules(max_ops=4)),
     "starter": RuleSet("starter", "hand-written", starter_rules),
 }
+
+
+def in_model_precision(cost_model: CostModel, meta: Mapping[str, Any]) -> tuple[CostModel, str]:
+    """The cost model a model imported with graph metadata ``meta`` is priced by, and what to say of it: a
+    uniformly half-precision model's computed costs in its precision; a mixed-precision one's keys are each in
+    their operator's precision already, which a measured model times as float32 (``""``: a float32 model)."""
+    precision = meta.get(onnx_io.PRECISION_KEY, "")
+    if precision:
+        if cost_model.is_measured:  # it times what its runtime runs
+            return cost_model, ""
+        return InPrecision(cost_model, precision), (f"a {precision} model: optimized as its float32 copy, priced "
+                                                    f"and written in {precision}")
+    half = onnx_io.half_type(meta)
+    if not half:
+        return cost_model, ""
+    if cost_model.is_measured:
+        cost_model = InPrecision(cost_model, "float32", source=half)
+    return cost_model, (f"a model in float32 and {half}: optimized as its float32 copy, each cast between them kept "
+                        f"as a change of precision, {'timed in float32' if cost_model.is_measured else 'priced'} "
+                        "and written in each operator's own precision")

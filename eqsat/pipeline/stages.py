@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from eqsat import engine, onnx_io
 from eqsat.costs import (
     AnalyticCostModel,
-    InPrecision,
     PricedCostModel,
     graph_cost,
     graph_cost_keys,
@@ -46,7 +45,7 @@ from eqsat.pipeline.check import (
     describe_reference,
     sizes_to_check,
 )
-from eqsat.pipeline.choices import default_rules, with_fold_rules
+from eqsat.pipeline.choices import default_rules, in_model_precision, with_fold_rules
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, time_shares
 from eqsat.pipeline.records import Decision, Extracted, Loaded, Priced, Run, Saturated
 from eqsat.pipeline.result import (
@@ -93,17 +92,9 @@ def load(run: Run) -> Loaded:
     engine_graph = graph if reduction is None else reduction.reduced
     # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
     cost_model = run.cost_model.in_context(graph.weight_bytes)
-    precision = graph.meta.get(onnx_io.PRECISION_KEY, "")
-    if precision and not cost_model.is_measured:  # a half-precision model is priced in its own precision
-        cost_model = InPrecision(cost_model, precision)
-        run.say(f"a {precision} model: optimized as its float32 copy, priced and written in {precision}")
-    half = onnx_io.half_type(graph.meta) if not precision else ""
-    if half:  # mixed: each operator's key is in its own precision, which a measured model times as float32
-        if cost_model.is_measured:
-            cost_model = InPrecision(cost_model, "float32", source=half)
-        run.say(f"a model in float32 and {half}: optimized as its float32 copy, each cast between them kept as a "
-                f"change of precision, {'timed in float32' if cost_model.is_measured else 'priced'} and written "
-                "in each operator's own precision")
+    cost_model, said = in_model_precision(cost_model, graph.meta)  # a half-precision model: in its own
+    if said:
+        run.say(said)
     input_keys = tuple(graph_cost_keys(graph))
     if cost_model.is_measured:  # a model optimized before: its operators are cached, saturation can take more
         first = {k for ks in input_keys for k in ks}

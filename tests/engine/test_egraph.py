@@ -202,7 +202,7 @@ def test_leaving_out_rules_that_cannot_match_changes_no_egraph(name: str, builti
     g = load_model(builtin_model(name))
     limits = Limits(iter_limit=3, node_limit=20_000)
     left_out = saturate(g, default_rules, limits, in_process=True)
-    monkeypatch.setattr(saturation, "reachable_ops", lambda graph, rules: frozenset(ops.REGISTRY))
+    monkeypatch.setattr(saturation, "reachable_ops", lambda graph, rules, alternatives=(): frozenset(ops.REGISTRY))
     everything = saturate(g, default_rules, limits, in_process=True)
     assert len(left_out.program) < len(everything.program)
     assert (left_out.egraph.num_nodes, len(left_out.egraph.classes)) == \
