@@ -311,7 +311,10 @@ class Executor:
         lost_errors = tuple(getattr(ray.exceptions, name) for name in ("WorkerCrashedError", "NodeDiedError",
                                                                        "OutOfMemoryError")
                             if hasattr(ray.exceptions, name))
-        remote = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(fn)
+        def unit(x: Any) -> Any:  # Ray takes functions and classes only, not callables (a functools.partial)
+            return fn(x)
+
+        remote = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(unit)
         limit = max(1, cpus * self.window)
         todo = list(range(n - 1, -1, -1))
         running: dict[Any, int] = {}

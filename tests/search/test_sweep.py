@@ -106,3 +106,29 @@ def test_eqsat_compare_over_two_models_is_a_sweep_with_a_table_each(tmp_path, ca
     assert [r["model"] for r in data["results"]] == ["two_matmul_shared_input", "small_cnn"]
     assert len(list((tmp_path / "units").glob("*.json"))) == 2
     assert main(["compare", "small_cnn", "--plot", str(tmp_path / "p.png"), "--repetitions", "2", "-q"]) == 2
+
+
+@pytest.mark.slow  # a local Ray started, two comparisons of 1 s
+@pytest.mark.xdist_group("ray")
+@pytest.mark.skipif(not __import__("eqsat.rules.distributed", fromlist=["x"]).ray_available(),
+                    reason="Ray is not installed (pip install 'eqsat[dist]')")
+def test_a_sweep_runs_as_ray_tasks_with_the_loader_bound(tmp_path) -> None:
+    # the runner is a functools.partial (run_unit with its model loader), which Ray does not take as a task
+    import functools
+
+    import ray
+
+    from eqsat.models.registry import builtin_model
+    from eqsat.rules.distributed import Executor
+    from eqsat.search.sweep import run_unit
+
+    if ray.is_initialized():
+        ray.shutdown()
+    units = grid(["two_matmul_shared_input"], [1], ["analytic"], 2, ["eqsat", "backtracking"])
+    try:
+        results = run_sweep(units, tmp_path, Executor(workers=2, backend="ray"),
+                            runner=functools.partial(run_unit, load=builtin_model))
+    finally:
+        ray.shutdown()
+    assert [r["repetition"] for r in results] == [0, 1]
+    assert all(m["status"] == "ok" for r in results for m in r["methods"].values())
