@@ -386,7 +386,8 @@ def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = F
 
 def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, *,
              progress: Callable[[IterationStats], None] | None = None, in_process: bool = False,
-             provenance: bool = False, on_snapshot: Callable[[Snapshot], None] | None = None) -> SaturationResult:
+             provenance: bool = False, on_snapshot: Callable[[Snapshot], None] | None = None,
+             idle: Callable[[], bool] | None = None) -> SaturationResult:
     """Saturate ``graph`` under ``rules`` and return the serialized e-graph.
 
     The limits hold during iterations (see :func:`_saturate_in_process`): the e-graph returned has at most
@@ -406,6 +407,10 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     0, then, each time the call returns, with the e-graph of the next iteration that ends (in a child process
     the engine keeps saturating meanwhile; in process, after every iteration). It runs in the calling process
     and should return well before the time limit: the engine is only killed between calls.
+
+    ``idle`` is work for the calling process while it waits for the engine process (not in process): called
+    whenever no report is waiting, a short step at a time (a few milliseconds: reports wait meanwhile), until it
+    returns False (nothing left to do). The first answer's descent runs there (:mod:`eqsat.pipeline.descent`).
     """
     limits = limits or Limits()
     t0 = time.perf_counter()
@@ -451,7 +456,7 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     # the child stops itself before the deadline; past the margin it is killed
     assert child is not None
     iters, latest, done, failure = _run_child(child, (program, steps, cg.output_globals), progress, snapshot,
-                                              on_snapshot, kill_at=kill_at(deadline, limits))
+                                              on_snapshot, kill_at=kill_at(deadline, limits), idle=idle)
     if done is not None:
         return result(done[0], iters, done[1])
     if latest is None or not latest[0] < len(iters):  # never expected: an iteration is reported before it is saved
@@ -481,13 +486,14 @@ _Latest = tuple[int, Snapshot | str]
 
 def _run_child(child: tuple[Any, Any, Path], work: tuple[str, Sequence[RuleStep], list[str]],
                progress: Callable[[IterationStats], None] | None, read: Callable[[int, str], Snapshot],
-               on_snapshot: Callable[[Snapshot], None] | None, kill_at: float
+               on_snapshot: Callable[[Snapshot], None] | None, kill_at: float,
+               idle: Callable[[], bool] | None = None
                ) -> tuple[list[IterationStats], _Latest | None, tuple[EGraph, StopReason] | None,
                           tuple[StopReason, str]]:
     """Send the engine process (``child``: the process, this end of its pipe, its fallback folder) its ``work``
     (program, rule steps, roots) and follow it; return (iterations, the latest e-graph it sent or saved, result,
     failure). A snapshot is parsed only for ``on_snapshot``; otherwise its text is kept, to be parsed if it is
-    needed. The folder is removed."""
+    needed. While no report is waiting, ``idle`` steps run (until one returns False). The folder is removed."""
     proc, parent, folder = child
     iters: list[IterationStats] = []
     latest: _Latest | None = None
@@ -541,6 +547,10 @@ def _run_child(child: tuple[Any, Any, Path], work: tuple[str, Sequence[RuleStep]
             remaining = kill_at - time.perf_counter() if latest is not None else 0.25
             if remaining <= 0:
                 return failed(killed())
+            if idle is not None and not parent.poll(0):  # nothing to read: this process's own work first
+                if not idle():
+                    idle = None
+                continue
             if not parent.poll(min(remaining, 0.25)):
                 if not proc.is_alive() and not parent.poll(0):
                     return failed(died())
