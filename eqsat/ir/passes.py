@@ -215,9 +215,42 @@ def merge_siblings(graph: Graph, merges: Sequence[tuple[Sequence[Node], Sequence
     dropped. Raises :class:`~eqsat.ir.graph.GraphError` where a merge would close a cycle (a member reading
     another's output)."""
     gone = {m.output for members, _ in merges for m in members}
-    added = [n for _, nodes in merges for n in nodes]
-    nodes = [n for n in graph.nodes if n.output not in gone] + added
-    return Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta).live()
+    placed = _in_place(graph, merges)
+    if placed is None:  # the general case: sorted and shaped anew
+        nodes = [n for n in graph.nodes if n.output not in gone] + [n for _, new in merges for n in new]
+        return Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta).live()
+    # each group where its first member was: the order stays topological and the shapes are known
+    shapes = dict(graph.shapes)
+    nodes = []
+    for n in graph.nodes:
+        for a in placed.get(n.output, ()):
+            shapes[a.output] = a.spec.shape(a.p, [shapes[i] for i in a.inputs])
+            nodes.append(a)
+        if n.output not in gone:
+            nodes.append(n)
+    needed = set(graph.outputs)
+    live = []
+    for n in reversed(nodes):
+        if n.output in needed:
+            live.append(n)
+            needed.update(n.inputs)
+    weights = {k: v for k, v in graph.weights.items() if k in needed}
+    return Graph.from_sorted(graph.inputs, weights, tuple(reversed(live)), graph.outputs, graph.name, graph.meta,
+                             {k: v for k, v in shapes.items() if k in needed or k in graph.outputs})
+
+
+def _in_place(graph: Graph, merges: Sequence[tuple[Sequence[Node], Sequence[Node]]]) -> dict[str, list[Node]] | None:
+    """The nodes of each merge by the first member they go before, where each group reads only what is defined
+    before its first member (weights, the shared input: the usual case); else None."""
+    pos = {n.output: k for k, n in enumerate(graph.nodes)}
+    placed: dict[str, list[Node]] = {}
+    for members, nodes in merges:
+        first = min(pos[m.output] for m in members)
+        made = {n.output for n in nodes}
+        if any(pos.get(i, -1) >= first for n in nodes for i in n.inputs if i not in made):
+            return None
+        placed.setdefault(graph.nodes[first].output, []).extend(nodes)
+    return placed
 
 
 def _concat(axis: int) -> tuple[str, tuple[Any, ...]]:

@@ -49,8 +49,9 @@ MERGES = "sibling merges"
 DESCENT = "descent"
 #: the longest a step of the descent works before it hands the driver back (an iteration's report may be waiting)
 STEP_SECONDS = 0.005
-#: the descent ends after this much work without a cheaper graph as written (rewrites that only lower the cost of
-#: the binary concat chains it works on, such as reassociations of a concat, write the same graph)
+#: the descent ends after this much work (this thread's CPU time: a loaded machine does not shorten it) without a
+#: cheaper graph as written (rewrites that only lower the cost of the binary concat chains it works on, such as
+#: reassociations of a concat, write the same graph)
 STALL_SECONDS = 0.05
 
 
@@ -78,9 +79,9 @@ class FirstMerges:
 def first_merges(graph: Graph, cost_model: CostModel, coster: GraphCoster | None = None) -> FirstMerges | None:
     """The registry's sibling merges of ``graph`` (pairs included) that lower its cost under ``cost_model``, all
     applied; None where none does. A group's gain is priced locally (its members against the merged node, the
-    concatenations and the splits), and the graph with every gaining group is priced whole before it is
-    returned: a group whose merge would close a cycle, or a set that does not lower the cost together, is
-    retried one group at a time."""
+    concatenations and the splits), and so is the graph with every gaining group: the input's cost less what
+    the members and the nodes left dead cost, plus what the merges cost (the other nodes read what they read, in
+    the shapes they had). A group whose merge would close a cycle is left out, one group at a time."""
     coster = coster or GraphCoster(cost_model, costed_at(graph))
     groups = sibling_groups(graph, min_size=2)
     if not groups:
@@ -89,20 +90,24 @@ def first_merges(graph: Graph, cost_model: CostModel, coster: GraphCoster | None
     shapes = graph.shapes
     names = rw.name_allocator(graph)
     gaining: list[tuple[Sequence[Node], list[Node]]] = []
+    added = 0.0
     for members, plan in groups:
         nodes = sibling_merge(graph, members, plan, names)
-        if _merged_cost(nodes, shapes, const, coster) < sum(costs[m.output] for m in members) * (1 - REL_EPS):
+        cost = _merged_cost(nodes, shapes, const, coster)
+        if cost < sum(costs[m.output] for m in members) * (1 - REL_EPS):
             gaining.append((members, nodes))
+            added += cost
     if not gaining:
         return None
-    try:  # all at once: one sort of the graph
-        new = flatten_concats(merge_siblings(graph, gaining))
-        cost, merged = coster(new), len(gaining)
+    try:  # all at once
+        new = merge_siblings(graph, gaining)
     except GraphError:  # a merge that closes a cycle: one group at a time
         new, cost, merged = _one_by_one(graph, gaining, coster)
-    if not cost < sum(costs.values()) * (1 - REL_EPS):
-        new, cost, merged = _one_by_one(graph, gaining, coster)
-    return FirstMerges(new, cost, merged, time.perf_counter()) if merged else None
+        return FirstMerges(new, cost, merged, time.perf_counter()) if merged else None
+    members = {m.output for group, _ in gaining for m in group}
+    kept = {n.output for n in new.nodes} - members  # the members' names are their pieces' now
+    cost = sum(c for t, c in costs.items() if t in kept) + added
+    return FirstMerges(new, cost, len(gaining), time.perf_counter())
 
 
 def _merged_cost(nodes: Sequence[Node], shapes: dict[str, tuple[int, ...]], const: set[str],
@@ -131,7 +136,7 @@ def _one_by_one(graph: Graph, gaining: list[tuple[Sequence[Node], list[Node]]],
     best, cost = graph, coster(graph)
     for merge in gaining:
         try:
-            new = flatten_concats(merge_siblings(graph, [*kept, merge]))
+            new = merge_siblings(graph, [*kept, merge])
         except GraphError:
             continue
         c = coster(new)
@@ -163,7 +168,8 @@ class Descent:
         self.eps = REL_EPS * max(abs(self.cost), 1e-9)
         self._offered = self.cost  # the descent's cost when its graph was last offered
         self.written_cost = self.coster(graph)  # and that graph's, as written
-        self._gained_at = 0.0  # its seconds of work when the cost as written last went down
+        self._cpu = 0.0  # its CPU seconds of work (steps)
+        self._gained_at = 0.0  # and their count when the cost as written last went down
         self._changed_at = 0.0  # perf_counter() when the graph last changed
         self._work = self._passes()
         #: whether it has ended (a local optimum, overtaken by the e-graph, or the deadline), and why
@@ -211,6 +217,7 @@ class Descent:
         if self._overtaken():
             return self._end("the e-graph's extractions are cheaper")
         end = began + seconds
+        cpu = time.thread_time()
         try:
             while True:
                 next(self._work)
@@ -218,10 +225,11 @@ class Descent:
                     break
         except StopIteration:
             self._end("a local optimum")
+        self._cpu += time.thread_time() - cpu
         if self._offer():
-            self._gained_at = self.seconds
+            self._gained_at = self._cpu
         self.seconds += time.perf_counter() - began
-        if not self.done and self.seconds - self._gained_at > STALL_SECONDS:
+        if not self.done and self._cpu - self._gained_at > STALL_SECONDS:
             self._end(f"no cheaper graph as written for {STALL_SECONDS:g} s of work")
         return not self.done
 
