@@ -25,6 +25,7 @@ check.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -161,13 +162,13 @@ class Descent:
                  deadline: float | None = None, coster: GraphCoster | None = None) -> None:
         self.anytime = anytime
         self.deadline = deadline
+        self._start, self._rules = graph, rules
         self.coster = coster or GraphCoster(cost_model, costed_at(graph))
-        self.graph = rw.prepare(graph)  # concats as binary chains, as the rules read them
-        self.expander = Expander(self.graph, rules, self.coster, 2 * max(len(self.graph.nodes), 1))
-        self.cost = self.coster(self.graph)  # in the descent's own terms (binary concats)
-        self.eps = REL_EPS * max(abs(self.cost), 1e-9)
-        self._offered = self.cost  # the descent's cost when its graph was last offered
-        self.written_cost = self.coster(graph)  # and that graph's, as written
+        #: the graph (concats as binary chains, as the rules read them) and its cost in those terms; set by the
+        #: first step, so that making a descent costs the engine's start nothing
+        self.graph = graph
+        self.cost = math.inf
+        self.written_cost = self.anytime.best.cost  # the cost as written of the graph it goes on from (the best)
         self._cpu = 0.0  # its CPU seconds of work (steps)
         self._gained_at = 0.0  # and their count when the cost as written last went down
         self._changed_at = 0.0  # perf_counter() when the graph last changed
@@ -181,7 +182,12 @@ class Descent:
         self.seconds = 0.0
 
     def _passes(self) -> Iterator[None]:
-        """The descent, yielding after each root tried."""
+        """The descent, yielding after its setup and after each root tried."""
+        self.graph = rw.prepare(self._start)
+        self.expander = Expander(self.graph, self._rules, self.coster, 2 * max(len(self.graph.nodes), 1))
+        self.cost = self._offered = self.coster(self.graph)
+        self.eps = REL_EPS * max(abs(self.cost), 1e-9)
+        yield
         while True:
             improved = False
             for root in [n.output for n in self.graph.nodes]:
