@@ -387,7 +387,7 @@ def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = F
 def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, *,
              progress: Callable[[IterationStats], None] | None = None, in_process: bool = False,
              provenance: bool = False, on_snapshot: Callable[[Snapshot], None] | None = None,
-             idle: Callable[[], bool] | None = None) -> SaturationResult:
+             idle: Callable[[], bool] | None = None, head_start: float = 0.0) -> SaturationResult:
     """Saturate ``graph`` under ``rules`` and return the serialized e-graph.
 
     The limits hold during iterations (see :func:`_saturate_in_process`): the e-graph returned has at most
@@ -411,6 +411,9 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     ``idle`` is work for the calling process while it waits for the engine process (not in process): called
     whenever no report is waiting, a short step at a time (a few milliseconds: reports wait meanwhile), until it
     returns False (nothing left to do). The first answer's descent runs there (:mod:`eqsat.pipeline.descent`).
+    With ``head_start`` (seconds) it also runs right after the engine process is started, before the program is
+    compiled, for at most that long: the process loads egglog and the declarations meanwhile, so the engine starts
+    later only by what the head start takes beyond that.
     """
     limits = limits or Limits()
     t0 = time.perf_counter()
@@ -419,6 +422,12 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     # the engine process starts first: it loads egglog and the declarations while this one compiles
     child = None if in_process else _start_child(limits, deadline, provenance, on_snapshot is not None, operators)
     try:
+        if child is not None and idle is not None and head_start > 0:  # the caller's work first, for a while
+            until = min(time.perf_counter() + head_start, deadline)
+            while time.perf_counter() < until:
+                if not idle():
+                    idle = None
+                    break
         program, cg, steps = compile_program(graph, rules, provenance, operators)
     except BaseException:
         if child is not None:

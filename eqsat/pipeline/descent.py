@@ -12,10 +12,12 @@ cost model as the searches price (:class:`~eqsat.pipeline.neighbours.GraphCoster
 2. :class:`Descent`, while the engine starts and saturates (its idle hook, :func:`eqsat.engine.saturate`'s
    ``idle``): a greedy descent over the run's rules (:class:`~eqsat.pipeline.neighbours.Expander`). A pass takes
    each node of the graph as a root in turn and applies the first rewrite rooted there that lowers the cost, at
-   once, to the graph as it is then; it ends at a local optimum (a pass without improvement), once the e-graph's
-   extractions are cheaper than its graph, or at saturation's deadline. Backtracking expands every neighbour of a
-   graph before it moves (one better graph per expansion); the descent moves at each one, so from the same start it
-   goes down as fast or faster.
+   once, to the graph as it is then; it ends at a local optimum (a pass without improvement), after
+   :data:`STALL_SECONDS` of work without a cheaper graph as written, once the e-graph's extractions are cheaper than
+   its graph, or at saturation's deadline. Matches are met in backtracking's order, so from the same graph its
+   first rewrite is backtracking's first better graph; but backtracking expands every neighbour of a graph before
+   it moves on (one better graph per expansion), where the descent moves at each one. A snapshot of the e-graph
+   waits for the descent to end (milliseconds; its extraction takes longer).
 
 Each better graph goes to the anytime record (:meth:`eqsat.pipeline.anytime.Anytime.offer_graph`) at the time it
 was found. It is a graph like any other: written when nothing later beats it, through the same export and numeric
@@ -38,10 +40,10 @@ from eqsat.ir.precision import tensor_precisions
 from eqsat.ir.rule import Rule
 from eqsat.ir.symbols import costed_at
 from eqsat.pipeline.anytime import REL_EPS, Anytime
-from eqsat.pipeline.neighbours import Expander, GraphCoster
+from eqsat.pipeline.neighbours import Either, Expander, GraphCoster
 from eqsat.pipeline.options import OptimizeOptions
 
-__all__ = ["DESCENT", "MERGES", "Descent", "FirstMerges", "first_answer", "first_merges"]
+__all__ = ["DESCENT", "HEAD_START", "MERGES", "Descent", "FirstMerges", "first_answer", "first_merges"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,9 @@ MERGES = "sibling merges"
 DESCENT = "descent"
 #: the longest a step of the descent works before it hands the driver back (an iteration's report may be waiting)
 STEP_SECONDS = 0.005
+#: how long the descent runs before the engine's program is compiled, while the engine process loads egglog (its
+#: first graphs then do not wait for the compilation: 30-50 ms on 2 cores for TASO's graphs)
+HEAD_START = 0.1
 #: the descent ends after this much work (this thread's CPU time: a loaded machine does not shorten it) without a
 #: cheaper graph as written (rewrites that only lower the cost of the binary concat chains it works on, such as
 #: reassociations of a concat, write the same graph)
@@ -115,13 +120,13 @@ def _merged_cost(nodes: Sequence[Node], shapes: dict[str, tuple[int, ...]], cons
                  coster: GraphCoster) -> float:
     """What the nodes of one merge cost, given the graph's weight-only tensors (a concatenation of weights is
     free: export computes it)."""
-    new_shapes = dict(shapes)
+    new_shapes: dict[str, tuple[int, ...]] = {}
     made: set[str] = set()
     total = 0.0
     for n in nodes:
-        ins = [new_shapes[i] for i in n.inputs]
+        ins = [new_shapes[i] if i in new_shapes else shapes[i] for i in n.inputs]
         new_shapes[n.output] = n.spec.shape(n.p, ins)
-        weight_only = const | made
+        weight_only = Either(const, made)
         if computed_from_weights(n.op, n.inputs, weight_only):
             made.add(n.output)
             continue

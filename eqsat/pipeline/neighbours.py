@@ -14,7 +14,7 @@ from eqsat.ir.graph import Graph, computed_from_weights, make_node
 from eqsat.ir.rule import Rule
 from eqsat.ops import CostKey
 
-__all__ = ["Deadline", "Expander", "GraphCoster"]
+__all__ = ["Deadline", "Either", "Expander", "GraphCoster"]
 
 
 class Deadline(Protocol):
@@ -67,7 +67,7 @@ class GraphCoster:
         return sum(self.node_costs(graph)[1].values())
 
 
-class _Either:
+class Either:
     """Membership in either of two sets (the weight-only tensors of a graph and of a rewrite's new nodes)."""
 
     def __init__(self, a: set[str], b: set[str]) -> None:
@@ -108,7 +108,7 @@ class Expander:
                 continue
             new_shapes = dict(change.shapes)
             new_const: set[str] = set()
-            weight_only = _Either(const, new_const)
+            weight_only = Either(const, new_const)
             c = cost - sum(costs[t] for t in gone)
             for n in change.added:
                 if computed_from_weights(n.op, n.inputs, weight_only):

@@ -45,7 +45,7 @@ from eqsat.pipeline.check import (
     sizes_to_check,
 )
 from eqsat.pipeline.choices import default_rules, with_fold_rules
-from eqsat.pipeline.descent import MERGES, Descent, first_answer, first_merges
+from eqsat.pipeline.descent import HEAD_START, MERGES, Descent, first_answer, first_merges
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, time_shares
 from eqsat.pipeline.records import Decision, Extracted, Loaded, Priced, Run, Saturated
 from eqsat.pipeline.result import (
@@ -159,8 +159,7 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
     # snapshots are extracted only under computed costs: a measured model would time operators on a core the
     # engine is using, and the timings would show it
     snapshots = o.anytime and not loaded.cost_model.is_measured
-    # the descent works while this process waits for the engine's reports, from the merges' graph or the input
-    descent = step = None
+    descent = step = None  # the descent works while this waits for the engine, from the merges' graph or the input
     if first_answer(o, loaded.graph, loaded.cost_model):
         best = loaded.anytime.best
         descent = Descent(best.graph if best.source == MERGES else loaded.graph, rules, loaded.cost_model,
@@ -169,7 +168,8 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
     sat = engine.saturate(loaded.engine_graph, list(rules), limits, provenance=bool(o.provenance and o.dump_egraph),
                           progress=lambda it: run.say(f"  iteration {it.iteration}: {it.enodes} e-nodes, "
                                                       f"{it.eclasses} e-classes ({it.seconds:.2f} s)"),
-                          on_snapshot=_on_snapshot(run, loaded.anytime, step) if snapshots else None, idle=step)
+                          on_snapshot=_on_snapshot(run, loaded.anytime, step) if snapshots else None, idle=step,
+                          head_start=HEAD_START)
     if descent is not None:
         run.say(f"descent: {descent.describe()}")
     return Saturated(limits, sat)

@@ -108,6 +108,29 @@ def test_idle_work_runs_while_the_engine_works_until_it_says_it_is_done() -> Non
     assert res.iterations[-1].enodes == alone.iterations[-1].enodes and res.stop_reason == alone.stop_reason
 
 
+@pytest.mark.parametrize("head_start", [0.05, 0.0])
+def test_a_head_start_runs_idle_work_before_the_program_is_compiled(head_start: float,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a head start the idle work runs while the engine process starts, before the program is compiled and
+    sent (so before iteration 0); without one, only once the program is on its way."""
+    order: list[str] = []
+    compile_program = E.compile_program
+
+    def compiled(*a, **k):
+        order.append("compile")
+        return compile_program(*a, **k)
+
+    def idle() -> bool:
+        order.append("idle")
+        return order.count("idle") < 2
+
+    monkeypatch.setattr(E, "compile_program", compiled)
+    E.saturate(_chain_graph(3), STARTER_RULES, Limits(iter_limit=1), idle=idle, head_start=head_start,
+               progress=lambda it: order.append(f"iteration {it.iteration}"))
+    assert (order.index("idle") < order.index("compile")) == (head_start > 0), order
+    assert order.count("idle") == 2  # not called again once it said it was done
+
+
 def test_idle_work_that_never_ends_does_not_hold_saturation_past_its_time_limit() -> None:
     """Idle work that always has more to do: saturation still ends by its time limit (the deadline is checked
     between steps), with the e-graph it had."""
