@@ -12,7 +12,10 @@ cost model as the searches price (:class:`~eqsat.pipeline.neighbours.GraphCoster
 2. :class:`Descent`, while the engine starts and saturates (its idle hook, :func:`eqsat.engine.saturate`'s
    ``idle``): a greedy descent over the run's rules (:class:`~eqsat.pipeline.neighbours.Expander`). A pass takes
    each node of the graph as a root in turn and applies the first rewrite rooted there that lowers the cost, at
-   once, to the graph as it is then; it ends at a local optimum (a pass without improvement), after
+   once, to the graph as it is then; once a pass finds none, the next ones also take a rewrite that keeps the
+   cost where it makes a graph not seen before (a plateau, which backtracking crosses by its relaxation: on
+   SqueezeNet two convolutions' relus unfused, at no cost, make one relu after their concatenation possible),
+   until a pass lowers the cost again. It ends at a local optimum (a pass that moves nowhere), after
    :data:`STALL_SECONDS` of work without a cheaper graph as written, once the e-graph's extractions are cheaper than
    its graph, or at saturation's deadline. Matches are met in backtracking's order, so from the same graph its
    first rewrite is backtracking's first better graph; but backtracking expands every neighbour of a graph before
@@ -181,8 +184,9 @@ class Descent:
         #: whether it has ended (a local optimum, overtaken by the e-graph, or the deadline), and why
         self.done = False
         self.ended = ""
-        #: rewrites applied, passes over the graph finished, seconds worked (in steps)
+        #: rewrites applied that lowered the cost and that kept it, passes over the graph finished, seconds worked
         self.applied = 0
+        self.level_moves = 0
         self.passes = 0
         self.seconds = 0.0
 
@@ -192,30 +196,56 @@ class Descent:
         self.expander = Expander(self.graph, self._rules, self.coster, 2 * max(len(self.graph.nodes), 1))
         self.cost = self._offered = self.coster(self.graph)
         self.eps = REL_EPS * max(abs(self.cost), 1e-9)
+        self.hash = rw.structure_hash(self.graph)
+        self._seen = {self.hash}
         yield
+        level = False  # whether rewrites that keep the cost are taken too: once a pass has found none that lowers it
         while True:
-            improved = False
+            lowered = kept = False
             for root in [n.output for n in self.graph.nodes]:
-                if root in self.graph.producers and self._improve_at(root):
-                    improved = True
+                if root in self.graph.producers:
+                    moved = self._move_at(root, level)
+                    lowered, kept = lowered or moved == "lowered", kept or moved == "kept"
                 yield
             self.passes += 1
-            if not improved:
+            if lowered or kept:
+                level = not lowered
+            elif level:
                 return
+            else:
+                level = True
 
-    def _improve_at(self, root: str) -> bool:
-        """Apply the first rewrite rooted at ``root`` that lowers the cost; whether there was one."""
-        for _, _, c, _, build in self.expander.neighbours(self.graph, self.cost, 0, _Never(), roots=[root]):
+    def _move_at(self, root: str, level: bool) -> str:
+        """Apply the first rewrite rooted at ``root`` that lowers the cost, else, with ``level``, the first that keeps
+        it and makes a graph not seen before (unfusing a relu from a convolution is free, and lets two relus become
+        one: a plateau backtracking crosses by its relaxation); ``"lowered"``, ``"kept"`` or ``""`` (none)."""
+        flat = None
+        for _, _, c, hash_of, build in self.expander.neighbours(self.graph, self.cost, self.hash, _Never(),
+                                                                roots=[root]):
             if c < self.cost - self.eps:
-                try:
-                    new = build()
-                except rw.NotApplicable:  # a two-output rewrite that closes a cycle
-                    continue
-                self.graph, self.cost = new, c
-                self._changed_at = time.perf_counter()
-                self.applied += 1
-                return True
-        return False
+                if self._apply(c, hash_of, build):
+                    self.applied += 1
+                    return "lowered"
+            elif level and flat is None and c <= self.cost + self.eps:
+                h = hash_of()
+                if h not in self._seen:
+                    flat = (c, lambda h=h: h, build)
+        if flat is not None and self._apply(*flat):
+            self.level_moves += 1
+            return "kept"
+        return ""
+
+    def _apply(self, cost: float, hash_of: Callable[[], int], build: Callable[[], Graph]) -> bool:
+        """Move to the neighbour ``build`` makes; False where it cannot be built (a cycle)."""
+        h = hash_of()
+        try:
+            new = build()
+        except rw.NotApplicable:  # a two-output rewrite that closes a cycle
+            return False
+        self.graph, self.cost, self.hash = new, cost, h
+        self._seen.add(h)
+        self._changed_at = time.perf_counter()
+        return True
 
     def step(self, seconds: float = STEP_SECONDS) -> bool:
         """Work for about ``seconds`` (one root at least), offer the graph if it got cheaper, and return whether
@@ -251,7 +281,8 @@ class Descent:
 
     def describe(self) -> str:
         """What it did, in words."""
-        return (f"{self.applied} rewrite(s) in {self.passes} full pass(es), {self.seconds:.2f} s"
+        return (f"{self.applied} rewrite(s) lowering the cost and {self.level_moves} keeping it in {self.passes} full "
+                f"pass(es), {self.seconds:.2f} s"
                 + (f", ended at {self.ended}" if self.ended else ", cut short by the end of saturation"))
 
     def stepper(self, say: Callable[[str], None]) -> Callable[[], bool]:
