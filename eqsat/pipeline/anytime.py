@@ -209,7 +209,9 @@ class Anytime:
         if b.egraph is not None or b.source == "input" or not self._whole:
             return b.egraph is egraph
         terms = engine.input_terms(egraph, b.graph)
-        if terms.missing:
+        # every term there, and its outputs known equal to the e-graph's (a rewrite's right-hand side is there before
+        # its shape check merges it with the left-hand side)
+        if terms.missing or [terms.tensor_class[o] for o in b.graph.outputs] != list(egraph.roots):
             return False
         self.best = replace(b, egraph=egraph, selection=dict(terms.selection))
         return True
