@@ -219,8 +219,8 @@ def extract(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced) -> E
     after = max(loaded.shares.after * o.time_limit, 0.5e-3 * len(loaded.graph.nodes))
     seconds = max(0.05, min(loaded.shares.extraction * o.time_limit, run.left() - after))
     # the best graph so far (or the input graph's own term) is a valid extraction: the answer is never costlier
-    began = time.perf_counter()
-    names = engine.tensor_names_by_class(sat)
+    began, names = time.perf_counter(), engine.tensor_names_by_class(sat)
+    anytime.attach(sat.egraph)  # a first answer no snapshot held: extraction starts from it where this one does
     start = _start(loaded.anytime, sat.egraph, eg)
     if o.anytime and run.solver.exact:  # the cheap answer first: greedy on the final e-graph
         anytime.greedy(sat.egraph, eg, names, "greedy, final e-graph", start)
