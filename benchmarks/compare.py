@@ -26,9 +26,10 @@ Usage: python benchmarks/compare.py [MODEL ...] [--budget 60] [--methods eqsat,b
 --costs takes any name eqsat.costs.get_cost_model takes. --render reads files written before the "to bt's
 best" / "to eqsat's best" fields existed too (they are computed from the traces).
 
-Targets (issue 14): eqsat's cost <= backtracking's on all seven and strictly lower on at least three; eqsat's
-best-so-far at or below backtracking's at every time; eqsat reaches backtracking's final cost >= 10x sooner than
-backtracking does (geometric mean over the models both improve).
+Targets (issue 14, raised by issue 42): eqsat's cost <= backtracking's on all seven and strictly lower on at least
+three; eqsat's best-so-far at or below backtracking's at every time, from the call (both clocks count the import);
+eqsat reaches backtracking's final cost >= 20x sooner than backtracking does (geometric mean over the models
+backtracking improves) and >= 3x sooner on each of them. The summary also gives each method's first better graph.
 """
 
 from __future__ import annotations
@@ -199,11 +200,15 @@ def _curve_line(both: list[dict]) -> str:
             (f"; above on {', '.join(above)}" if above else "") + note + ".")
 
 
+#: issue 42's targets for the time to backtracking's final cost: the geometric mean, and each model's
+REACH_MEAN_TARGET, REACH_EACH_TARGET = 20.0, 3.0
+
+
 def _reach_lines(both: list[dict]) -> list[str]:
-    """(b): on the models both improve, backtracking's time to its final cost over eqsat's time to it."""
+    """(b): on the models backtracking improves, backtracking's time to its final cost over eqsat's time to it."""
     ratios, never = [], []
     for r in both:
-        if not (_improved(r, "eqsat") and _improved(r, "backtracking")):
+        if not _improved(r, "backtracking"):
             continue
         bt_t = r["methods"]["backtracking"]["seconds_to_backtracking_best"]
         eq_t = r["methods"]["eqsat"]["seconds_to_backtracking_best"]
@@ -212,14 +217,31 @@ def _reach_lines(both: list[dict]) -> list[str]:
         else:
             ratios.append((shown(r), max(bt_t, 1e-6) / max(eq_t, 1e-6), bt_t, eq_t))
     if not ratios and not never:
-        return ["- Time to backtracking's final cost: no model that both eqsat and backtracking improve."]
-    line = "- Time to backtracking's final cost, backtracking's over eqsat's, on the models both improve: "
+        return ["- Time to backtracking's final cost: no model that backtracking improves."]
+    line = "- Time to backtracking's final cost, backtracking's over eqsat's, on the models backtracking improves: "
     if ratios:
-        line += (f"geometric mean {geometric_mean([x[1] for x in ratios]):.2f}x (target: >= 10x); " +
-                 ", ".join(f"{m} {x:.2f}x ({b:.2f} s / {e:.2f} s)" for m, x, b, e in ratios))
+        slow = [m for m, x, _, _ in ratios if x < REACH_EACH_TARGET]
+        line += (f"geometric mean {geometric_mean([x[1] for x in ratios]):.2f}x (target: >= {REACH_MEAN_TARGET:g}x); "
+                 + ", ".join(f"{m} {x:.2f}x ({b:.3f} s / {e:.3f} s)" for m, x, b, e in ratios)
+                 + f"; under {REACH_EACH_TARGET:g}x (the target on each): {', '.join(slow) or 'none'}")
     if never:
         line += ("; " if ratios else "") + f"eqsat never reached it on {', '.join(never)} (not in the mean)"
-    return [line + "."]
+    return [line + ".", _first_line(both)]
+
+
+def _first_line(both: list[dict]) -> str:
+    """When each method had its first graph cheaper than the original (from its trace), and eqsat's source."""
+    cells = []
+    for r in both:
+        firsts = {k: next((t for t, c in r["methods"][k]["trace"] if not reaches(r["original_cost"], c)), None)
+                  for k in ("eqsat", "backtracking")}
+        cells.append(f"{shown(r)} {_ms(firsts['eqsat'])} against {_ms(firsts['backtracking'])}")
+    return ("- First graph cheaper than the original, eqsat against backtracking (from the call, import included): "
+            + ", ".join(cells) + ".")
+
+
+def _ms(t: float | None) -> str:
+    return "never" if t is None else f"{t * 1000:.0f} ms"
 
 
 def _tensat_time_lines(results: list[dict]) -> list[str]:

@@ -134,7 +134,8 @@ def optimize_options(args: argparse.Namespace) -> dict[str, Any]:
             "dims": merged_dims(args.dim) or None, "dynamic": args.dynamic, "check": args.check,
             "provenance": args.provenance, "anytime": args.anytime, "reuse_blocks": args.reuse_blocks,
             "target": args.target, "cache": args.cache, "parallel": args.parallel,
-            "critical_path_weight": args.critical_path_weight, "as_written": args.as_written, "pet": args.pet}
+            "critical_path_weight": args.critical_path_weight, "as_written": args.as_written, "pet": args.pet,
+            "first_answer": args.first_answer}
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -385,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extractor: " + _choices_help(SOLVERS, D.solver))
     o.add_argument("--no-anytime", action="store_false", dest="anytime", default=D.anytime,
                    help="extract the final e-graph only (default: also each snapshot while it saturates)")
+    o.add_argument("--no-first-answer", action="store_false", dest="first_answer", default=D.first_answer,
+                   help="no graphs before the e-graph's (default: the sibling merges right after the import, then a "
+                        "greedy descent over the rules while the engine starts)")
     o.add_argument("--no-block-reuse", action="store_false", dest="reuse_blocks", default=D.reuse_blocks,
                    help="saturate every repeated block (default: a model of repeated layers has one of them "
                         "optimized and the result written for all, with no rewrite across their boundaries)")

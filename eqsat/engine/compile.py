@@ -23,7 +23,8 @@ from typing import Any
 
 from eqsat import ops
 from eqsat.engine.errors import EngineError
-from eqsat.ir.graph import Alternative, Graph, Node
+from eqsat.ir.graph import Alternative, Graph
+from eqsat.ir.passes import sibling_groups
 from eqsat.ir.rule import Rule, RuleError, Sexp, Vec, is_var, param_vars, parse, split_args
 from eqsat.ops import shapes
 
@@ -431,32 +432,6 @@ def compile_graph(graph: Graph, provenance: bool = False, alternatives: Sequence
             lines += [_prov_row(t, alt.name, "0") for t in dict.fromkeys(built)]
     return CompiledGraph("\n".join(lines), {v: k for k, v in g.items()}, [g[o] for o in graph.outputs])
 
-
-def sibling_groups(graph: Graph, min_size: int = 3) -> list[tuple[list[Node], tuple[tuple[int, ...], int]]]:
-    """Nodes that share their first input and merge into one (the registry's ``sibling_merge``), in groups of
-    at least ``min_size`` (pairs are the two-output rules' job), each with its merge plan."""
-    shapes = graph.shapes
-    groups: dict[tuple[Any, ...], list[Node]] = {}
-    # the same computation of the same tensors is one e-class in the e-graph (three projections importing
-    # their own reshape of one activation share it): group by structure, not by tensor name
-    same: dict[str, Any] = {}
-    ids: dict[tuple[Any, ...], int] = {}  # hash-consing: a structure is an int, never a nested tuple
-    for n in graph.nodes:
-        if n.is_opaque:
-            same[n.output] = n.output
-        else:
-            key = (n.op, n.params, tuple(same.get(i, i) for i in n.inputs))
-            same[n.output] = ids.setdefault(key, len(ids))
-    for n in graph.nodes:
-        spec = n.spec
-        plan = spec.sibling_merge(n.p, [shapes[i] for i in n.inputs]) if spec.sibling_merge else None
-        if plan is None:
-            continue
-        axes, _ = plan
-        rest = tuple(tuple(d for a, d in enumerate(shapes[i]) if a != axis)
-                     for i, axis in zip(n.inputs[1:], axes, strict=True))
-        groups.setdefault((n.op, n.params, same.get(n.inputs[0], n.inputs[0]), plan, rest), []).append(n)
-    return [(members, key[3]) for key, members in groups.items() if len(members) >= min_size]
 
 
 

@@ -387,7 +387,8 @@ def _child_main(conn: Any, limits: Limits, deadline: float, provenance: bool = F
 def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, *,
              progress: Callable[[IterationStats], None] | None = None, in_process: bool = False,
              provenance: bool = False, on_snapshot: Callable[[Snapshot], None] | None = None,
-             alternatives: Sequence[Alternative] = ()) -> SaturationResult:
+             alternatives: Sequence[Alternative] = (), idle: Callable[[], bool] | None = None,
+             head_start: float = 0.0) -> SaturationResult:
     """Saturate ``graph`` under ``rules`` and return the serialized e-graph.
 
     The limits hold during iterations (see :func:`_saturate_in_process`): the e-graph returned has at most
@@ -410,6 +411,12 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
 
     ``alternatives`` are other computations of tensors of ``graph`` found for it alone (PET's corrected mutants),
     added beside them before iteration 1 (:func:`~eqsat.engine.compile.compile_graph`).
+    ``idle`` is work for the calling process while it waits for the engine process (not in process): called
+    whenever no report is waiting, a short step at a time (a few milliseconds: reports wait meanwhile), until it
+    returns False (nothing left to do). The first answer's descent runs there (:mod:`eqsat.pipeline.descent`).
+    With ``head_start`` (seconds) it also runs right after the engine process is started, before the program is
+    compiled, for at most that long: the process loads egglog and the declarations meanwhile, so the engine starts
+    later only by what the head start takes beyond that.
     """
     limits = limits or Limits()
     t0 = time.perf_counter()
@@ -418,6 +425,12 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     # the engine process starts first: it loads egglog and the declarations while this one compiles
     child = None if in_process else _start_child(limits, deadline, provenance, on_snapshot is not None, operators)
     try:
+        if child is not None and idle is not None and head_start > 0:  # the caller's work first, for a while
+            until = min(time.perf_counter() + head_start, deadline)
+            while time.perf_counter() < until:
+                if not idle():
+                    idle = None
+                    break
         program, cg, steps = compile_program(graph, rules, provenance, operators, alternatives)
     except BaseException:
         if child is not None:
@@ -455,7 +468,7 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     # the child stops itself before the deadline; past the margin it is killed
     assert child is not None
     iters, latest, done, failure = _run_child(child, (program, steps, cg.output_globals), progress, snapshot,
-                                              on_snapshot, kill_at=kill_at(deadline, limits))
+                                              on_snapshot, kill_at=kill_at(deadline, limits), idle=idle)
     if done is not None:
         return result(done[0], iters, done[1])
     if latest is None or not latest[0] < len(iters):  # never expected: an iteration is reported before it is saved
@@ -485,13 +498,14 @@ _Latest = tuple[int, Snapshot | str]
 
 def _run_child(child: tuple[Any, Any, Path], work: tuple[str, Sequence[RuleStep], list[str]],
                progress: Callable[[IterationStats], None] | None, read: Callable[[int, str], Snapshot],
-               on_snapshot: Callable[[Snapshot], None] | None, kill_at: float
+               on_snapshot: Callable[[Snapshot], None] | None, kill_at: float,
+               idle: Callable[[], bool] | None = None
                ) -> tuple[list[IterationStats], _Latest | None, tuple[EGraph, StopReason] | None,
                           tuple[StopReason, str]]:
     """Send the engine process (``child``: the process, this end of its pipe, its fallback folder) its ``work``
     (program, rule steps, roots) and follow it; return (iterations, the latest e-graph it sent or saved, result,
     failure). A snapshot is parsed only for ``on_snapshot``; otherwise its text is kept, to be parsed if it is
-    needed. The folder is removed."""
+    needed. While no report is waiting, ``idle`` steps run (until one returns False). The folder is removed."""
     proc, parent, folder = child
     iters: list[IterationStats] = []
     latest: _Latest | None = None
@@ -545,6 +559,10 @@ def _run_child(child: tuple[Any, Any, Path], work: tuple[str, Sequence[RuleStep]
             remaining = kill_at - time.perf_counter() if latest is not None else 0.25
             if remaining <= 0:
                 return failed(killed())
+            if idle is not None and not parent.poll(0):  # nothing to read: this process's own work first
+                if not idle():
+                    idle = None
+                continue
             if not parent.poll(min(remaining, 0.25)):
                 if not proc.is_alive() and not parent.poll(0):
                     return failed(died())

@@ -1,5 +1,6 @@
-"""Passes over IR graphs: the folds the import makes, the flattening of the e-graph's binary chains and the views
-as export writes them.
+"""Passes over IR graphs: the folds the import makes, the flattening of the e-graph's binary chains, the views
+as export writes them, and the n-way merges of operators that share their first input (the registry's
+``sibling_merge``).
 
 The import folds what a runtime fuses when it loads a model, so that a graph is priced as it runs: an operator
 into the convolution whose kernel and bias absorb it (``OpSpec.weight_fold``: a batch norm), a pair of operators
@@ -10,7 +11,8 @@ is the registry's; each pass here is the graph surgery, and returns the same gra
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -262,3 +264,111 @@ def written_views(graph: Graph) -> Graph:
         return graph
     out = [Node(n.op, n.params, n.inputs, renamed.get(n.output, n.output)) for n in out]
     return Graph(graph.inputs, graph.weights, tuple(out), graph.outputs, graph.name, graph.meta).live()
+def sibling_groups(graph: Graph, min_size: int = 3) -> list[tuple[list[Node], tuple[tuple[int, ...], int]]]:
+    """Nodes that share their first input and merge into one (the registry's ``sibling_merge``), in groups of
+    at least ``min_size`` (the engine leaves pairs to the two-output rules; the first answer merges them too),
+    each with its merge plan."""
+    shapes = graph.shapes
+    groups: dict[tuple[Any, ...], list[Node]] = {}
+    # the same computation of the same tensors is one e-class in the e-graph (three projections importing
+    # their own reshape of one activation share it): group by structure, not by tensor name
+    same: dict[str, Any] = {}
+    ids: dict[tuple[Any, ...], int] = {}  # hash-consing: a structure is an int, never a nested tuple
+    for n in graph.nodes:
+        if n.is_opaque:
+            same[n.output] = n.output
+        else:
+            key = (n.op, n.params, tuple(same.get(i, i) for i in n.inputs))
+            same[n.output] = ids.setdefault(key, len(ids))
+    for n in graph.nodes:
+        spec = n.spec
+        plan = spec.sibling_merge(n.p, [shapes[i] for i in n.inputs]) if spec.sibling_merge else None
+        if plan is None:
+            continue
+        axes, _ = plan
+        rest = tuple(tuple(d for a, d in enumerate(shapes[i]) if a != axis)
+                     for i, axis in zip(n.inputs[1:], axes, strict=True))
+        groups.setdefault((n.op, n.params, same.get(n.inputs[0], n.inputs[0]), plan, rest), []).append(n)
+    return [(members, key[3]) for key, members in groups.items() if len(members) >= min_size]
+
+
+def sibling_merge(graph: Graph, members: Sequence[Node], plan: tuple[tuple[int, ...], int],
+                  names: NameAllocator) -> list[Node]:
+    """The nodes that compute ``members`` (a group of :func:`sibling_groups`, with its merge ``plan``) as one: each
+    of their other inputs concatenated along the plan's axis, the merged node, and its output split back along the
+    split axis, each piece under its member's name (so what read a member reads its piece). These are the terms
+    the engine adds as the group's merged alternative (:func:`eqsat.engine.compile.compile_graph`), so the e-graph
+    holds them from its first iteration."""
+    axes, split_axis = plan
+    first = members[0]
+    shapes = graph.shapes
+    added: list[Node] = []
+    stacked = []
+    for j, axis in enumerate(axes, start=1):
+        cat = names.fresh(f"{first.output}_merged_in{j}")
+        added.append(Node(*_concat(axis), tuple(m.inputs[j] for m in members), cat))
+        stacked.append(cat)
+    merged = names.fresh(f"{first.output}_merged")
+    added.append(Node(first.op, first.params, (first.inputs[0], *stacked), merged))
+    start = 0
+    for m in members:
+        size = shapes[m.output][split_axis]
+        added.append(Node(*_split(split_axis, start, size), (merged,), m.output))
+        start += size
+    return added
+
+
+def merge_siblings(graph: Graph, merges: Sequence[tuple[Sequence[Node], Sequence[Node]]]) -> Graph:
+    """``graph`` with each group of ``merges`` (its members, the nodes of :func:`sibling_merge` for them) computed
+    by those nodes, and the nodes no output needs any more (another member's own copy of the shared input)
+    dropped. Raises :class:`~eqsat.ir.graph.GraphError` where a merge would close a cycle (a member reading
+    another's output)."""
+    gone = {m.output for members, _ in merges for m in members}
+    placed = _in_place(graph, merges)
+    if placed is None:  # the general case: sorted and shaped anew
+        nodes = [n for n in graph.nodes if n.output not in gone] + [n for _, new in merges for n in new]
+        return Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, graph.name, graph.meta).live()
+    # each group where its first member was: the order stays topological and the shapes are known
+    shapes = dict(graph.shapes)
+    nodes = []
+    for n in graph.nodes:
+        for a in placed.get(n.output, ()):
+            shapes[a.output] = a.spec.shape(a.p, [shapes[i] for i in a.inputs])
+            nodes.append(a)
+        if n.output not in gone:
+            nodes.append(n)
+    needed = set(graph.outputs)
+    live = []
+    for n in reversed(nodes):
+        if n.output in needed:
+            live.append(n)
+            needed.update(n.inputs)
+    weights = {k: v for k, v in graph.weights.items() if k in needed}
+    return Graph.from_sorted(graph.inputs, weights, tuple(reversed(live)), graph.outputs, graph.name, graph.meta,
+                             {k: v for k, v in shapes.items() if k in needed or k in graph.outputs})
+
+
+def _in_place(graph: Graph, merges: Sequence[tuple[Sequence[Node], Sequence[Node]]]) -> dict[str, list[Node]] | None:
+    """The nodes of each merge by the first member they go before, where each group reads only what is defined
+    before its first member (weights, the shared input: the usual case); else None."""
+    pos = {n.output: k for k, n in enumerate(graph.nodes)}
+    placed: dict[str, list[Node]] = {}
+    for members, nodes in merges:
+        first = min(pos[m.output] for m in members)
+        made = {n.output for n in nodes}
+        if any(pos.get(i, -1) >= first for n in nodes for i in n.inputs if i not in made):
+            return None
+        placed.setdefault(graph.nodes[first].output, []).extend(nodes)
+    return placed
+
+
+def _concat(axis: int) -> tuple[str, tuple[Any, ...]]:
+    """The operator and parameters of a concatenation along ``axis`` (the registry's joining glue)."""
+    n = make_node("concat", {"axis": axis}, ("a", "b"), "c")
+    return n.op, n.params
+
+
+def _split(axis: int, start: int, size: int) -> tuple[str, tuple[Any, ...]]:
+    """The operator and parameters of the piece ``[start, start + size)`` along ``axis`` (the registry's cut)."""
+    n = make_node("split", {"axis": axis, "start": start, "size": size}, ("x",), "y")
+    return n.op, n.params

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from eqsat import engine
 from eqsat.costs import SUM, CostModel, Objective, graph_cost_keys
@@ -83,8 +83,11 @@ class Found:
         cost: its cost as written, under the run's cost model.
         graph: the graph as written.
         seconds: when it was found, in seconds since the run started.
-        source: what found it: ``"input"``, ``"greedy, iteration 3"``, ``"greedy, final e-graph"``, ``"cpsat"``.
-        egraph: the e-graph ``selection`` chooses from (None for the input graph).
+        source: what found it: ``"input"``, ``"sibling merges"`` and ``"descent"`` (the first answer, before the
+            e-graph exists: :mod:`eqsat.pipeline.descent`), ``"greedy, iteration 3"``, ``"greedy, final e-graph"``,
+            ``"cpsat"``.
+        egraph: the e-graph ``selection`` chooses from (None for the input graph, and for a graph of the first
+            answer until an e-graph holding all its terms is seen).
         selection: e-class -> node id of ``egraph``.
     """
 
@@ -128,6 +131,9 @@ class Anytime:
         self.snapshots = 0
         self.snapshot_seconds = 0.0
         self._opaque_keys: dict[tuple[str, int], tuple[CostKey, ...]] | None = None
+        #: whether the e-graphs are of the whole graph (not of one of its repeated blocks): then a graph found
+        #: outside them can be looked up in them
+        self._whole = written is None
 
     def reprice(self, cost_model: CostModel) -> None:
         """Price with ``cost_model`` from now on, the input graph's cost (the trace's start) included: a measured
@@ -182,6 +188,34 @@ class Anytime:
         log.debug("anytime: %s found cost %.6g at %.2f s", source, cost, at)
         return True
 
+    def offer_graph(self, graph: Graph, cost: float, source: str, found: float | None = None) -> bool:
+        """Keep ``graph``, a whole graph as written found without an e-graph (the first answer), when its ``cost``
+        under the run's objective is below the best so far (``found``: when, seconds since the start; default
+        now). Returns whether it was kept."""
+        if not cost < self.best.cost * (1 - REL_EPS):
+            return False
+        at = self.elapsed() if found is None else min(found, self.elapsed())
+        at = max(at, self.trace[-1][0])
+        self.best = Found(cost, graph, at, source)
+        self.trace.append((at, cost))
+        log.debug("anytime: %s found cost %.6g at %.3f s", source, cost, at)
+        return True
+
+    def attach(self, egraph: EGraph) -> bool:
+        """Carry a best graph found without an e-graph into ``egraph`` as a selection, where ``egraph`` holds all its
+        terms (the engine adds the sibling merges from its first iteration; a descent's rewrites come with the
+        rules): extraction then starts from it and cannot do worse. Returns whether the best is in ``egraph``."""
+        b = self.best
+        if b.egraph is not None or b.source == "input" or not self._whole:
+            return b.egraph is egraph
+        terms = engine.input_terms(egraph, b.graph)
+        # every term there, and its outputs known equal to the e-graph's (a rewrite's right-hand side is there before
+        # its shape check merges it with the left-hand side)
+        if terms.missing or [terms.tensor_class[o] for o in b.graph.outputs] != list(egraph.roots):
+            return False
+        self.best = replace(b, egraph=egraph, selection=dict(terms.selection))
+        return True
+
     def greedy(self, egraph: EGraph, costed: SerializedEGraph, names: Mapping[str, str], source: str,
                fallback_start: Mapping[str, str] | None = None) -> Extraction | None:
         """Greedy extraction of the costed ``egraph``, warm-started from the best so far (or
@@ -225,7 +259,8 @@ class Anytime:
         keys = node_cost_keys(eg, self.input, self._opaque_keys)
         costed = eg.with_costs(price_nodes(eg, self.cost_model, keys=keys)).to_serialized()
         names = engine.tensor_names_by_class(snap)
-        # while the best is the input, its own term is the start: greedy never does worse than it
+        self.attach(eg)
+        # while the best has no term here, the input's own is the start: greedy never does worse than it
         fallback = self.input_selection(eg) if self.best.egraph is None else None
         if self.greedy(eg, costed, names, f"greedy, iteration {snap.iteration}", fallback) is not None:
             left = self.exact_seconds if self.deadline is None else min(self.exact_seconds,

@@ -1,12 +1,16 @@
 """Figures of the report computed from the graphs a run compared: the costs before and after at each price point of
-a model with dynamic axes, and the total, critical path and mixed cost of a run for parallel execution."""
+a model with dynamic axes, the total, critical path and mixed cost of a run for parallel execution, the runtime
+kernels written, and why the final cost differs from the extraction's objective."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from eqsat.costs import CostModel, graph_cost, graph_parallel_cost
 from eqsat.ir.graph import Graph
 from eqsat.ir.symbols import POINTS_KEY
 from eqsat.ir.symbols import price_points as points_of
+from eqsat.ops.ort_kernels import kernel_type
 from eqsat.pipeline.records import Decision, Loaded, Run
 from eqsat.pipeline.result import ParallelReport, PricePoint
 
@@ -37,3 +41,37 @@ def price_points(loaded: Loaded, decision: Decision, cost_model: CostModel) -> l
 
     return [PricePoint(label, sizes, at(loaded.graph, (label, sizes)), at(decision.graph, (label, sizes)))
             for label, sizes in points]
+
+
+def kernels_written(loaded: Loaded, decision: Decision) -> dict[str, int]:
+    """The runtime kernels the written model holds that this run wrote, by type: the main graph's, unless the
+    original was kept, and its control-flow bodies'."""
+    counts = Counter() if decision.kept else Counter(kernel_type(n.op) for n in decision.graph.nodes
+                                                     if n.spec.runtime)
+    for b in loaded.bodies:
+        counts.update(b.kernels)
+    return dict(counts)
+
+
+def cost_notes(extraction_cost: float, extracted_cost: float, final_cost: float, extracted: Graph,
+                final: Graph) -> list[str]:
+    """Why the final cost differs from the extraction's objective, one note per cause."""
+    notes = []
+    tol = 1e-9 * max(1.0, abs(extraction_cost))
+    if abs(extracted_cost - extraction_cost) > tol:
+        aliases = sum(1 for n in extracted.nodes if n.spec.view and n.output in extracted.outputs
+                      and extracted.shapes[n.output] == extracted.shapes[n.inputs[0]])
+        why = f"{aliases} identity node(s) for outputs that share a tensor" if aliases else "graph read-back"
+        notes.append(f"{extracted_cost - extraction_cost:+.4g} ms: {why}")
+    if abs(final_cost - extracted_cost) > tol:
+        merged = sum(n.spec.variadic for n in extracted.nodes) - sum(n.spec.variadic for n in final.nodes)
+        notes.append(f"{final_cost - extracted_cost:+.4g} ms: {merged} binary concat(s) merged into n-ary ones")
+    return notes
+
+
+def pricing_words(graph: Graph) -> str:
+    """Where a graph with symbols is priced, in words."""
+    points = points_of(graph)
+    text = " and ".join(f"{label} " * bool(label) + ", ".join(f"{k}={v}" for k, v in sizes.items())
+                        for label, sizes in points)
+    return f"priced at {text}" + (" (each node the sum)" if len(points) > 1 else "")

@@ -103,6 +103,14 @@ class OptimizeOptions:
     Snapshots are not extracted under a measured cost model (its timings would share the CPU with the engine).
     Without it, the final e-graph alone is extracted, warm-started from the input graph.
 
+    With ``first_answer`` (the default; with ``anytime``) the run has better graphs before the e-graph exists
+    (:mod:`eqsat.pipeline.descent`): right after the import, the registry's sibling merges (matrix products or
+    convolutions sharing an input, merged n-way) where they lower the cost; then, while the engine starts and
+    saturates, a greedy descent over the rules in this process, each improving rewrite applied at once, until a
+    local optimum or until the e-graph's extractions are cheaper. Their graphs join ``result.trace`` and are written
+    when nothing later beats them, checked like any other. Not under a measured cost model, with ``parallel``, with
+    ``dump_egraph`` (the dump shows the e-graph's choice) nor for a mixed-precision model.
+
     With ``reuse_blocks`` (the default), a model of repeated blocks (a transformer's layers: the same operators
     and shapes, each with its own weights) has one of them saturated and extracted, and the result written for
     every one (:mod:`eqsat.ir.blocks`); rewrites across a block's boundary are not tried, and the report says
@@ -184,6 +192,7 @@ class OptimizeOptions:
     critical_path_weight: float = DEFAULT_ALPHA
     as_written: bool = False
     pet: bool = False
+    first_answer: bool = True
 
     def __post_init__(self) -> None:
         check_seconds("time_limit", self.time_limit)
@@ -251,6 +260,7 @@ class OptimizeKeywords(TypedDict, total=False):
     critical_path_weight: float
     as_written: bool
     pet: bool
+    first_answer: bool
 
 
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(OptimizeOptions))

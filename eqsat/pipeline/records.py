@@ -58,8 +58,10 @@ class Run:
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def begin(cls, source: Source, options: OptimizeOptions, optimize: Callable[..., OptimizeResult]) -> Run:
-        """A run of ``options`` starting now: the cost model, solver and target chosen from them."""
+    def begin(cls, source: Source, options: OptimizeOptions, optimize: Callable[..., OptimizeResult],
+              start: float | None = None) -> Run:
+        """A run of ``options`` starting at ``start`` (a ``perf_counter`` time; default now): the cost model, solver
+        and target chosen from them."""
         cm = options.cost_model
         cost_model = cm if isinstance(cm, CostModel) else get_cost_model(cm) if cm is not None else get_cost_model()
         verify = options.verify_latency if options.verify_latency is not None else cost_model.times_end_to_end
@@ -69,7 +71,7 @@ class Run:
             ParallelCost(alpha=options.critical_path_weight, branches=options.parallel)
         solver = dataclasses.replace(SOLVERS[options.solver], parallel=parallel)
         return cls(source, options, cost_model, solver, Objective(parallel), TARGETS[options.target], verify, count,
-                   optimize, time.perf_counter(), options.progress or _silent)
+                   optimize, time.perf_counter() if start is None else start, options.progress or _silent)
 
     def by(self, share: float) -> float:
         """The moment ``share`` of the time limit has passed since the start (a stage's deadline)."""

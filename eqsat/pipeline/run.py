@@ -137,7 +137,8 @@ def optimize(model_or_path: str | Path | bytes | onnx.ModelProto, *, options: Op
     Raises the errors a user can fix (:class:`eqsat.errors.EqsatError`: a model that cannot be read or
     imported, :class:`~eqsat.pipeline.NumericMismatch`, ...), ValueError or TypeError for an invalid option.
     """
-    run = Run.begin(model_or_path, resolve_options(options, overrides), optimize)
+    start = time.perf_counter()  # the run's clock (its time limit, its trace) starts at the call
+    run = Run.begin(model_or_path, resolve_options(options, overrides), optimize, start)
     return run_stages(run)["result"]
 
 

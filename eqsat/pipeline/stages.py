@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 
 from eqsat import engine, onnx_io
@@ -32,8 +31,7 @@ from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.blocks import reduce_repeats
 from eqsat.ir.graph import Graph
 from eqsat.ir.rule import Rule
-from eqsat.ir.symbols import SymbolicShapeError, graph_size_inputs, graph_symbols, price_points, representative
-from eqsat.ops.ort_kernels import kernel_type
+from eqsat.ir.symbols import SymbolicShapeError, graph_size_inputs, graph_symbols, representative
 from eqsat.pipeline import candidates, executors, figures, transforms
 from eqsat.pipeline.anytime import REL_EPS, Anytime, node_cost_keys, opaque_cost_keys, price_nodes
 from eqsat.pipeline.bodies import optimize_bodies
@@ -46,6 +44,7 @@ from eqsat.pipeline.check import (
     sizes_to_check,
 )
 from eqsat.pipeline.choices import default_rules, in_model_precision, with_fold_rules
+from eqsat.pipeline.descent import HEAD_START, MERGES, Descent, first_answer, first_merges
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, time_shares
 from eqsat.pipeline.records import Decision, Extracted, Loaded, Priced, Run, Saturated
 from eqsat.pipeline.result import (
@@ -81,20 +80,22 @@ def load(run: Run) -> Loaded:
                     "(pass --static to write the model at fixed sizes)", static_reason)
         run.say(f"dynamic axes fixed for the run: {static_reason}")
     elif graph_symbols(graph):
-        run.say("dynamic axes kept: " + ", ".join(representative(graph)) + "; " + _pricing(graph))
+        run.say("dynamic axes kept: " + ", ".join(representative(graph)) + "; " + figures.pricing_words(graph))
     run.say(f"imported {len(graph.nodes)} nodes ({sum(1 for n in graph.nodes if n.is_opaque)} opaque)"
             + (", as written (no folds)" if o.as_written else ""))
+    # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
+    cost_model = run.cost_model.in_context(graph.weight_bytes)
+    cost_model, said = in_model_precision(cost_model, graph.meta)  # a half-precision model: in its own
+    if said:
+        run.say(said)
+    # the first answer before anything else the run does: the merges that need no search (milliseconds)
+    merges = first_merges(graph, cost_model) if first_answer(o, graph, cost_model) else None
     # one instance of repeated blocks stands for all (not with a dump: it would hold the reduced graph's e-graph)
     # (nor for the parallel executor: the reduced graph's pieces have no critical path of the whole model)
     reduction = reduce_repeats(graph) if o.reuse_blocks and not o.dump_egraph and o.parallel is None else None
     if reduction is not None:
         run.say(reduction.describe())
     engine_graph = graph if reduction is None else reduction.reduced
-    # measured models time each operator with the model's weights in play (cache-resident or not, as it runs)
-    cost_model = run.cost_model.in_context(graph.weight_bytes)
-    cost_model, said = in_model_precision(cost_model, graph.meta)  # a half-precision model: in its own
-    if said:
-        run.say(said)
     input_keys = tuple(graph_cost_keys(graph))
     if cost_model.is_measured:  # a model optimized before: its operators are cached, saturation can take more
         first = {k for ks in input_keys for k in ks}
@@ -109,18 +110,12 @@ def load(run: Run) -> Loaded:
                       exact_seconds=SNAPSHOT_EXACT_SHARE * o.time_limit if run.solver.exact else 0.0,
                       deadline=run.by(shares.saturation), written=None if reduction is None else reduction.stitch,
                       objective=run.objective)
+    if merges is not None and anytime.offer_graph(merges.graph, merges.cost, MERGES, merges.at - run.start):
+        run.say(f"  best so far: {merges.cost:.6g} ({MERGES}: {merges.groups} group(s), {merges.at - run.start:.3f} s)")
     return Loaded(original=original, given=given, bodies=tuple(bodies), label=label, external_data=external_data,
                   graph=graph, engine_graph=engine_graph, reduction=reduction, input_keys=input_keys,
                   fixed_shapes=not graph_symbols(graph), static_reason=static_reason, as_given=as_given,
                   cost_model=cost_model, shares=shares, anytime=anytime)
-
-
-def _pricing(graph: Graph) -> str:
-    """Where a graph with symbols is priced, in words."""
-    points = price_points(graph)
-    text = " and ".join(f"{label} " * bool(label) + ", ".join(f"{k}={v}" for k, v in sizes.items())
-                        for label, sizes in points)
-    return f"priced at {text}" + (" (each node the sum)" if len(points) > 1 else "")
 
 
 def choose_rules(run: Run) -> tuple[Rule, ...]:
@@ -163,16 +158,26 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
         run.say(f"pet: {len(found)} corrected mutants of {len({r.tensor for r in found})} convolutions join the "
                 f"e-graph ({sum(r.fixes for r in found)} correction kernels, "
                 f"{sum(r.correction_flops for r in found):.3g} FLOPs of corrections)")
+    descent = step = None  # the descent works while this waits for the engine, from the merges' graph or the input
+    if first_answer(o, loaded.graph, loaded.cost_model):
+        best = loaded.anytime.best
+        descent = Descent(best.graph if best.source == MERGES else loaded.graph, rules, loaded.cost_model,
+                          loaded.anytime, deadline=deadline)
+        step = descent.stepper(run.say)
     sat = engine.saturate(loaded.engine_graph, list(rules), limits, provenance=bool(o.provenance and o.dump_egraph),
                           progress=lambda it: run.say(f"  iteration {it.iteration}: {it.enodes} e-nodes, "
                                                       f"{it.eclasses} e-classes ({it.seconds:.2f} s)"),
-                          on_snapshot=_on_snapshot(run, loaded.anytime) if snapshots else None,
-                          alternatives=alternatives)
+                          on_snapshot=_on_snapshot(run, loaded.anytime, step) if snapshots else None, idle=step,
+                          head_start=HEAD_START, alternatives=alternatives)
+    if descent is not None:
+        run.say(f"descent: {descent.describe()}")
     return Saturated(limits, sat)
 
 
-def _on_snapshot(run: Run, anytime: Anytime) -> Callable[[engine.Snapshot], None]:
+def _on_snapshot(run: Run, anytime: Anytime, descend: Callable[[], bool] | None) -> Callable[[engine.Snapshot], None]:
     def take(snap: engine.Snapshot) -> None:
+        while descend is not None and descend():  # the descent ends first (milliseconds; a snapshot takes longer)
+            pass
         before = anytime.best.cost
         anytime.on_snapshot(snap)
         if anytime.best.cost < before:
@@ -213,8 +218,8 @@ def extract(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced) -> E
     after = max(loaded.shares.after * o.time_limit, 0.5e-3 * len(loaded.graph.nodes))
     seconds = max(0.05, min(loaded.shares.extraction * o.time_limit, run.left() - after))
     # the best graph so far (or the input graph's own term) is a valid extraction: the answer is never costlier
-    began = time.perf_counter()
-    names = engine.tensor_names_by_class(sat)
+    began, names = time.perf_counter(), engine.tensor_names_by_class(sat)
+    anytime.attach(sat.egraph)  # a first answer no snapshot held: extraction starts from it where this one does
     start = _start(loaded.anytime, sat.egraph, eg)
     if o.anytime and run.solver.exact:  # the cheap answer first: greedy on the final e-graph
         anytime.greedy(sat.egraph, eg, names, "greedy, final e-graph", start)
@@ -288,6 +293,9 @@ def export(run: Run, loaded: Loaded, saturated: Saturated | None = None, priced:
     extracted_graph, written = engine.graph_from_selection(sat.egraph, chosen.selection, loaded.engine_graph, names)
     new_graph = loaded.stitch(written)
     cost_after = run.objective(new_graph, cost_model)
+    first = _first_answer_written(run, loaded, priced, extracted, cost_after)
+    if first is not None:
+        return first
     notes: list[str] = []
     best = _best_so_far(run, loaded, saturated, priced, extracted, cost_after)
     extractions = extracted.extractions
@@ -299,13 +307,30 @@ def export(run: Run, loaded: Loaded, saturated: Saturated | None = None, priced:
                                                                names)
     # the notes compare the extraction with the graph it chose, as the engine saw it (one block of repeated ones)
     written_cost = run.objective(written, cost_model)
-    notes[:0] = _cost_notes(chosen.cost, run.objective(extracted_graph, cost_model), written_cost, extracted_graph,
-                            written)
+    notes[:0] = figures.cost_notes(chosen.cost, run.objective(extracted_graph, cost_model), written_cost,
+                                   extracted_graph, written)
     if loaded.reduction is not None:
         more = loaded.reduction.repeats.count - 1
         notes.append(f"{cost_after - written_cost:+.4g} ms: {more} more instance(s) of the repeated block, "
                      "which the extraction priced once")
     return _written_or_kept(run, loaded, new_graph, cost_before, cost_after, extractions, chosen, notes)
+
+
+def _first_answer_written(run: Run, loaded: Loaded, priced: Priced, extracted: Extracted,
+                          cost_after: float) -> Decision | None:
+    """The decision to write the best graph so far where the first answer found it without an e-graph, no e-graph
+    seen since held all its terms, and it costs less as written than the final extraction's graph (the e-graph
+    grew under limits that kept the descent's rewrites out); else None."""
+    best = loaded.anytime.best
+    if best.egraph is not None or best.source == "input" or not best.cost < cost_after * (1 - REL_EPS):
+        return None
+    cost = run.objective(best.graph, priced.cost_model)
+    chosen = Extraction(selection={}, cost=cost, status="start", bound=None, gap=None, seconds=0.0,
+                        solver=best.source, greedy_cost=None)
+    note = (f"the graph the {best.source} found at {best.seconds:.2f} s costs {cost:.6g} as written, less than the "
+            f"final extraction's {cost_after:.6g}: it is written")
+    return _written_or_kept(run, loaded, best.graph, loaded.anytime.cost_before, cost, extracted.extractions, chosen,
+                            [note])
 
 
 def _sizes_nobody_chose(run: Run, loaded: Loaded) -> bool:
@@ -560,18 +585,8 @@ def report(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | 
         parallel=figures.parallel_report(run, loaded, decision, cost_model),
         static_reason=loaded.static_reason,
         blocks="" if loaded.reduction is None else loaded.reduction.describe(), external_data=loaded.external_data,
-        target=run.target.name, kernels=_kernels_written(loaded, decision), as_written=run.options.as_written,
+        target=run.target.name, kernels=figures.kernels_written(loaded, decision), as_written=run.options.as_written,
         signature_changes=onnx_io.signature_changes(loaded.original, decision.model))
-
-
-def _kernels_written(loaded: Loaded, decision: Decision) -> dict[str, int]:
-    """The runtime kernels the written model holds that this run wrote, by type: the main graph's, unless the
-    original was kept, and its control-flow bodies'."""
-    counts = Counter() if decision.kept else Counter(kernel_type(n.op) for n in decision.graph.nodes
-                                                     if n.spec.runtime)
-    for b in loaded.bodies:
-        counts.update(b.kernels)
-    return dict(counts)
 
 
 def _progress_every(say: Callable[[str], None]) -> Callable[[int, int], None]:
@@ -582,19 +597,3 @@ def _progress_every(say: Callable[[str], None]) -> Callable[[int, int], None]:
             say(f"  timed {done}/{total}")
 
     return progress
-
-
-def _cost_notes(extraction_cost: float, extracted_cost: float, final_cost: float, extracted: Graph,
-                final: Graph) -> list[str]:
-    """Why the final cost differs from the extraction's objective, one note per cause."""
-    notes = []
-    tol = 1e-9 * max(1.0, abs(extraction_cost))
-    if abs(extracted_cost - extraction_cost) > tol:
-        aliases = sum(1 for n in extracted.nodes if n.spec.view and n.output in extracted.outputs
-                      and extracted.shapes[n.output] == extracted.shapes[n.inputs[0]])
-        why = f"{aliases} identity node(s) for outputs that share a tensor" if aliases else "graph read-back"
-        notes.append(f"{extracted_cost - extraction_cost:+.4g} ms: {why}")
-    if abs(final_cost - extracted_cost) > tol:
-        merged = sum(n.spec.variadic for n in extracted.nodes) - sum(n.spec.variadic for n in final.nodes)
-        notes.append(f"{final_cost - extracted_cost:+.4g} ms: {merged} binary concat(s) merged into n-ary ones")
-    return notes

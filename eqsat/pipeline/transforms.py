@@ -45,7 +45,7 @@ VERSION = metadata.version("eqsat")
 #: :data:`NOT_DECIDING` are the others, the cost model and the rules are in the key on their own)
 _OPTIONS = ("node_limit", "iter_limit", "multi_iters", "memory_limit_mb", "solver", "layouts", "reuse_blocks",
             "dynamic", "dims", "input_shapes", "anytime", "verify_latency", "latency_margin", "candidates", "target",
-            "parallel", "critical_path_weight", "as_written", "pet")
+            "parallel", "critical_path_weight", "as_written", "pet", "first_answer")
 NOT_DECIDING = ("cache", "check", "cost_model", "dump_egraph", "progress", "provenance", "rules", "time_limit")
 
 

@@ -27,12 +27,13 @@ from collections.abc import Callable, Sequence
 from eqsat.costs import CostModel
 from eqsat.costs.parallel import critical_path
 from eqsat.extract import ParallelCost
+from eqsat.ir import matching as rw
 from eqsat.ir.graph import Graph
 from eqsat.ir.passes import flatten_concats
 from eqsat.ir.rule import Rule
 from eqsat.ir.symbols import costed_at
-from eqsat.search import matching as rw
-from eqsat.search.searches import GraphCoster, SearchResult, _Clock, _Expander, _strip, _unseen, check_limits
+from eqsat.pipeline.neighbours import Expander, GraphCoster
+from eqsat.search.searches import SearchResult, _Clock, _strip, _unseen, check_limits
 
 #: AutoGraph's piece sizes (operators) and its relaxation
 SIZE_LOW = 40
@@ -120,7 +121,7 @@ def _search_window(graph: Graph, members: set[str], rules: Sequence[Rule], coste
     written, graph, rules applied), the graphs expanded and generated."""
     clock = _Clock(min(seconds, max(0.0, outer.deadline - time.perf_counter())))
     base = {n.output for n in graph.nodes}
-    expander = _Expander(graph, rules, coster, 2 * max(len(graph.nodes), 1))
+    expander = Expander(graph, rules, coster, 2 * max(len(graph.nodes), 1))
     c0 = mixed_cost(coster, flatten_concats(graph).live(), parallel)
     best = (c0, graph, [])
     tie = itertools.count()

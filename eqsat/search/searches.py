@@ -18,61 +18,18 @@ import itertools
 import math
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from eqsat.costs import CostModel
 from eqsat.engine.errors import LimitError
 from eqsat.engine.limits import check_seconds
-from eqsat.ir.graph import Graph, computed_from_weights, make_node
+from eqsat.ir import matching as rw
+from eqsat.ir.graph import Graph
 from eqsat.ir.passes import flatten_concats
 from eqsat.ir.rule import Rule
 from eqsat.ir.symbols import costed_at
-from eqsat.ops import CostKey
-from eqsat.search import matching as rw
-
-
-class GraphCoster:
-    """Sum of per-node costs, the same as :func:`eqsat.costs.graph_cost`, with each operator configuration
-    priced once (work on weights only is free: export precomputes it)."""
-
-    def __init__(self, cost_model: CostModel, at: Callable[[CostKey], tuple[CostKey, ...]] | None = None) -> None:
-        self.cost_model = cost_model
-        self.at = at or (lambda key: (key,))  # a graph with symbols: keys at its price points (costed_at)
-        self._keys: dict[tuple[Any, ...], float] = {}
-        self._prices: dict[CostKey, float] = {}
-
-    def node_cost(self, node: Any, in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...],
-                  const_inputs: tuple[int, ...]) -> float:
-        """Cost of one node given which inputs are constant."""
-        key = (node.op, node.params, tuple(in_shapes), const_inputs)
-        c = self._keys.get(key)
-        if c is None:
-            keys = tuple(c for k in node.spec.cost_keys(node.p, in_shapes, out_shape, weights=const_inputs)
-                         for c in self.at(k))
-            missing = [k for k in keys if k not in self._prices]
-            if missing:
-                self._prices.update(self.cost_model.costs(missing))
-            c = self._keys[key] = float(sum(self._prices[k] for k in keys))
-        return c
-
-    def node_costs(self, graph: Graph) -> tuple[set[str], dict[str, float]]:
-        """(the tensors computed from weights only, each node's cost), in one pass over the graph."""
-        shapes = graph.shapes
-        const = set(graph.weights)
-        costs: dict[str, float] = {}
-        for n in graph.nodes:
-            if computed_from_weights(n.op, n.inputs, const):
-                const.add(n.output)
-                costs[n.output] = 0.0
-            else:
-                costs[n.output] = self.node_cost(n, [shapes[i] for i in n.inputs], shapes[n.output],
-                                                 tuple(k for k, i in enumerate(n.inputs) if i in const))
-        return const, costs
-
-    def __call__(self, graph: Graph) -> float:
-        return sum(self.node_costs(graph)[1].values())
+from eqsat.pipeline.neighbours import Expander, GraphCoster
 
 
 @dataclass
@@ -140,86 +97,9 @@ def check_limits(alpha: float, expansions: int | None, seconds: float, what: str
 
 def _strip(graph: Graph) -> Graph:
     """Drop a queued graph's cached tables (recomputed when it is expanded) to keep the queue small."""
-    for k in ("shapes", "producers", "consumers", "dtypes", "_positions", "_structure"):
+    for k in ("shapes", "producers", "consumers", "dtypes", "_positions", "_structure", "_by_op", "_node_costs"):
         graph.__dict__.pop(k, None)
     return graph
-
-
-class _Either:
-    """Membership in either of two sets (the weight-only tensors of a graph and of a rewrite's new nodes)."""
-
-    def __init__(self, a: set[str], b: set[str]) -> None:
-        self.a, self.b = a, b
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.a or name in self.b
-
-
-class _Expander:
-    """Generates the graphs one rule application away from a graph, pricing each from its parent's costs
-    (only the nodes a rewrite adds or leaves dead change) and building it only when asked."""
-
-    def __init__(self, graph: Graph, rules: Sequence[Rule], coster: GraphCoster, max_nodes: int) -> None:
-        self.matcher = rw.Matcher(rules)
-        self.coster = coster
-        self.max_nodes = max_nodes
-        self.names = rw.name_allocator(graph)
-
-    def neighbours(self, graph: Graph, cost: float, ghash: int,
-                   clock: _Clock) -> Iterator[tuple[rw.Match, rw.Rewrite, float, Callable[[], int],
-                                                    Callable[[], Graph]]]:
-        """Yields (match, rewrite, cost of the new graph, functions giving its
-        :func:`~eqsat.search.matching.structure_hash` and building it) until the clock runs out."""
-        const, costs = self.coster.node_costs(graph)
-        shapes = graph.shapes
-        for m in self.matcher.matches(graph):
-            if clock.out():
-                return
-            try:
-                change = rw.build_rewrite(m, graph, self.names)
-            except rw.NotApplicable:
-                continue
-            dead = rw.dead_after(graph, change)
-            gone = change.removed | dead
-            if len(graph.nodes) - len(gone) + len(change.added) >= self.max_nodes:
-                continue
-            new_shapes = dict(change.shapes)
-            new_const: set[str] = set()
-            weight_only = _Either(const, new_const)
-            c = cost - sum(costs[t] for t in gone)
-            for n in change.added:
-                if computed_from_weights(n.op, n.inputs, weight_only):
-                    new_const.add(n.output)
-                    continue
-                ins = [new_shapes.get(i) or shapes[i] for i in n.inputs]
-                c += self.coster.node_cost(n, ins, new_shapes[n.output],
-                                           tuple(k for k, i in enumerate(n.inputs) if i in weight_only))
-            roots_const = [r in const for r in m.roots]
-            stands_for = dict(change.replace)
-            for o in dict.fromkeys(graph.outputs):  # an output replaced by an existing tensor gets an identity
-                if o in stands_for and o not in new_shapes and stands_for[o] not in const:
-                    ident = make_node("reshape", {"shape": shapes[o]}, [stands_for[o]], o)
-                    c += self.coster.node_cost(ident, [shapes[stands_for[o]]], shapes[o], ())
-            now_const = [(stands_for[r] in const) if r in stands_for else (r in new_const) for r in m.roots]
-            exact = roots_const == now_const  # else costs downstream change too: price the whole graph
-
-            def build(graph: Graph = graph, change: rw.Rewrite = change, dead: frozenset[str] = dead) -> Graph:
-                return rw.apply_rewrite(graph, change, dead)
-
-            if not exact:
-                try:
-                    new = build()
-                except rw.NotApplicable:
-                    continue
-                c = self.coster(new)
-
-                def build(new: Graph = new) -> Graph:
-                    return new
-
-            def hash_of(graph: Graph = graph, change: rw.Rewrite = change, dead: frozenset[str] = dead) -> int:
-                return rw.structure_hash_after(graph, ghash, change, dead)
-
-            yield m, change, c, hash_of, build
 
 
 def _unseen(hash_of: Callable[[], int], build: Callable[[], Graph], seen: set[int]) -> tuple[int, Graph] | None:
@@ -251,7 +131,7 @@ def backtracking(graph: Graph, rules: Sequence[Rule], cost_model: CostModel, *, 
     say = progress or (lambda msg: None)
     start = rw.prepare(graph)
     coster = GraphCoster(cost_model, costed_at(graph))
-    expander = _Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
+    expander = Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
     cost0 = coster(start)
     eps = 1e-9 * max(abs(cost0), 1e-9)  # costs are sums updated incrementally: ignore rounding-level changes
     best_cost = cost0  # in the search's own terms (binary concats)
@@ -342,7 +222,7 @@ def sampling(graph: Graph, rules: Sequence[Rule], cost_model: CostModel, *, samp
     k = sample_size // 2
     start = rw.prepare(graph)
     coster = GraphCoster(cost_model, costed_at(graph))
-    expander = _Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
+    expander = Expander(start, rules, coster, 2 * max(len(start.nodes), 1))
     cost0 = coster(start)
     eps = 1e-9 * max(abs(cost0), 1e-9)
     labels0 = {n.output: (-1, i) for i, n in enumerate(start.nodes)}

@@ -42,10 +42,12 @@ def test_eqsat_optimize_takes_the_defaults_of_optimize_options() -> None:
 def test_every_flag_of_eqsat_optimize_reaches_its_option() -> None:
     args = build_parser().parse_args(
         ["optimize", "m.onnx", "-o", "x.onnx", "--static", "--no-check", "--no-anytime", "--no-block-reuse",
+         "--no-first-answer",
          "--time-limit", "7", "--node-limit", "9", "--iter-limit", "2", "--solver", "greedy", "--target",
          "onnxruntime", "--candidates", "3", "--costs", "gpu-sim", "--provenance", "--dim", "b=2", "--as-written"])
     given = optimize_options(args)
-    assert (given["dynamic"], given["check"], given["anytime"], given["reuse_blocks"]) == (False,) * 4
+    assert (given["dynamic"], given["check"], given["anytime"], given["reuse_blocks"], given["first_answer"]) == \
+        (False,) * 5
     assert (given["time_limit"], given["node_limit"], given["iter_limit"], given["candidates"]) == (7, 9, 2, 3)
     assert (given["solver"], given["target"], given["cost_model"]) == ("greedy", "onnxruntime", "gpu-sim")
     assert given["provenance"] and given["dims"] == {"b": 2} and given["as_written"]

@@ -93,6 +93,82 @@ def test_saturation_stops_at_its_time_limit() -> None:
     assert len(res.iterations) >= 3 and res.egraph.roots
 
 
+def test_idle_work_runs_while_the_engine_works_until_it_says_it_is_done() -> None:
+    """The caller's idle work (the first answer's descent) runs while the engine process works, a step per call,
+    and is not called again once it returns False; the e-graph is the one saturation makes without it."""
+    calls = []
+
+    def idle() -> bool:
+        calls.append(time.perf_counter())
+        return len(calls) < 3
+
+    res = E.saturate(_chain_graph(6), STARTER_RULES, Limits(iter_limit=3), idle=idle)
+    alone = E.saturate(_chain_graph(6), STARTER_RULES, Limits(iter_limit=3))
+    assert len(calls) == 3
+    assert res.iterations[-1].enodes == alone.iterations[-1].enodes and res.stop_reason == alone.stop_reason
+
+
+@pytest.mark.parametrize("head_start", [0.05, 0.0])
+def test_a_head_start_runs_idle_work_before_the_program_is_compiled(head_start: float,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a head start the idle work runs while the engine process starts, before the program is compiled and
+    sent (so before iteration 0); without one, only once the program is on its way."""
+    order: list[str] = []
+    compile_program = E.compile_program
+
+    def compiled(*a, **k):
+        order.append("compile")
+        return compile_program(*a, **k)
+
+    def idle() -> bool:
+        order.append("idle")
+        return order.count("idle") < 2
+
+    monkeypatch.setattr(E, "compile_program", compiled)
+    E.saturate(_chain_graph(3), STARTER_RULES, Limits(iter_limit=1), idle=idle, head_start=head_start,
+               progress=lambda it: order.append(f"iteration {it.iteration}"))
+    assert (order.index("idle") < order.index("compile")) == (head_start > 0), order
+    assert order.count("idle") == 2  # not called again once it said it was done
+
+
+def test_idle_work_that_never_ends_does_not_hold_saturation_past_its_time_limit() -> None:
+    """Idle work that always has more to do: saturation still ends by its time limit (the deadline is checked
+    between steps), with the e-graph it had."""
+    limit = 1.0
+    steps = []
+
+    def idle() -> bool:
+        time.sleep(0.001)
+        steps.append(1)
+        return True
+
+    t0 = time.perf_counter()
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, Limits(iter_limit=100, node_limit=10**9, time_limit=limit),
+                     idle=idle)
+    wall = time.perf_counter() - t0
+    assert wall <= limit + 1.0, wall  # the kill margin past the deadline at most
+    assert res.stop_reason == StopReason.TIME_LIMIT and steps and res.egraph.roots
+
+
+def test_ctrl_c_in_idle_work_stops_saturation_and_the_engine_process() -> None:
+    """A KeyboardInterrupt raised while the idle work runs (Ctrl-C during the descent) leaves saturation at once,
+    and the engine process is gone."""
+    import multiprocessing
+
+    calls = []
+
+    def idle() -> bool:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return True
+
+    with pytest.raises(KeyboardInterrupt):
+        E.saturate(_ewadd_chain(), STARTER_RULES, Limits(iter_limit=100, node_limit=10**9, time_limit=30),
+                   idle=idle)
+    assert not multiprocessing.active_children()
+
+
 @pytest.mark.slow  # waits out a 1 s limit and the kill margin
 def test_engine_killed_past_the_deadline_keeps_iteration_zero(monkeypatch: pytest.MonkeyPatch,
                                                               caplog: pytest.LogCaptureFixture,

@@ -8,10 +8,10 @@ from onnx import helper, numpy_helper
 
 import eqsat
 from eqsat import onnx_io
-from eqsat.engine.compile import sibling_groups
 from eqsat.engine.limits import Limits
 from eqsat.engine.saturation import saturate
 from eqsat.ir.graph import Graph, TensorInfo, make_node
+from eqsat.ir.passes import sibling_groups
 from eqsat.testing.onnx_builders import make_model
 
 

@@ -59,6 +59,17 @@ def test_the_searches_find_the_fusion(result) -> None:
         assert result.methods[name].cost < result.original_cost, name
 
 
+def test_every_methods_clock_starts_at_the_call_with_the_model(result) -> None:
+    """The same time axis for all: eqsat's trace counts its import (``optimize``'s), and a search imports the model
+    too, inside its run, so its trace's points come after that import and its time includes it."""
+    for name in ("backtracking", "sampling"):
+        r = result.methods[name]
+        imported = r.details["import_seconds"]
+        assert 0 < imported <= r.details["search_seconds"] + imported <= r.seconds, name
+        assert all(t >= imported for t, _ in r.trace[1:]), name
+    assert "import_seconds" not in result.methods["eqsat"].details  # in its trace already: optimize's clock
+
+
 def test_the_table_and_the_dict_name_every_method(result) -> None:
     table = result.table()
     lines = table.splitlines()

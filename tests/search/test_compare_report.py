@@ -197,7 +197,10 @@ def test_the_benchmark_renders_old_files_with_the_figures_beside_tensats(tmp_pat
     assert rows["eqsat"].split(" | ")[6:8] == ["3.00", "3.00"]  # to bt's best, to eqsat's best
     assert rows["backtracking"].split(" | ")[6:8] == ["2.00", "2.00"]
     assert "above on taso_bert (first at 0.50 s: 100 against 95)" in md
-    assert "geometric mean 0.67x (target: >= 10x); taso_bert 0.67x (2.00 s / 3.00 s)" in md
+    assert "geometric mean 0.67x (target: >= 20x); taso_bert 0.67x (2.000 s / 3.000 s)" in md
+    assert "under 3x (the target on each): taso_bert" in md
+    assert "First graph cheaper than the original, eqsat against backtracking" in md
+    assert "taso_bert 3000 ms against 500 ms" in md
     # beside Tensat's: speedups (100/90 - 1) * 100 = 11.1 %, eqsat's times, then Tensat's and TASO's figures
     assert "| taso_bert (BERT) | 11.1 | 11.1 | 3.00 | 3.5 | 9.2 | 1.4 | 8.5 | 13.6 |" in md
     assert "https://mwillsey.com/papers/tensat" in md and "GPU with cuDNN" in md
@@ -222,6 +225,7 @@ def test_the_geometric_mean_of_the_reach_ratios(bench) -> None:
     assert f"geometric mean {math.sqrt(20.0):.2f}x" in text
     assert "eqsat never reached it on b (not in the mean)" in text
     assert "at every time up to the shorter run's end on 2 of 3 models" in text  # a and c; b stays above
+    assert "under 3x (the target on each): c;" in text  # a: 20x
 
 
 def test_output_file_names_carry_the_cost_model(bench) -> None:

@@ -208,12 +208,13 @@ def test_search_on_a_square_of_a_sum(method: str) -> None:
 def test_incremental_bookkeeping_equals_recomputing(build) -> None:
     """The searches price and hash each neighbour from its parent; both must equal pricing and hashing the
     new graph from scratch (rebuilt by the checked constructor, so its order and shapes are recomputed)."""
-    from eqsat.search import matching as rw
-    from eqsat.search.searches import GraphCoster, _Clock, _Expander
+    from eqsat.ir import matching as rw
+    from eqsat.pipeline.neighbours import Expander, GraphCoster
+    from eqsat.search.searches import _Clock
 
     g = rw.prepare(onnx_io.load_model(build()))
     coster = GraphCoster(cost_model())
-    expander = _Expander(g, rules(), coster, 10 * len(g.nodes))
+    expander = Expander(g, rules(), coster, 10 * len(g.nodes))
     seen = 0
     for _m, _change, c, hash_of, make in expander.neighbours(g, coster(g), rw.structure_hash(g), _Clock(60)):
         new = make()
@@ -244,12 +245,13 @@ def test_backtracking_improves_tasos_bert_and_nasrnn(name: str, build) -> None:
 
 def _neighbour_problems(g: Graph, rule_set) -> list[tuple]:
     """Every neighbour's incremental cost, hash and liveness against recomputing from scratch."""
-    from eqsat.search import matching as rw
-    from eqsat.search.searches import GraphCoster, _Clock, _Expander
+    from eqsat.ir import matching as rw
+    from eqsat.pipeline.neighbours import Expander, GraphCoster
+    from eqsat.search.searches import _Clock
 
     g = rw.prepare(g)
     coster = GraphCoster(cost_model())
-    expander = _Expander(g, rule_set, coster, 100 * len(g.nodes))
+    expander = Expander(g, rule_set, coster, 100 * len(g.nodes))
     problems, seen = [], 0
     for m, _c, c, hash_of, make in expander.neighbours(g, coster(g), rw.structure_hash(g), _Clock(60)):
         new = make()

@@ -1,4 +1,4 @@
-"""Rules applied to IR graphs directly (eqsat.search.matching): matching, shape guards, TASO's applicability rule,
+"""Rules applied to IR graphs directly (eqsat.ir.matching): matching, shape guards, TASO's applicability rule,
 application, structural hashing and prepare()."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from eqsat import models, onnx_io
+from eqsat.ir import matching as rw
 from eqsat.ir.graph import Graph, TensorInfo, graph_hash, make_node
 from eqsat.ir.passes import flatten_concats
 from eqsat.ir.rule import Rule, terms_graph
 from eqsat.pipeline import default_rules
-from eqsat.search import matching as rw
 
 RELU_RELU = Rule("relu-relu", ("(relu (relu ?x))",), ("(relu ?x)",))
 TRANSPOSE_TWICE = Rule("transpose-twice", ("(transpose [1 0] (transpose [1 0] ?x))",), ("?x",))
