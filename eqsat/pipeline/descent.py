@@ -16,11 +16,12 @@ cost model as the searches price (:class:`~eqsat.pipeline.neighbours.GraphCoster
    cost where it makes a graph not seen before (a plateau, which backtracking crosses by its relaxation: on
    SqueezeNet two convolutions' relus unfused, at no cost, make one relu after their concatenation possible),
    until a pass lowers the cost again. It ends at a local optimum (a pass that moves nowhere), after
-   :data:`STALL_SECONDS` of work without a cheaper graph as written, once the e-graph's extractions are cheaper than
-   its graph, or at saturation's deadline. Matches are met in backtracking's order, so from the same graph its
-   first rewrite is backtracking's first better graph; but backtracking expands every neighbour of a graph before
-   it moves on (one better graph per expansion), where the descent moves at each one. A snapshot of the e-graph
-   waits for the descent to end (milliseconds; its extraction takes longer).
+   :data:`STALL_SECONDS` of work and :data:`STALL_PASSES` passes without a cheaper graph as written, once the
+   e-graph's extractions are cheaper than its graph, or at saturation's deadline. Matches are met in
+   backtracking's order, so from the same graph its first rewrite is backtracking's first better graph; but
+   backtracking expands every neighbour of a graph before it moves on (one better graph per expansion), where the
+   descent moves at each one. A snapshot of the e-graph waits for the descent to end (milliseconds; its
+   extraction takes longer).
 
 Each better graph goes to the anytime record (:meth:`eqsat.pipeline.anytime.Anytime.offer_graph`) at the time it
 was found. It is a graph like any other: written when nothing later beats it, through the same export and numeric
@@ -62,6 +63,8 @@ HEAD_START = 0.1
 #: cheaper graph as written (rewrites that only lower the cost of the binary concat chains it works on, such as
 #: reassociations of a concat, write the same graph)
 STALL_SECONDS = 0.05
+#: and not before this many passes over the graph without one (a plain pass and a level one)
+STALL_PASSES = 2
 
 
 def first_answer(options: OptimizeOptions, graph: Graph, cost_model: CostModel) -> bool:
@@ -179,6 +182,7 @@ class Descent:
         self.written_cost = self.anytime.best.cost  # the cost as written of the graph it goes on from (the best)
         self._cpu = 0.0  # its CPU seconds of work (steps)
         self._gained_at = 0.0  # and their count when the cost as written last went down
+        self._passes_at_gain = 0  # the passes finished then
         self._changed_at = 0.0  # perf_counter() when the graph last changed
         self._work = self._passes()
         #: whether it has ended (a local optimum, overtaken by the e-graph, or the deadline), and why
@@ -268,9 +272,12 @@ class Descent:
             self._end("a local optimum")
         self._cpu += time.thread_time() - cpu
         if self._offer():
-            self._gained_at = self._cpu
+            self._gained_at, self._passes_at_gain = self._cpu, self.passes
         self.seconds += time.perf_counter() - began
-        if not self.done and self._cpu - self._gained_at > STALL_SECONDS:
+        # not before a pass that takes only cheaper rewrites and one that takes level ones too have both ended:
+        # what a pass meets first depends on the order of the matches, which must not decide where it stops
+        if not self.done and self._cpu - self._gained_at > STALL_SECONDS \
+                and self.passes - self._passes_at_gain >= STALL_PASSES:
             self._end(f"no cheaper graph as written for {STALL_SECONDS:g} s of work")
         return not self.done
 
