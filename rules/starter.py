@@ -8,6 +8,7 @@ a right-hand side is merged, so conditions here only state what shapes cannot (e
 from __future__ import annotations
 
 from eqsat.ir.rule import Rule
+from eqsat.rules.grouped import GROUPED_RULES
 
 _CONV = "?st ?pd ?dl ?g"
 
@@ -93,10 +94,12 @@ CAST_RULES: tuple[Rule, ...] = (
 #: Hand-written rules added to the generated corpus by default, tested numerically like every other rule:
 #: rules over operators outside the generator's TASO operator set (batch-norm folding, conv + residual add
 #: fusion), the two halves of a split concatenated back (the generator only splits the concatenations it
-#: built), a reshape to the shape its input has, input linearity, and the casts'.
+#: built), a reshape to the shape its input has, input linearity, the casts', and the convolution rules for any
+#: strides, pads, dilations and group count that the generator's literal convolutions cannot state: relu
+#: fusion and the grouped-convolution and channel-permutation rules (:mod:`eqsat.rules.grouped`).
 EXTRA_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in (
-    "conv-batchnorm-fold", "concat-of-splits", "reshape-identity", "conv-add-fuse", "conv-add-relu-fuse")) \
-    + LINEAR_RULES + CAST_RULES
+    "conv-batchnorm-fold", "concat-of-splits", "reshape-identity", "conv-add-fuse", "conv-add-relu-fuse",
+    "conv-relu-fuse")) + LINEAR_RULES + CAST_RULES + GROUPED_RULES
 
 #: The rules relating each fold the import makes (:func:`eqsat.ir.passes.import_folds`) to the nodes it folds: a
 #: batch norm into the conv's kernel and bias, a residual add as conv2d_add, a relu as the activation of either.

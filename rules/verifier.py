@@ -5,7 +5,8 @@
   Int) -> Int`` stands for shapes. Axioms (:mod:`eqsat.rules.axioms`) become ``ForAll`` formulas,
   instantiated for each value of their parameter variables.
 * **Rules.** A rule is *proved* when the negation of ``lhs == rhs`` (every output) is unsatisfiable with the
-  axioms, within a per-rule timeout; *refuted* when Z3 finds a model of the axioms where it fails (it is not
+  axioms and its conditions (shape equalities, and comparisons of parameters such as an even group count, as
+  hypotheses), within a per-rule timeout; *refuted* when Z3 finds a model of the axioms where it fails (it is not
   entailed); *unknown* otherwise.
 * **Axiom validation** (:mod:`eqsat.rules.validation`, re-exported here). Each axiom is executed symbolically
   with the registry's reference implementations on small tensors of Z3 reals (relu an uninterpreted function
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import operator
 import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,12 +42,17 @@ from eqsat.rules.validation import (
     validate_axioms,
 )
 
-__all__ = ["AXIOM_RLIMIT", "RULE_RLIMIT", "AxiomCheck", "Encoder", "Verdict", "axiom_formulas", "redundant_axioms",
-           "shape_assignments", "shape_hypotheses", "validate_axiom", "validate_axioms", "verifier_salt",
-           "verify_equation", "verify_many"]
+__all__ = ["AXIOM_RLIMIT", "RULE_RLIMIT", "AxiomCheck", "Encoder", "Verdict", "axiom_formulas", "condition_hypotheses",
+           "redundant_axioms", "shape_assignments", "shape_hypotheses", "validate_axiom", "validate_axioms",
+           "verifier_salt", "verify_equation", "verify_many"]
 
 # ---------------------------------------------------------------------------------------------------------
 # encoding
+
+
+#: Parameter arithmetic on Z3 integers: Z3's ``/`` and ``%`` on Ints (Euclidean) agree with Python's ``//`` and ``%``
+#: on the non-negative sizes and counts rules divide.
+_Z3_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "%": operator.mod}
 
 
 class Encoder:
@@ -99,7 +106,7 @@ class Encoder:
             if e[0] == "dim":
                 return self.dim(self.term(e[1], env), self.param(e[2], env))
             a, b = self.param(e[1], env), self.param(e[2], env)
-            return {"+": a + b, "-": a - b, "*": a * b}[e[0]]
+            return _Z3_ARITHMETIC[e[0]](a, b)
         raise ValueError(f"cannot encode parameter {e!r}")
 
     def _value(self, v: Any) -> z3.ArithRef:
@@ -135,6 +142,26 @@ def shape_hypotheses(enc: Encoder, conditions: Sequence[str], env: Mapping[str, 
             raise ValueError(f"only shape equalities are supported as conditions here: {c}")
         a, b = enc.term(pair[0], env), enc.term(pair[1], env)
         out += [enc.dim(a, z3.IntVal(k, enc.ctx)) == enc.dim(b, z3.IntVal(k, enc.ctx)) for k in range(MAX_RANK)]
+    return out
+
+
+#: Comparisons a rule condition may make between parameter expressions.
+_COMPARISONS = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+                "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def condition_hypotheses(enc: Encoder, conditions: Sequence[str], env: Mapping[str, Any]) -> list[z3.BoolRef]:
+    """Conditions on parameters (``(= (% ?g 2) 0)``, ``(< 1 ?g)``) as Z3 constraints. Shape equalities are
+    :func:`shape_hypotheses`' and distinct tensors (``(!= ?x ?y)``, which only keeps a rule from matching one
+    e-class twice) are left out: a rule proved without a hypothesis holds with it."""
+    out = []
+    for c in conditions:
+        e = parse(c)
+        if shape_equality(e) is not None or not (isinstance(e, list) and e[0] in _COMPARISONS and len(e) == 3):
+            continue
+        if any(is_var(x) and isinstance(env.get(x), z3.ExprRef) and env[x].sort() == enc.T for x in e[1:]):
+            continue
+        out.append(_COMPARISONS[e[0]](enc.param(e[1], env), enc.param(e[2], env)))
     return out
 
 
@@ -246,6 +273,8 @@ def verify_equation(lhs: Sequence[str], rhs: Sequence[str], timeout: float = 10.
     for _, f in axiom_formulas(enc, CORE_AXIOMS + declared_axioms(used)):
         s.add(f)
     for h in shape_hypotheses(enc, [c for c in conditions if "(shape" in c], env):
+        s.add(h)
+    for h in condition_hypotheses(enc, conditions, env):
         s.add(h)
     diffs = [enc.term(parse(a), env) != enc.term(parse(b), env) for a, b in zip(lhs, rhs, strict=True)]
     s.add(z3.Or(diffs))

@@ -25,7 +25,7 @@ from eqsat import ops
 from eqsat.engine.errors import EngineError
 from eqsat.ir.graph import Alternative, Graph
 from eqsat.ir.passes import sibling_groups
-from eqsat.ir.rule import Rule, RuleError, Sexp, Vec, is_var, param_vars, parse, split_args
+from eqsat.ir.rule import ARITHMETIC, Rule, RuleError, Sexp, Vec, is_var, param_vars, parse, split_args
 from eqsat.ops import shapes
 
 __all__ = ["SIBLING_MERGE", "PROVENANCE_PREFIX", "ITERATION_COUNTER", "CompiledGraph", "RuleStep", "declarations",
@@ -33,7 +33,7 @@ __all__ = ["SIBLING_MERGE", "PROVENANCE_PREFIX", "ITERATION_COUNTER", "CompiledG
            "split_program", "egglog_params", "pattern_ops", "reachable_ops"]
 
 _SORTS = {"int": "i64", "ints": "IVec", "float": "String", "str": "String", "any": "String"}
-_ARITH = {"+", "-", "*"}
+_ARITH = set(ARITHMETIC)  # egglog's i64 has them all (/ and % truncate; sizes are not negative)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -7,9 +7,11 @@ parameter in the registry's order, is what :func:`parse` returns and :func:`unpa
 writes the named form, which the committed corpus uses. Leaves are tensor variables ``?x``; parameter
 positions hold integer or float literals (``1e-05``, ``-inf``), tuple literals ``[1 1]``, parameter variables
 ``?k`` or (on a right-hand side) parameter expressions built from ``(dim ?x AXIS)``, ``(rank ?x)``,
-``(+ e e)``, ``(- e e)``, ``(* e e)`` and ``(compose p q)`` (the permutation of a transpose by ``p`` followed
-by one by ``q``); in ``(dim ?s AXIS)`` ``?s`` may also be a shape parameter (a reshape's or an expand's
-``:shape ?s``), read at that position. Conditions use the same language:
+``(+ e e)``, ``(- e e)``, ``(* e e)``, ``(/ e e)`` and ``(% e e)`` (integer division and remainder, of
+non-negative sizes and counts: a rule that divides states the condition under which the division is exact,
+e.g. ``(= (% ?g 2) 0)``) and ``(compose p q)`` (the permutation of a transpose by ``p`` followed by one by
+``q``); in ``(dim ?s AXIS)`` ``?s`` may also be a shape parameter (a reshape's or an expand's ``:shape ?s``), read
+at that position. Conditions use the same language:
 ``(= e e)``, ``(!= e e)``, ``(< e e)``, ``(<= e e)``, ``(= (shape ?a) (shape ?b))`` and a shape parameter
 compared with a tuple of expressions, ``(= ?s [(dim ?x 0) 1])``.
 
@@ -35,6 +37,11 @@ from eqsat import ops
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 
 Sexp = Any  # str | int | tuple[int, ...] literal | list[Sexp]
+
+#: The arithmetic of parameter expressions (``/`` and ``%`` are integer division and remainder).
+ARITHMETIC = ("+", "-", "*", "/", "%")
+_ARITHMETIC_FNS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+                   "/": lambda a, b: a // b, "%": lambda a, b: a % b}
 
 _TOKEN = re.compile(r"\(|\)|\[|\]|[^\s()\[\]]+")
 _FLOAT = re.compile(r"-?((\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?|inf)")
@@ -193,7 +200,7 @@ def _expr_vars(e: Sexp) -> set[str]:
         return {e}
     if isinstance(e, Vec):
         return set().union(*(_expr_vars(x) for x in e.items)) if e.items else set()
-    if isinstance(e, list) and e and e[0] in ("+", "-", "*", "compose"):
+    if isinstance(e, list) and e and e[0] in (*ARITHMETIC, "compose"):
         return set().union(*(_expr_vars(x) for x in e[1:]))
     return set()
 
@@ -283,7 +290,9 @@ def eval_param(e: Sexp, env: Mapping[str, Any]) -> Any:
         a, b = (eval_param(x, env) for x in e[1:3])
         if head == "compose":
             return compose_perms(a, b)
-        return {"+": a + b, "-": a - b, "*": a * b}[head]
+        if head in ("/", "%") and b == 0:
+            raise RuleError(f"division by zero in {unparse(e)}")
+        return _ARITHMETIC_FNS[head](a, b)
     raise RuleError(f"cannot evaluate parameter {unparse(e)}")
 
 

@@ -1,4 +1,5 @@
-"""Convolution: conv2d with bias and fused activation, kernel enlargement, and the NHWC layout variant."""
+"""Convolution: conv2d with bias and fused activation, kernel enlargement, a grouped convolution's kernel regrouped for
+fewer groups (merge_gconv), and the NHWC layout variant."""
 
 from __future__ import annotations
 
@@ -175,6 +176,25 @@ def _conv_sym(p: Params, ins: Sequence[GenTensor]) -> SymShape | None:
     return (x.sym[0], w.sym[0], x.sym[2], x.sym[3]) if same else None
 
 
+#: Convolution properties for any strides, pads, dilations, activation (and group count), beside the core axioms
+#: of stride-1 convolutions (``eqsat.rules.axioms``): quantified in Z3, validated on these values. Declared here, a
+#: rule with a convolution is proved with them and one without never sees them.
+_ANY_CONV1 = {"?st": ((1, 1), (2, 2)), "?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?dl": ((1, 1),), "?act": (0, 1)}
+_ANY_CONV = {**_ANY_CONV1, "?g": (1, 2)}
+_CONV_AXIOMS = (
+    ("conv-group-merge-any",
+     "(concat 1 (conv2d ?st ?pd ?dl ?g ?act ?x ?w ?b) (conv2d ?st ?pd ?dl ?g ?act ?y ?v ?c))",
+     "(conv2d ?st ?pd ?dl (* 2 ?g) ?act (concat 1 ?x ?y) (concat 0 ?w ?v) (concat 0 ?b ?c))",
+     {"params": _ANY_CONV, "quantified": tuple(_ANY_CONV), "conditions": ("(= (shape ?w) (shape ?v))",),
+      "doc": "two convolutions of g groups side by side are one of 2g groups, for kernels of equal shapes (a group "
+             "takes an equal share of the channels)"}),
+    ("conv-concat-out-any",
+     "(concat 1 (conv2d ?st ?pd ?dl 1 ?act ?x ?w ?b) (conv2d ?st ?pd ?dl 1 ?act ?x ?v ?c))",
+     "(conv2d ?st ?pd ?dl 1 ?act ?x (concat 0 ?w ?v) (concat 0 ?b ?c))",
+     {"params": _ANY_CONV1, "quantified": tuple(_ANY_CONV1),
+      "doc": "the output channels of two convolutions of one input are one convolution's with the kernels stacked"}),
+)
+
 _CONV_TERM = "(conv2d :pads ?pd :groups ?g :act ?act ?x ?w ?b)"
 _CONV_DIM_PARAMS = {"?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?g": (1,), "?act": (0, 1)}
 
@@ -196,7 +216,7 @@ CONV2D = register(OpSpec(
     sym_shape=_conv_sym,
     dim_axioms=(DimAxiom("dim-conv-0", _CONV_TERM, 0, "(dim ?x 0)", _CONV_DIM_PARAMS),
                 DimAxiom("dim-conv-1", _CONV_TERM, 1, "(dim ?w 0)", _CONV_DIM_PARAMS)),
-    ranks=Ranks((4, 4, 1)), kernel_bias=(1, 2), heavy=True,
+    ranks=Ranks((4, 4, 1)), kernel_bias=(1, 2), heavy=True, axioms=_CONV_AXIOMS,
 ))
 
 
@@ -320,6 +340,75 @@ ENLARGE = register(OpSpec(
 ))
 
 
+# -- merge_gconv: a grouped convolution's kernel for fewer, larger groups (block-diagonal) -------------------------
+
+def _merge_gconv_split(p: Params, w: Shape) -> tuple[int, int, int, int]:
+    """``(h, k, o, c)``: the group count after the merge, groups merged into one, output and input channels per
+    group before it (for a kernel of shape ``w``)."""
+    h, k = p["groups"], p["count"]
+    return h, k, w[0] // (h * k), w[1]
+
+
+def _merge_gconv_shape(p: Params, w: Shape) -> Shape:
+    h, k = p["groups"], p["count"]
+    require(len(w) == 4, f"merge_gconv: needs a 4-D kernel, got {w}")
+    require(h > 0 and k > 0, f"merge_gconv: groups {h} and count {k} must be positive")
+    require(w[0] % (h * k) == 0, f"merge_gconv: output channels {w[0]} not divisible by {h} x {k} groups")
+    return (w[0], k * w[1], w[2], w[3])
+
+
+def _merge_gconv_np(p: Params, w: np.ndarray) -> np.ndarray:
+    h, k, o, c = _merge_gconv_split(p, w.shape)
+    kh, kw = w.shape[2:]
+    blocks = w.reshape(h, k, o, c, kh, kw)
+    out = np.zeros((h, k, o, k, c, kh, kw), dtype=w.dtype)
+    for s in range(k):  # the rows of the s-th merged group read its own input channels only
+        out[:, s, :, s] = blocks[:, s]
+    return out.reshape(w.shape[0], k * c, kh, kw)
+
+
+def _merge_gconv_export(p: Params, ins: list[str], outs: list[str], ctx: ExportContext) -> list[OnnxNode]:
+    # normally precomputed (a weight's); otherwise as written: the kernel's rows by group, times the block mask
+    w = ctx.shape(ins[0])
+    if w is None:
+        raise OpError("merge_gconv: the kernel's shape is needed to write it")
+    h, k, o, c = _merge_gconv_split(p, w)
+    shape7 = ctx.add_initializer(np.array([h, k, o, 1, c, w[2], w[3]], dtype=np.int64), outs[0] + "_blocks")
+    mask = ctx.add_initializer(np.eye(k, dtype=np.float32).reshape(1, k, 1, k, 1, 1, 1), outs[0] + "_mask")
+    shape4 = ctx.add_initializer(np.array([w[0], k * c, w[2], w[3]], dtype=np.int64), outs[0] + "_shape")
+    blocks, masked = ctx.fresh(outs[0] + "_by_group"), ctx.fresh(outs[0] + "_masked")
+    return [("Reshape", [ins[0], shape7], [blocks], {}), ("Mul", [blocks, mask], [masked], {}),
+            ("Reshape", [masked, shape4], outs, {})]
+
+
+_W = S.shape("w")
+#: A grouped convolution of ``groups * count`` groups is one of ``groups`` groups over the kernel this operator
+#: makes (TASO's ``merge_gconv``). Quantified over every convolution parameter in Z3; validated on these values.
+_MERGE_GCONV_AXIOM = (
+    "conv-merge-gconv",
+    "(conv2d ?st ?pd ?dl ?h ?act ?x (merge_gconv :groups ?h :count ?k ?w) ?b)",
+    "(conv2d ?st ?pd ?dl (* ?h ?k) ?act ?x ?w ?b)",
+    {"params": {"?st": ((1, 1), (2, 2)), "?pd": ((0, 0, 0, 0), (1, 1, 1, 1)), "?dl": ((1, 1),), "?h": (1, 2),
+                "?k": (1, 2), "?act": (0, 1)},
+     "quantified": ("?st", "?pd", "?dl", "?h", "?k", "?act"),
+     "doc": "k adjacent groups of a grouped convolution are one group of its kernel made block-diagonal"})
+
+MERGE_GCONV = register(OpSpec(
+    name="merge_gconv", inputs=("w",), params=(("groups", "int"), ("count", "int")),
+    doc="the kernel (O, C/G, kh, kw) of a convolution of G = groups * count groups as the kernel (O, count * C/G, "
+        "kh, kw) of one of `groups` groups: each `count` adjacent groups become one, the kernel block-diagonal "
+        "(zero where a row would read another old group's channels); TASO's merge_gconv. Weight-only work, "
+        "precomputed at export",
+    shape_fn=_merge_gconv_shape, numpy_fn=_merge_gconv_np,
+    modular_fn=None,  # not a generator operator
+    flops_fn=lambda p, ins, out: math.prod(out),
+    export_fn=_merge_gconv_export,
+    shape_rules=(S.rule(S.vec(S.dim(_W, 0), S.param("count") * S.dim(_W, 1), S.dim(_W, 2), S.dim(_W, 3)),
+                        S.eq(S.rank(_W), 4), S.gt(S.param("groups"), 0), S.gt(S.param("count"), 0),
+                        S.eq(S.dim(_W, 0) % (S.param("groups") * S.param("count")), 0)),),
+    axioms=(_MERGE_GCONV_AXIOM,),
+    ranks=Ranks((4,)),
+))
 
 
 def _nchw(s: Shape) -> Shape:

@@ -227,3 +227,20 @@ def test_no_egglog_global_name_extends_another() -> None:
     names = sorted(set(re.findall(r"\(let (\$\S+) ", text)))
     assert len(names) == 26
     assert not [(a, b) for a in names for b in names if a != b and b.startswith(a)]
+
+
+def test_parameter_expressions_divide_and_take_remainders() -> None:
+    """``/`` and ``%`` in parameter expressions: integer division and remainder in numpy evaluation, conditions
+    and the compiled egglog rule (a division by zero is an error, not a value)."""
+    from eqsat.engine.compile import compile_rule
+    from eqsat.ir.rule import RuleError, check_condition, eval_param, parse
+
+    env = {"?x": np.zeros((2, 6)), "?g": 8}
+    assert eval_param(parse("(/ (dim ?x 1) 4)"), env) == 1 and eval_param(parse("(% (dim ?x 1) 4)"), env) == 2
+    assert check_condition("(= (% ?g 2) 0)", env) and not check_condition("(= (% ?g 3) 0)", env)
+    with pytest.raises(RuleError, match="division by zero"):
+        eval_param(parse("(/ ?g 0)"), env)
+    text = compile_rule(Rule("halve", ("(conv2d ?st ?pd ?dl ?g ?act ?x ?w ?b)",),
+                             ("(conv2d ?st ?pd ?dl (/ ?g 2) ?act ?x (split 0 0 (/ (dim ?w 0) 2) ?w) ?b)",),
+                             conditions=("(= (% ?g 2) 0)",)))
+    assert "(/ v_g 2)" in text and "(= (% v_g 2) 0)" in text and "(/ (vec-get s_v_w 0) 2)" in text

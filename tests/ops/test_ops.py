@@ -80,6 +80,8 @@ CASES = [
     ("avgpool", {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1), "count_include_pad": 1}, [(1, 2, 7, 7)]),
     ("batchnorm", {"epsilon": 1e-3}, [(2, 3, 4, 4), (3,), (3,), (3,), (3,)]),
     ("bnfold_w", {"epsilon": 1e-5}, [(4, 3, 3, 3), (4,), (4,)]),
+    ("merge_gconv", {"groups": 2, "count": 2}, [(8, 3, 3, 3)]),
+    ("merge_gconv", {"groups": 1, "count": 3}, [(6, 2, 1, 3)]),
     ("matmul_t", {"trans_a": 1, "trans_b": 0}, [(4, 3), (4, 5)]),
     ("matmul_t", {"trans_a": 1, "trans_b": 1}, [(4, 3), (5, 4)]),
     ("matmul_t", {"trans_a": 0, "trans_b": 1}, [(3, 4), (5, 4)]),
@@ -276,6 +278,29 @@ def test_enlarge_pads_the_kernel_and_export_folds_it() -> None:
     assert [n.op_type for n in model.graph.node] == ["Conv"]
     x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
     np.testing.assert_allclose(run_onnxruntime(model, {"x": x})[0], g.evaluate({"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_merge_gconv_is_block_diagonal_and_export_precomputes_it() -> None:
+    # a kernel of 4 groups of 2 rows over 3 channels, as one of 2 groups: rows 0-1 read channels 0-2 of their
+    # merged group, rows 2-3 channels 3-5, zero elsewhere; a conv of the merged kernel is the grouped one
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    merged = ops.get("merge_gconv").evaluate({"groups": 2, "count": 2}, [w])
+    assert merged.shape == (8, 6, 3, 3)
+    for o in range(8):
+        slot = (o // 2) % 2
+        np.testing.assert_array_equal(merged[o, 3 * slot:3 * slot + 3], w[o])
+        assert not merged[o, 3 * (1 - slot):3 * (1 - slot) + 3].any()
+    nodes = (make_node("merge_gconv", {"groups": 2, "count": 2}, ["w"], "w2"),
+             make_node("conv2d", {"pads": (1, 1, 1, 1), "groups": 2}, ["x", "w2", "b"], "y"))
+    b = rng.standard_normal(8).astype(np.float32)
+    g = Graph((TensorInfo("x", (1, 12, 5, 5)),), {"w": w, "b": b}, nodes, ("y",)).validate()
+    model = to_onnx(g)
+    assert [n.op_type for n in model.graph.node] == ["Conv"]  # the kernel is precomputed: weight-only work
+    x = rng.standard_normal((1, 12, 5, 5)).astype(np.float32)
+    conv = ops.get("conv2d")
+    grouped = conv.evaluate(conv.normalize({"pads": (1, 1, 1, 1), "groups": 4}), [x, w, b])
+    np.testing.assert_allclose(run_onnxruntime(model, {"x": x})[0], grouped, rtol=1e-5, atol=1e-5)
 
 
 def test_bad_parameters_raise_clear_errors() -> None:

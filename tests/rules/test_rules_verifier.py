@@ -107,3 +107,16 @@ def test_dimension_axiom_holds_on_concrete_shapes(da: A.DimAxiom) -> None:
             assert out[axis] == eval_param(parse(da.expr), env), (shapes, combo)
             cases += 1
     assert cases
+
+
+def test_conditions_on_parameters_are_hypotheses() -> None:
+    # 2 * (n / 2) is n only for an even n: proved under the rule's condition, not without it
+    lhs, rhs = ["(split 0 0 (* 2 (/ ?n 2)) ?x)"], ["(split 0 0 ?n ?x)"]
+    assert V.verify_equation(lhs, rhs, conditions=["(= (% ?n 2) 0)"]).status == "proved"
+    assert V.verify_equation(lhs, rhs, rlimit=300_000).status != "proved"
+    # a condition that two tensors are distinct (e-classes) is no hypothesis: it only limits matching
+    import z3
+
+    enc = V.Encoder()
+    tensors = {"?x": z3.Const("x", enc.T), "?y": z3.Const("y", enc.T)}
+    assert V.condition_hypotheses(enc, ["(!= ?x ?y)", "(= (shape ?x) (shape ?y))"], tensors) == []
