@@ -20,7 +20,7 @@ cost model as the searches price (:class:`~eqsat.pipeline.neighbours.GraphCoster
    its graph, or at saturation's deadline. Matches are met in backtracking's order, so from the same graph its
    first rewrite is backtracking's first better graph; but backtracking expands every neighbour of a graph before
    it moves on (one better graph per expansion), where the descent moves at each one. A snapshot of the e-graph
-   waits for the descent to end (milliseconds; its extraction takes longer).
+   waits while the descent keeps finding cheaper graphs (milliseconds apart; its extraction takes longer).
 
 Each better graph goes to the anytime record (:meth:`eqsat.pipeline.anytime.Anytime.offer_graph`) at the time it
 was found. It is a graph like any other: written when nothing later beats it, through the same export and numeric
@@ -61,7 +61,9 @@ HEAD_START = 0.1
 #: the descent ends after this much work (this thread's CPU time: a loaded machine does not shorten it) without a
 #: cheaper graph as written (rewrites that only lower the cost of the binary concat chains it works on, such as
 #: reassociations of a concat, write the same graph)
-STALL_SECONDS = 0.05
+STALL_SECONDS = 0.1
+#: a snapshot of the e-graph waits for the descent while it found a cheaper graph within this much of its work
+PATIENCE = 0.02
 
 
 def first_answer(options: OptimizeOptions, graph: Graph, cost_model: CostModel) -> bool:
@@ -164,12 +166,15 @@ class _Never:
 
 class Descent:
     """The greedy descent over ``rules`` from ``graph`` (see the module docstring), run a step at a time by
-    :meth:`step`; each better graph is offered to ``anytime``. ``deadline`` (a ``perf_counter`` time) ends it."""
+    :meth:`step`; each better graph is offered to ``anytime`` (and said to ``say``). ``deadline`` (a
+    ``perf_counter`` time) ends it."""
 
     def __init__(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, anytime: Anytime, *,
-                 deadline: float | None = None, coster: GraphCoster | None = None) -> None:
+                 deadline: float | None = None, coster: GraphCoster | None = None,
+                 say: Callable[[str], None] | None = None) -> None:
         self.anytime = anytime
         self.deadline = deadline
+        self.say = say or (lambda line: None)  # a line for each better graph found
         self._start, self._rules = graph, rules
         self.coster = coster or GraphCoster(cost_model, costed_at(graph))
         #: the graph (concats as binary chains, as the rules read them) and its cost in those terms; set by the
@@ -267,8 +272,12 @@ class Descent:
         except StopIteration:
             self._end("a local optimum")
         self._cpu += time.thread_time() - cpu
+        before = self.anytime.best.cost
         if self._offer():
             self._gained_at = self._cpu
+            best = self.anytime.best
+            if best.cost < before:
+                self.say(f"  best so far: {best.cost:.6g} ({best.source}, {best.seconds:.2f} s)")
         self.seconds += time.perf_counter() - began
         if not self.done and self._cpu - self._gained_at > STALL_SECONDS:
             self._end(f"no cheaper graph as written for {STALL_SECONDS:g} s of work")
@@ -285,17 +294,13 @@ class Descent:
                 f"pass(es), {self.seconds:.2f} s"
                 + (f", ended at {self.ended}" if self.ended else ", cut short by the end of saturation"))
 
-    def stepper(self, say: Callable[[str], None]) -> Callable[[], bool]:
-        """:meth:`step` as the engine's ``idle`` work, saying each better graph it finds (``say``)."""
-        def step() -> bool:
-            before = self.anytime.best.cost
-            more = self.step()
-            best = self.anytime.best
-            if best.cost < before:
-                say(f"  best so far: {best.cost:.6g} ({best.source}, {best.seconds:.2f} s)")
-            return more
-
-        return step
+    def before_snapshot(self) -> None:
+        """Go on while the descent may still find its first cheaper graph (for :data:`STALL_SECONDS` of work: it
+        crosses a plateau first on SqueezeNet), or found one within :data:`PATIENCE` of its work: a snapshot of the
+        e-graph waits, its extraction taking longer than the descent's next graphs. Otherwise the snapshot goes
+        first, and the descent goes on once it is extracted."""
+        while (not self._gained_at or self._cpu - self._gained_at < PATIENCE) and self.step():
+            pass
 
     def _overtaken(self) -> bool:
         """Whether the best graph so far is cheaper than the descent's (the e-graph's extractions passed it)."""
