@@ -183,7 +183,7 @@ class Descent:
         self.cost = math.inf
         self.written_cost = self.anytime.best.cost  # the cost as written of the graph it goes on from (the best)
         self._cpu = 0.0  # its CPU seconds of work (steps)
-        self._gained_at = 0.0  # and their count when the cost as written last went down
+        self._gained_at = 0.0  # its CPU seconds when the cost as written last went down (0: never yet)
         self._changed_at = 0.0  # perf_counter() when the graph last changed
         self._work = self._passes()
         #: whether it has ended (a local optimum, overtaken by the e-graph, or the deadline), and why
@@ -292,7 +292,7 @@ class Descent:
         """What it did, in words."""
         return (f"{self.applied} rewrite(s) lowering the cost and {self.level_moves} keeping it in {self.passes} full "
                 f"pass(es), {self.seconds:.2f} s"
-                + (f", ended at {self.ended}" if self.ended else ", cut short by the end of saturation"))
+                + (f"; ended: {self.ended}" if self.ended else "; cut short by the end of saturation"))
 
     def before_snapshot(self) -> None:
         """Go on while the descent may still find its first cheaper graph (for :data:`STALL_SECONDS` of work: it
