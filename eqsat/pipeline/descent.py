@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 
 from eqsat.costs import CostModel
@@ -158,7 +158,7 @@ def _one_by_one(graph: Graph, gaining: list[tuple[Sequence[Node], list[Node]]],
 
 
 class _Never:
-    """A deadline that never comes: the descent's steps end between roots, never inside one."""
+    """A deadline that never comes: a step of the descent ends between two rewrites tried, which it resumes."""
 
     def out(self) -> bool:
         return False
@@ -209,7 +209,7 @@ class Descent:
             lowered = kept = False
             for root in [n.output for n in self.graph.nodes]:
                 if root in self.graph.producers:
-                    moved = self._move_at(root, level)
+                    moved = yield from self._move_at(root, level)
                     lowered, kept = lowered or moved == "lowered", kept or moved == "kept"
                 yield
             self.passes += 1
@@ -220,10 +220,12 @@ class Descent:
             else:
                 level = True
 
-    def _move_at(self, root: str, level: bool) -> str:
+    def _move_at(self, root: str, level: bool) -> Generator[None, None, str]:
         """Apply the first rewrite rooted at ``root`` that lowers the cost, else, with ``level``, the first that keeps
         it and makes a graph not seen before (unfusing a relu from a convolution is free, and lets two relus become
-        one: a plateau backtracking crosses by its relaxation); ``"lowered"``, ``"kept"`` or ``""`` (none)."""
+        one: a plateau backtracking crosses by its relaxation); returns ``"lowered"``, ``"kept"`` or ``""`` (none).
+        Yields after each rewrite tried: a root with thousands of matches (a two-output rule over a thousand
+        products of one weight) holds no step for long."""
         flat = None
         for _, _, c, hash_of, build in self.expander.neighbours(self.graph, self.cost, self.hash, _Never(),
                                                                 roots=[root]):
@@ -235,6 +237,7 @@ class Descent:
                 h = hash_of()
                 if h not in self._seen:
                     flat = (c, lambda h=h: h, build)
+            yield
         if flat is not None and self._apply(*flat):
             self.level_moves += 1
             return "kept"
@@ -253,8 +256,8 @@ class Descent:
         return True
 
     def step(self, seconds: float = STEP_SECONDS) -> bool:
-        """Work for about ``seconds`` (one root at least), offer the graph if it got cheaper, and return whether
-        there is more to do."""
+        """Work for about ``seconds`` (one rewrite tried at least), offer the graph if it got cheaper, and return
+        whether there is more to do."""
         if self.done:
             return False
         began = time.perf_counter()
