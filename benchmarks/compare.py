@@ -104,6 +104,15 @@ def output_stem(costs: str, tag: str | None = None, imports: str = "") -> str:
     return re.sub(r"[^A-Za-z0-9.+_-]+", "-", "_".join(parts))
 
 
+def _clock_words(results: list[dict]) -> str:
+    """Where the times count from: the call with the model for files whose searches timed their own import (the
+    ``import_seconds`` field), else (older files) the start of each method's run, eqsat's import included."""
+    searched = [m for r in results for k, m in r["methods"].items() if k != "eqsat"]
+    if searched and all("import_seconds" in m for m in searched):
+        return "from each method's call with the model, its import included (both clocks)"
+    return "from the start of each method's run (eqsat's import included, a search's not)"
+
+
 def import_name(r: dict) -> str:
     """How a result's model was imported: "as written", or "folded" (as onnxruntime runs it; files from before
     the as-written import have no field and were folded)."""
@@ -468,7 +477,7 @@ def render(results: list[dict], meta: str, command: str, costs: str, args: argpa
     if args.render and command != this:  # the figures are the run's, the tables this code's
         shown += f"; tables re-rendered by `{this}` at commit {git_commit(mark_uncommitted=True)}"
     md = "\n".join(["# eqsat vs backtracking (TASO) vs sampling (OCGGS)\n", meta, "", shown, "",
-                    "Times in seconds from the start of each method's run. \"to bt's best\" / \"to eqsat's "
+                    f"Times in seconds {_clock_words(results)}. \"to bt's best\" / \"to eqsat's "
                     "best\": when the method's best-so-far first reached backtracking's / eqsat's final cost "
                     f"(relative tolerance {TOL:g}; never: not within its run; -: that method did not run).", "",
                     table(flat), "", *summary(results), "", *tensat_table(results), ""])

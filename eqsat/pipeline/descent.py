@@ -20,8 +20,8 @@ cost model as the searches price (:class:`~eqsat.pipeline.neighbours.GraphCoster
    e-graph's extractions are cheaper than its graph, or at saturation's deadline. Matches are met in
    backtracking's order, so from the same graph its first rewrite is backtracking's first better graph; but
    backtracking expands every neighbour of a graph before it moves on (one better graph per expansion), where the
-   descent moves at each one. A snapshot of the e-graph waits for the descent to end (milliseconds; its
-   extraction takes longer).
+   descent moves at each one. A snapshot of the e-graph waits while the descent keeps finding cheaper graphs
+   (milliseconds apart; its extraction takes longer).
 
 Each better graph goes to the anytime record (:meth:`eqsat.pipeline.anytime.Anytime.offer_graph`) at the time it
 was found. It is a graph like any other: written when nothing later beats it, through the same export and numeric
@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 
 from eqsat.costs import CostModel
@@ -62,9 +62,11 @@ HEAD_START = 0.1
 #: the descent ends after this much work (this thread's CPU time: a loaded machine does not shorten it) without a
 #: cheaper graph as written (rewrites that only lower the cost of the binary concat chains it works on, such as
 #: reassociations of a concat, write the same graph)
-STALL_SECONDS = 0.05
+STALL_SECONDS = 0.1
 #: and not before this many passes over the graph without one (a plain pass and a level one)
 STALL_PASSES = 2
+#: a snapshot of the e-graph waits for the descent while it found a cheaper graph within this much of its work
+PATIENCE = 0.02
 
 
 def first_answer(options: OptimizeOptions, graph: Graph, cost_model: CostModel) -> bool:
@@ -159,7 +161,7 @@ def _one_by_one(graph: Graph, gaining: list[tuple[Sequence[Node], list[Node]]],
 
 
 class _Never:
-    """A deadline that never comes: the descent's steps end between roots, never inside one."""
+    """A deadline that never comes: a step of the descent ends between two rewrites tried, which it resumes."""
 
     def out(self) -> bool:
         return False
@@ -167,12 +169,15 @@ class _Never:
 
 class Descent:
     """The greedy descent over ``rules`` from ``graph`` (see the module docstring), run a step at a time by
-    :meth:`step`; each better graph is offered to ``anytime``. ``deadline`` (a ``perf_counter`` time) ends it."""
+    :meth:`step`; each better graph is offered to ``anytime`` (and said to ``say``). ``deadline`` (a
+    ``perf_counter`` time) ends it."""
 
     def __init__(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, anytime: Anytime, *,
-                 deadline: float | None = None, coster: GraphCoster | None = None) -> None:
+                 deadline: float | None = None, coster: GraphCoster | None = None,
+                 say: Callable[[str], None] | None = None) -> None:
         self.anytime = anytime
         self.deadline = deadline
+        self.say = say or (lambda line: None)  # a line for each better graph found
         self._start, self._rules = graph, rules
         self.coster = coster or GraphCoster(cost_model, costed_at(graph))
         #: the graph (concats as binary chains, as the rules read them) and its cost in those terms; set by the
@@ -181,7 +186,7 @@ class Descent:
         self.cost = math.inf
         self.written_cost = self.anytime.best.cost  # the cost as written of the graph it goes on from (the best)
         self._cpu = 0.0  # its CPU seconds of work (steps)
-        self._gained_at = 0.0  # and their count when the cost as written last went down
+        self._gained_at = 0.0  # its CPU seconds when the cost as written last went down (0: never yet)
         self._passes_at_gain = 0  # the passes finished then
         self._changed_at = 0.0  # perf_counter() when the graph last changed
         self._work = self._passes()
@@ -208,7 +213,7 @@ class Descent:
             lowered = kept = False
             for root in [n.output for n in self.graph.nodes]:
                 if root in self.graph.producers:
-                    moved = self._move_at(root, level)
+                    moved = yield from self._move_at(root, level)
                     lowered, kept = lowered or moved == "lowered", kept or moved == "kept"
                 yield
             self.passes += 1
@@ -219,10 +224,12 @@ class Descent:
             else:
                 level = True
 
-    def _move_at(self, root: str, level: bool) -> str:
+    def _move_at(self, root: str, level: bool) -> Generator[None, None, str]:
         """Apply the first rewrite rooted at ``root`` that lowers the cost, else, with ``level``, the first that keeps
         it and makes a graph not seen before (unfusing a relu from a convolution is free, and lets two relus become
-        one: a plateau backtracking crosses by its relaxation); ``"lowered"``, ``"kept"`` or ``""`` (none)."""
+        one: a plateau backtracking crosses by its relaxation); returns ``"lowered"``, ``"kept"`` or ``""`` (none).
+        Yields after each rewrite tried: a root with thousands of matches (a two-output rule over a thousand
+        products of one weight) holds no step for long."""
         flat = None
         for _, _, c, hash_of, build in self.expander.neighbours(self.graph, self.cost, self.hash, _Never(),
                                                                 roots=[root]):
@@ -234,6 +241,7 @@ class Descent:
                 h = hash_of()
                 if h not in self._seen:
                     flat = (c, lambda h=h: h, build)
+            yield
         if flat is not None and self._apply(*flat):
             self.level_moves += 1
             return "kept"
@@ -252,8 +260,8 @@ class Descent:
         return True
 
     def step(self, seconds: float = STEP_SECONDS) -> bool:
-        """Work for about ``seconds`` (one root at least), offer the graph if it got cheaper, and return whether
-        there is more to do."""
+        """Work for about ``seconds`` (one rewrite tried at least), offer the graph if it got cheaper, and return
+        whether there is more to do."""
         if self.done:
             return False
         began = time.perf_counter()
@@ -271,8 +279,12 @@ class Descent:
         except StopIteration:
             self._end("a local optimum")
         self._cpu += time.thread_time() - cpu
+        before = self.anytime.best.cost
         if self._offer():
             self._gained_at, self._passes_at_gain = self._cpu, self.passes
+            best = self.anytime.best
+            if best.cost < before:
+                self.say(f"  best so far: {best.cost:.6g} ({best.source}, {best.seconds:.2f} s)")
         self.seconds += time.perf_counter() - began
         # not before a pass that takes only cheaper rewrites and one that takes level ones too have both ended:
         # what a pass meets first depends on the order of the matches, which must not decide where it stops
@@ -290,19 +302,15 @@ class Descent:
         """What it did, in words."""
         return (f"{self.applied} rewrite(s) lowering the cost and {self.level_moves} keeping it in {self.passes} full "
                 f"pass(es), {self.seconds:.2f} s"
-                + (f", ended at {self.ended}" if self.ended else ", cut short by the end of saturation"))
+                + (f"; ended: {self.ended}" if self.ended else "; cut short by the end of saturation"))
 
-    def stepper(self, say: Callable[[str], None]) -> Callable[[], bool]:
-        """:meth:`step` as the engine's ``idle`` work, saying each better graph it finds (``say``)."""
-        def step() -> bool:
-            before = self.anytime.best.cost
-            more = self.step()
-            best = self.anytime.best
-            if best.cost < before:
-                say(f"  best so far: {best.cost:.6g} ({best.source}, {best.seconds:.2f} s)")
-            return more
-
-        return step
+    def before_snapshot(self) -> None:
+        """Go on while the descent may still find its first cheaper graph (for :data:`STALL_SECONDS` of work: it
+        crosses a plateau first on SqueezeNet), or found one within :data:`PATIENCE` of its work: a snapshot of the
+        e-graph waits, its extraction taking longer than the descent's next graphs. Otherwise the snapshot goes
+        first, and the descent goes on once it is extracted."""
+        while (not self._gained_at or self._cpu - self._gained_at < PATIENCE) and self.step():
+            pass
 
     def _overtaken(self) -> bool:
         """Whether the best graph so far is cheaper than the descent's (the e-graph's extractions passed it)."""

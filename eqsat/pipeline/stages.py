@@ -158,26 +158,26 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
         run.say(f"pet: {len(found)} corrected mutants of {len({r.tensor for r in found})} convolutions join the "
                 f"e-graph ({sum(r.fixes for r in found)} correction kernels, "
                 f"{sum(r.correction_flops for r in found):.3g} FLOPs of corrections)")
-    descent = step = None  # the descent works while this waits for the engine, from the merges' graph or the input
+    descent = None  # the descent works while this waits for the engine, from the merges' graph or the input
     if first_answer(o, loaded.graph, loaded.cost_model):
         best = loaded.anytime.best
         descent = Descent(best.graph if best.source == MERGES else loaded.graph, rules, loaded.cost_model,
-                          loaded.anytime, deadline=deadline)
-        step = descent.stepper(run.say)
+                          loaded.anytime, deadline=deadline, say=run.say)
     sat = engine.saturate(loaded.engine_graph, list(rules), limits, provenance=bool(o.provenance and o.dump_egraph),
                           progress=lambda it: run.say(f"  iteration {it.iteration}: {it.enodes} e-nodes, "
                                                       f"{it.eclasses} e-classes ({it.seconds:.2f} s)"),
-                          on_snapshot=_on_snapshot(run, loaded.anytime, step) if snapshots else None, idle=step,
-                          head_start=HEAD_START, alternatives=alternatives)
+                          on_snapshot=_on_snapshot(run, loaded.anytime, descent) if snapshots else None,
+                          idle=None if descent is None else descent.step, head_start=HEAD_START,
+                          alternatives=alternatives)
     if descent is not None:
         run.say(f"descent: {descent.describe()}")
     return Saturated(limits, sat)
 
 
-def _on_snapshot(run: Run, anytime: Anytime, descend: Callable[[], bool] | None) -> Callable[[engine.Snapshot], None]:
+def _on_snapshot(run: Run, anytime: Anytime, descent: Descent | None) -> Callable[[engine.Snapshot], None]:
     def take(snap: engine.Snapshot) -> None:
-        while descend is not None and descend():  # the descent ends first (milliseconds; a snapshot takes longer)
-            pass
+        if descent is not None:
+            descent.before_snapshot()
         before = anytime.best.cost
         anytime.on_snapshot(snap)
         if anytime.best.cost < before:

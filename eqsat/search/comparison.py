@@ -2,7 +2,9 @@
 same model, rules and cost model (a sum of operator costs, or with ``parallel`` AutoGraph's mixed critical-path
 cost for that many branches at once).
 
-Every method starts from the same imported graph and gets the same wall-time budget. Its final graph is
+Every method starts from the same imported graph and gets the same wall-time budget, both counted from its call
+with the ONNX model: each imports the model within its own time (``optimize`` does; a search's runner does before
+it searches), and its anytime trace counts from there. Its final graph is
 exported to ONNX and judged by the same two functions whatever the method: :func:`model_cost` prices the
 exported model (never a search's own bookkeeping) and :func:`eqsat.pipeline.check.check_equal` compares it with the
 original under onnxruntime.
@@ -52,7 +54,7 @@ class MethodResult:
     cost: float  # of the exported model, by model_cost
     seconds: float  # the whole run: import, search, export
     seconds_to_best: float  # when the graph written was found (eqsat: by its anytime trace)
-    trace: list[tuple[float, float]]  # (seconds, best cost so far); starts at (0, original cost)
+    trace: list[tuple[float, float]]  # (seconds from the call, best cost so far); starts at (0, original cost)
     work: int  # graphs expanded (searches) or e-nodes of the saturated e-graph (eqsat)
     status: str  # "ok", or why the result cannot be trusted ("MISMATCH: ...", "error: ...")
     model: onnx.ModelProto | None = None

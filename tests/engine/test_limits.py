@@ -21,7 +21,7 @@ import pytest
 from eqsat import models
 from eqsat.cli.app import main
 from eqsat.engine import saturation as E
-from eqsat.engine.fallback import Fallback, read_fallback
+from eqsat.engine.fallback import Fallback, kill_at, read_fallback
 from eqsat.engine.limits import Limits, StopReason
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.ir.rule import Rule
@@ -83,13 +83,17 @@ def test_long_chain_stays_within_its_time_limit() -> None:
 
 @pytest.mark.slow  # a 3 s time limit, used up
 def test_saturation_stops_at_its_time_limit() -> None:
-    """An e-graph that would grow for minutes (the ewadd chain, no node limit) stops in time, saying so."""
+    """An e-graph that would grow for minutes (the ewadd chain, no node limit) stops in time, saying so: by its
+    deadline where the engine's estimate of its next iteration holds, and at the latest when the parent kills it
+    (the margin a whole run's later stages absorb: test_long_chain_stays_within_its_time_limit). On a loaded
+    machine an iteration runs longer than estimated: 3.65 s for 3 s, two test workers on 2 cores."""
     limit = 3.0
+    limits = Limits(iter_limit=100, node_limit=10**9, time_limit=limit)
     t0 = time.perf_counter()
-    res = E.saturate(_ewadd_chain(), STARTER_RULES, Limits(iter_limit=100, node_limit=10**9, time_limit=limit))
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, limits)
     wall = time.perf_counter() - t0
     assert res.stop_reason == StopReason.TIME_LIMIT
-    assert wall <= 1.1 * limit, wall
+    assert wall <= kill_at(0.0, limits) + 0.25, wall  # the kill, and reading back what the engine sent
     assert len(res.iterations) >= 3 and res.egraph.roots
 
 
