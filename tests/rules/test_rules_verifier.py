@@ -10,9 +10,10 @@ from eqsat.rules import axioms as A
 from eqsat.rules import verifier as V
 from eqsat.rules.validation import param_combos
 
-#: axioms whose symbolic validation takes 0.6 s or more (reshapes of many-element tensors, grouped convolutions: 5-19 s)
+#: axioms whose symbolic validation takes 0.6 s or more (reshapes of many-element tensors, grouped convolutions,
+#: convolutions of every listed stride, pads and activation)
 SLOW_AXIOMS = {"clip-reshape", "gelu-reshape", "reshape-reshape", "conv-group-merge", "smul-reshape", "tanh-reshape",
-               "sigmoid-reshape", "transpose-ones", "conv-group-merge-any", "conv-merge-gconv", "conv-concat-out-any"}
+               "sigmoid-reshape", "transpose-ones", "conv-group-merge-any", "conv-concat-out-any", "conv-merge-gconv"}
 
 
 @pytest.mark.parametrize("ax", [pytest.param(a, marks=pytest.mark.slow) if a.name in SLOW_AXIOMS else a
