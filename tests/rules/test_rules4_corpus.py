@@ -65,15 +65,22 @@ def test_size4_rules_load_beside_the_corpus() -> None:
         corpus_or_starter(5)
 
 
-@pytest.mark.slow  # six saturations with 400-1000 rules
+@pytest.mark.slow  # up to fifteen saturations with 400-1000 rules
 def test_a_size4_rule_derives_what_the_corpus_does_not() -> None:
-    """The first proved single-output rules: the corpus does not derive them in 3 iterations (that is why they
-    were kept), the corpus with the size-4 rules does in one."""
-    picked = [e for e in ENTRIES4 if e.status == "proved" and not e.multi][:3]
-    assert picked
-    for e in picked:
+    """The first proved single-output rules the default rules do not derive in 3 iterations (none did when they were
+    kept; rules added to the defaults since derive some: the convolution-over-concat rules of
+    :mod:`eqsat.rules.grouped` derive the first six, a convolution split by output channels), the default rules
+    with the size-4 rules derive in one."""
+    first = [e for e in ENTRIES4 if e.status == "proved" and not e.multi][:12]
+    new = []
+    for e in first:
         lhs, rhs, shapes = derivable.instance(e.lhs, e.rhs)
-        assert not derivable.derives(lhs, rhs, shapes, rules(3), 3), e.id
+        if not derivable.derives(lhs, rhs, shapes, rules(3), 3):
+            new.append((e, lhs, rhs, shapes))
+        if len(new) == 3:
+            break
+    assert len(new) == 3, [e.id for e in first]
+    for e, lhs, rhs, shapes in new:
         assert derivable.derives(lhs, rhs, shapes, rules(4), 1), e.id
 
 
