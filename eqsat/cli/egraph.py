@@ -34,6 +34,7 @@ from eqsat.extract import InvalidExtraction, validate_selection
 from eqsat.extract.egraph_json import parse_egraph
 from eqsat.inspect.draw import select, to_dot, to_html
 from eqsat.inspect.dump import FORMAT, LIST_OPS, DumpError, EGraphDump, is_dump, load_json
+from eqsat.rules.pet import PET_RULE_PREFIX
 
 __all__ = ["register", "stats_report", "class_report", "plain_report", "print_egraph_file", "is_json_file"]
 
@@ -125,6 +126,8 @@ def stats_report(dump: EGraphDump, path: str = "") -> str:
                                    + ("; the run kept the original model" if ext.kept_original else "")))
     else:
         rows.append(("extraction", "none recorded"))
+    if dump.pet:
+        rows.append(("partially equivalent", _pet_row(dump, nodes)))
     width = max(len(k) for k, _ in rows)
     lines += [f"{k:<{width}}  {v}" for k, v in rows]
 
@@ -182,6 +185,20 @@ def stats_report(dump: EGraphDump, path: str = "") -> str:
         width = max(len(k) for k, _ in rows)
         lines += [f"  {k:<{width}}  {v}" for k, v in rows]
     return "\n".join(lines)
+
+
+def _pet_row(dump: EGraphDump, nodes: list[ENode]) -> str:
+    """PET's corrected mutants in the run (``eqsat optimize --pet``): found and added, their corrections, chosen;
+    with provenance, the e-nodes they built and how many of those the extraction chose."""
+    p = dump.pet
+    chosen = p.get("chosen") or []
+    text = (f"{p.get('found', 0)} corrected mutants of {p.get('convolutions', 0)} convolutions added "
+            f"({p.get('corrections', 0)} correction kernels, {float(p.get('correction_flops', 0.0)):.3g} FLOPs); "
+            f"{len(chosen)} chosen" + (": " + "; ".join(f"{c[0]}: {c[1]}" for c in chosen) if chosen else ""))
+    if dump.provenance:
+        built = [n for n in nodes if any(r.startswith(PET_RULE_PREFIX) for r in dump.creators(n))]
+        text += f"; {len(built)} e-nodes built by them, {sum(n.id in dump.chosen for n in built)} chosen"
+    return text
 
 
 def _provenance_table(dump: EGraphDump, nodes: list[ENode]) -> list[str]:

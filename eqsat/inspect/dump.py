@@ -180,6 +180,8 @@ class EGraphDump:
             the input graph's terms and the engine's sibling merges; None when unknown); empty without.
         saturation: how the e-graph was grown.
         extraction: the extraction whose choice ``chosen`` is.
+        symbols: for a model with dynamic axes, symbol -> the generic value it was built at.
+        pet: with PET on, what its corrected mutants did (:class:`eqsat.pipeline.result.PetReport` as a dict).
     """
 
     FORMAT: ClassVar[str] = FORMAT
@@ -196,6 +198,7 @@ class EGraphDump:
     saturation: SaturationInfo | None = None
     extraction: ExtractionInfo | None = None
     symbols: Mapping[str, int] = field(default_factory=dict)  # dynamic axes: symbol -> generic value (ir.symbols)
+    pet: Mapping[str, Any] = field(default_factory=dict)
 
     def shape_text(self, shape: tuple[int, ...] | None) -> str:
         """An e-class shape as text, symbolic sizes by their polynomials: ``[batch, seq, 768]``."""
@@ -351,6 +354,7 @@ class EGraphDump:
                                  "saturation": None if self.saturation is None else _saturation_json(self.saturation),
                                  "extraction": None if self.extraction is None else _extraction_json(self.extraction)}
         block |= {"symbols": dict(self.symbols)} if self.symbols else {}
+        block |= {"pet": dict(self.pet)} if self.pet else {}
         return {"eqsat": block, "root_eclasses": list(self.egraph.roots), "nodes": nodes, "class_data": class_data}
 
 
@@ -440,7 +444,7 @@ class EGraphDump:
                    EGraph(tuple(nodes), tuple(classes), roots, provenance), frozenset(input_nodes), frozenset(chosen),
                    tensors, onnx_ops, first_iterations,
                    None if sat is None else _saturation_from(sat), None if ext is None else _extraction_from(ext),
-                   {str(k): int(v) for k, v in (block.get("symbols") or {}).items()})
+                   {str(k): int(v) for k, v in (block.get("symbols") or {}).items()}, dict(block.get("pet") or {}))
 
     def dumps(self) -> str:
         """The file's text: the ``eqsat`` block on the first line, then one e-node or e-class per line."""

@@ -11,8 +11,9 @@ from eqsat.ir.graph import Graph
 from eqsat.ir.symbols import POINTS_KEY
 from eqsat.ir.symbols import price_points as points_of
 from eqsat.ops.ort_kernels import kernel_type
-from eqsat.pipeline.records import Decision, Loaded, Run
-from eqsat.pipeline.result import ParallelReport, PricePoint
+from eqsat.pipeline.records import Decision, Loaded, Run, Saturated
+from eqsat.pipeline.result import ParallelReport, PetReport, PricePoint
+from eqsat.rules.pet import chosen_rewrites
 
 
 def parallel_report(run: Run, loaded: Loaded, decision: Decision, cost_model: CostModel) -> ParallelReport | None:
@@ -27,6 +28,15 @@ def parallel_report(run: Run, loaded: Loaded, decision: Decision, cost_model: Co
                           executors="" if race is None else race.verdict, written="" if race is None else race.written,
                           medians={} if race is None else dict(race.medians),
                           session_options={} if race is None else dict(race.session_options))
+
+
+def pet_report(saturated: Saturated, decision: Decision) -> PetReport:
+    """PET's corrected mutants of the run, and those the written graph holds (none where the original is kept)."""
+    found = list(saturated.pet)
+    chosen = [] if decision.kept else chosen_rewrites(decision.graph, found)
+    return PetReport(len(found), len({r.tensor for r in found}), sum(r.fixes for r in found),
+                     float(sum(r.correction_flops for r in found)), saturated.pet_seconds,
+                     tuple((r.tensor, r.name, r.fixes) for r in chosen))
 
 
 def price_points(loaded: Loaded, decision: Decision, cost_model: CostModel) -> list[PricePoint]:

@@ -31,6 +31,7 @@ from eqsat.pipeline.choices import SOLVERS, TARGETS, Solver, Target
 from eqsat.pipeline.executors import ExecutorRace
 from eqsat.pipeline.options import OptimizeOptions, TimeShares
 from eqsat.pipeline.result import CandidateTiming, LatencyCheck
+from eqsat.rules.pet import PetRewrite
 
 if TYPE_CHECKING:
     from eqsat.pipeline.result import OptimizeResult
@@ -121,6 +122,9 @@ class Saturated:
 
     limits: engine.Limits
     result: engine.SaturationResult
+    #: with ``pet``: the corrected mutants added to the e-graph, and the seconds finding them took
+    pet: tuple[PetRewrite, ...] = ()
+    pet_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

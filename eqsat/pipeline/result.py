@@ -120,6 +120,28 @@ class PricePoint:
 
 
 @dataclass(frozen=True)
+class PetReport:
+    """What PET's partially equivalent rewrites did in a run (``optimize(pet=True)``): each corrected mutant found
+    joins the e-graph as an alternative of its convolution's tensor; ``chosen`` are those the written graph holds."""
+
+    found: int  # corrected mutants found, all added to the e-graph
+    convolutions: int  # the convolutions they compute again
+    corrections: int  # their correction kernels, in all
+    correction_flops: float  # the corrections' work, in all
+    seconds: float  # finding and checking them
+    #: (tensor, rewrite name, its correction kernels) of each rewrite the written graph holds
+    chosen: tuple[tuple[str, str, int], ...] = ()
+
+    def describe(self) -> str:
+        """The report's line."""
+        text = (f"{self.found} corrected mutants of {self.convolutions} convolutions in the e-graph "
+                f"({self.corrections} correction kernels, {self.correction_flops:.3g} FLOPs; {self.seconds:.2f} s); ")
+        if not self.chosen:
+            return text + "none chosen"
+        return text + f"{len(self.chosen)} chosen: " + "; ".join(f"{t}: {n}" for t, n, _ in self.chosen)
+
+
+@dataclass(frozen=True)
 class ParallelReport:
     """A run optimized for a runtime that runs independent operators at once: the objective and the graph's
     figures under it before and after."""
@@ -224,6 +246,8 @@ class OptimizeResult:
     #: what the transformation cache did (:mod:`eqsat.pipeline.transforms`): replayed a stored transformation
     #: instead of searching, stored this run's, or nothing ("")
     transformation: str = ""
+    #: with ``pet``: PET's corrected mutants found, and those chosen (None: PET was off)
+    pet: PetReport | None = None
 
     @property
     def target_note(self) -> str:
@@ -293,6 +317,7 @@ class OptimizeResult:
             "parallel": None if self.parallel is None else dataclasses.asdict(self.parallel),
             "repeated_blocks": self.blocks, "target": self.target, "kernels": dict(self.kernels),
             "as_written": self.as_written,
+            "pet": None if self.pet is None else dataclasses.asdict(self.pet),
             "saturation": {"iterations": max(0, len(self.iterations) - 1), "stop_reason": self.stop_reason},
             "egraph": {"enodes": self.egraph_size[0], "eclasses": self.egraph_size[1]},
             "extraction": {"status": self.solver_status, "bound": self.solver_bound, "gap": self.solver_gap},
@@ -334,6 +359,7 @@ class OptimizeResult:
             *([("dynamic axes", self.dynamic_axes)] if self.dynamic_axes else []),
             *([("repeated blocks", self.blocks)] if self.blocks else []),
             *([("cached transformation", self.transformation)] if self.transformation else []),
+            *([("partially equivalent", self.pet.describe())] if self.pet is not None else []),
             *([("target", self.target_note)] if self.target_note else []),
             ("ONNX nodes before/after", f"{self.onnx_nodes[0]} / {self.onnx_nodes[1]}"),
             ("saturation", f"{len(self.iterations) - 1} iterations, stopped: {self.stop_reason}" if self.iterations

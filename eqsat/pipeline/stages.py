@@ -151,13 +151,14 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
     # snapshots are extracted only under computed costs: a measured model would time operators on a core the
     # engine is using, and the timings would show it
     snapshots = o.anytime and not loaded.cost_model.is_measured
-    alternatives = []
+    found, pet_seconds = [], 0.0
     if o.pet:
+        began = time.perf_counter()
         found = find_rewrites(loaded.engine_graph)
-        alternatives = [r.alternative for r in found]
+        pet_seconds = time.perf_counter() - began
         run.say(f"pet: {len(found)} corrected mutants of {len({r.tensor for r in found})} convolutions join the "
                 f"e-graph ({sum(r.fixes for r in found)} correction kernels, "
-                f"{sum(r.correction_flops for r in found):.3g} FLOPs of corrections)")
+                f"{sum(r.correction_flops for r in found):.3g} FLOPs of corrections; {pet_seconds:.2f} s)")
     descent = None  # the descent works while this waits for the engine, from the merges' graph or the input
     if first_answer(o, loaded.graph, loaded.cost_model):
         best = loaded.anytime.best
@@ -168,10 +169,10 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
                                                       f"{it.eclasses} e-classes ({it.seconds:.2f} s)"),
                           on_snapshot=_on_snapshot(run, loaded.anytime, descent) if snapshots else None,
                           idle=None if descent is None else descent.step, head_start=HEAD_START,
-                          alternatives=alternatives)
+                          alternatives=[r.alternative for r in found])
     if descent is not None:
         run.say(f"descent: {descent.describe()}")
-    return Saturated(limits, sat)
+    return Saturated(limits, sat, tuple(found), pet_seconds)
 
 
 def _on_snapshot(run: Run, anytime: Anytime, descent: Descent | None) -> Callable[[engine.Snapshot], None]:
@@ -539,6 +540,8 @@ def dump(run: Run, loaded: Loaded, rules: tuple[Rule, ...], decision: Decision, 
     out = build_dump(saturated.result, loaded.engine_graph, priced.node_costs, source=loaded.label,
                      cost_model=priced.cost_model.name, rules=len(rules), limits=saturated.limits,
                      extraction=decision.chosen, kept_original=decision.kept)
+    if run.options.pet:
+        out = dataclasses.replace(out, pet=dataclasses.asdict(figures.pet_report(saturated, decision)))
     if run.options.dump_egraph is not True:  # a path
         out.write(run.options.dump_egraph)
     return out
@@ -586,7 +589,8 @@ def report(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | 
         static_reason=loaded.static_reason,
         blocks="" if loaded.reduction is None else loaded.reduction.describe(), external_data=loaded.external_data,
         target=run.target.name, kernels=figures.kernels_written(loaded, decision), as_written=run.options.as_written,
-        signature_changes=onnx_io.signature_changes(loaded.original, decision.model))
+        signature_changes=onnx_io.signature_changes(loaded.original, decision.model),
+        pet=None if saturated is None or not run.options.pet else figures.pet_report(saturated, decision))
 
 
 def _progress_every(say: Callable[[str], None]) -> Callable[[int, int], None]:

@@ -14,8 +14,8 @@ from eqsat.rules.pet.corrections import CorrectedMutant, CorrectionError, check_
 from eqsat.rules.pet.mutants import Mutant, generate_mutants
 from eqsat.rules.pet.program import PRIME, Subprogram, subprogram_of
 from eqsat.rules.pet.regions import Box, BoxDecision, RegionAnalysis, analyse
-from eqsat.rules.pet.search import PetRewrite, find_rewrites
+from eqsat.rules.pet.search import PET_RULE_PREFIX, PetRewrite, chosen_rewrites, find_rewrites
 
 __all__ = ["PRIME", "Subprogram", "subprogram_of", "Mutant", "generate_mutants", "Box", "BoxDecision",
            "RegionAnalysis", "analyse", "CorrectedMutant", "CorrectionError", "correct", "check_equal",
-           "PetRewrite", "find_rewrites"]
+           "PetRewrite", "find_rewrites", "chosen_rewrites", "PET_RULE_PREFIX"]

@@ -13,7 +13,7 @@ from eqsat.rules.pet.mutants import DEFAULT_DEPTH, generate_mutants
 from eqsat.rules.pet.program import NotMultiLinear, subprogram_of
 from eqsat.rules.pet.regions import DEFAULT_TESTS, analyse
 
-__all__ = ["PetRewrite", "find_rewrites", "PET_RULE_PREFIX"]
+__all__ = ["PetRewrite", "find_rewrites", "chosen_rewrites", "PET_RULE_PREFIX"]
 
 #: the provenance name of a PET rewrite starts with this (``pet:<the mutant's steps>``)
 PET_RULE_PREFIX = "pet:"
@@ -31,6 +31,9 @@ class PetRewrite:
     correction_flops: float
     fixes: int
     evidence: dict[str, object] = field(default_factory=dict)
+    #: the mutant's own window node as (operator, parameters, weights read, activation shape): a graph holding a
+    #: node like it holds this rewrite (:func:`chosen_rewrites`)
+    window: tuple[object, ...] = ()
 
     @property
     def alternative(self) -> Alternative:
@@ -65,5 +68,22 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
                 continue
             nodes = _renamed(fixed.nodes, set(sub.graph.shapes) - {sub.output}, names)
             found.append(PetRewrite(node.output, PET_RULE_PREFIX + mutant.name, nodes, fixed.correction_flops,
-                                    len(fixed.fixes), fixed.evidence))
+                                    len(fixed.fixes), fixed.evidence, _window_of(mutant.graph, node.op)))
     return found
+
+
+def _window_of(graph: Graph, op: str) -> tuple[object, ...]:
+    """The signature of ``graph``'s first ``op`` node: its operator, parameters, weights and activation shape."""
+    shapes = graph.shapes
+    n = next(n for n in graph.nodes if n.op == op)
+    return (n.op, n.params, tuple(i for i in n.inputs if i in graph.weights), shapes[n.inputs[0]])
+
+
+def chosen_rewrites(graph: Graph, rewrites: list[PetRewrite]) -> list[PetRewrite]:
+    """The ``rewrites`` a graph (an optimized one) holds: those whose mutant's window node it has, the same
+    operator and parameters reading the same weights from an activation of the mutant's shape (the original's
+    node reads another shape or has other parameters: a mutant has at least one move or another window)."""
+    shapes = graph.shapes
+    present = {(n.op, n.params, tuple(i for i in n.inputs if i in graph.weights), shapes[n.inputs[0]])
+               for n in graph.nodes if n.inputs}
+    return [r for r in rewrites if r.window in present]

@@ -44,3 +44,21 @@ def test_pet_alternatives_join_the_egraph_and_the_run_stays_checked(tmp_path: Pa
 
 def test_pet_is_off_by_default() -> None:
     assert eqsat.pipeline.OptimizeOptions().pet is False
+
+
+def test_the_report_and_egraph_stats_count_the_rewrites_found_and_chosen(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    from eqsat.cli.app import main
+
+    dump = tmp_path / "egraph.json"
+    res = eqsat.optimize(conv_relu_block(), pet=True, time_limit=20, cache=False, dump_egraph=str(dump),
+                         provenance=True, iter_limit=2)
+    assert res.pet is not None and res.pet.found >= 2 and res.pet.convolutions == 2
+    assert res.pet.corrections >= 1 and res.pet.correction_flops > 0
+    assert all(name.startswith("pet:") for _, name, _ in res.pet.chosen)
+    assert "partially equivalent" in res.summary() and res.to_dict()["pet"]["found"] == res.pet.found
+    assert main(["egraph", "stats", str(dump)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("partially equivalent"))
+    assert f"{res.pet.found} corrected mutants of 2 convolutions" in row and "e-nodes built by them" in row
+    off = eqsat.optimize(conv_relu_block(), time_limit=20, cache=False, iter_limit=1)
+    assert off.pet is None and "partially equivalent" not in off.summary()
+

@@ -12,6 +12,7 @@ from eqsat.rules.pet import (
     CorrectionError,
     analyse,
     check_equal,
+    chosen_rewrites,
     correct,
     find_rewrites,
     generate_mutants,
@@ -179,3 +180,12 @@ def test_the_families_are_found_on_blocks(block, families: set[str]) -> None:
         want, got = host.evaluate(feeds)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
         assert r.evidence["tests"] == 4 and r.fixes == len(r.evidence["fixes"])
+
+
+def test_a_graph_holding_a_corrected_mutant_is_found_to_have_chosen_it() -> None:
+    g = inception_block()
+    found = find_rewrites(g)
+    assert found and chosen_rewrites(g, found) == []
+    for r in found[:6]:  # the graph with the rewrite's nodes in place of the node it computes again
+        nodes = [m for n in g.nodes for m in (r.nodes if n.output == r.tensor else (n,))]
+        assert chosen_rewrites(Graph(g.inputs, g.weights, tuple(nodes), g.outputs).validate(), found) == [r]
