@@ -139,6 +139,10 @@ def recall(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Recalled | None
     return found
 
 
+#: PET's search (``pet``) begins no convolution past this share of the saturation stage's time
+PET_SHARE = 0.3
+
+
 def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
     """Saturate the e-graph of the imported graph under the limits; with ``anytime``, extract each snapshot of
     it meanwhile, greedily and then briefly by CP-SAT (:mod:`eqsat.pipeline.anytime`)."""
@@ -146,19 +150,20 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
     # each stage ends by its share's deadline from the start, so time a stage overran comes out of the next one
     # and the run stays within time_limit
     deadline = run.by(loaded.shares.saturation)
+    found, pet_seconds = [], 0.0
+    if o.pet:  # before the engine starts, within a share of saturation's time
+        began = time.perf_counter()
+        found = find_rewrites(loaded.engine_graph, deadline=began + PET_SHARE * max(0.0, deadline - began),
+                              progress=run.say)
+        pet_seconds = time.perf_counter() - began
+        run.say(f"pet: {len(found)} corrected mutants of {len({r.tensor for r in found})} convolutions join the "
+                f"e-graph ({sum(r.fixes for r in found)} correction kernels, "
+                f"{sum(r.correction_flops for r in found):.3g} FLOPs of corrections; {pet_seconds:.2f} s)")
     limits = dataclasses.replace(o.saturation_limits(loaded.shares),
                                  time_limit=max(0.0, deadline - time.perf_counter()))
     # snapshots are extracted only under computed costs: a measured model would time operators on a core the
     # engine is using, and the timings would show it
     snapshots = o.anytime and not loaded.cost_model.is_measured
-    found, pet_seconds = [], 0.0
-    if o.pet:
-        began = time.perf_counter()
-        found = find_rewrites(loaded.engine_graph)
-        pet_seconds = time.perf_counter() - began
-        run.say(f"pet: {len(found)} corrected mutants of {len({r.tensor for r in found})} convolutions join the "
-                f"e-graph ({sum(r.fixes for r in found)} correction kernels, "
-                f"{sum(r.correction_flops for r in found):.3g} FLOPs of corrections; {pet_seconds:.2f} s)")
     descent = None  # the descent works while this waits for the engine, from the merges' graph or the input
     if first_answer(o, loaded.graph, loaded.cost_model):
         best = loaded.anytime.best

@@ -119,14 +119,23 @@ class RegionAnalysis:
                 "prime": self.prime, "error_bound": self.error_bound, "wrong_fraction": self.wrong_fraction}
 
 
-def analyse(original: Graph, mutant: Graph, tests: int = DEFAULT_TESTS, seed: int = 0) -> RegionAnalysis:
+def analyse(original: Graph, mutant: Graph, tests: int = DEFAULT_TESTS, seed: int = 0,
+            prints: tuple[np.ndarray, np.ndarray] | None = None) -> RegionAnalysis:
     """Cut the output into boxes common to ``original`` and ``mutant`` (same signature) and decide each one
-    with ``tests`` random inputs shared by all boxes, as PET's corrector does."""
+    with ``tests`` random inputs shared by all boxes, as PET's corrector does.
+
+    ``prints``: the two programs' footprints where the caller has them, possibly of a probe of the programs with
+    size 1 along axes every position of which reads alike (the channels: :func:`eqsat.rules.pet.search`'s probe),
+    along which there is then no cut."""
     shape = tuple(original.shapes[original.outputs[0]])
     if tuple(mutant.shapes[mutant.outputs[0]]) != shape:
         raise ValueError(f"pet: the mutant's output {mutant.shapes[mutant.outputs[0]]} is not the original's {shape}")
-    prints = [footprint(original), footprint(mutant)]
-    cuts = [sorted({c for ids in prints for c in axis_cuts(ids, ax)}) for ax in range(len(shape))]
+    prints = prints or (footprint(original), footprint(mutant))
+    for ids in prints:
+        if any(n not in (size, 1) for n, size in zip(ids.shape[:-1], shape, strict=True)):
+            raise ValueError(f"pet: a footprint of shape {ids.shape[:-1]} for an output of shape {shape}")
+    cuts = [sorted({c for ids in prints if ids.shape[ax] == shape[ax] for c in axis_cuts(ids, ax)})
+            for ax in range(len(shape))]
     rng = np.random.default_rng(seed)
     runs = []
     for _ in range(tests):

@@ -4,14 +4,16 @@ the node (each an alternative computation of the node's tensor, fully equivalent
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from eqsat.ir.graph import Alternative, Graph, Node
+from eqsat.ir.graph import Alternative, Graph, Node, TensorInfo
 from eqsat.ir.names import NameAllocator
 from eqsat.rules.pet.corrections import MAX_WRONG_FRACTION, CorrectionError, correct
-from eqsat.rules.pet.mutants import DEFAULT_DEPTH, generate_mutants
-from eqsat.rules.pet.program import NotMultiLinear, subprogram_of
-from eqsat.rules.pet.regions import DEFAULT_TESTS, analyse
+from eqsat.rules.pet.mutants import DEFAULT_DEPTH, Mutant, generate_mutants
+from eqsat.rules.pet.program import NotMultiLinear, Subprogram, footprint, subprogram_of
+from eqsat.rules.pet.regions import DEFAULT_TESTS, RegionAnalysis, analyse
 
 __all__ = ["PetRewrite", "find_rewrites", "chosen_rewrites", "PET_RULE_PREFIX"]
 
@@ -51,25 +53,63 @@ def _renamed(nodes: tuple[Node, ...], keep: set[str], names: NameAllocator) -> t
     return tuple(out)
 
 
+def probe(sub: Subprogram) -> Subprogram:
+    """``sub`` with one input and one output channel: the window and the moves read every channel alike (the moves
+    regroup batch, height and width only), so each output channel's footprint is the probe's, at a fraction of the
+    size (a 64-channel 3x3 convolution's footprint has 64 x 576 entries per pixel, its probe's 9)."""
+    g, x = sub.graph, sub.graph.inputs[0]
+    weights = {k: w[(slice(0, 1),) * min(2, w.ndim)] for k, w in g.weights.items()}
+    return Subprogram(Graph((TensorInfo(x.name, (x.shape[0], 1, *x.shape[2:]), x.dtype),), weights, g.nodes,
+                            g.outputs, name=g.name), sub.node)
+
+
 def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT_TESTS,
-                  max_wrong_fraction: float = MAX_WRONG_FRACTION) -> list[PetRewrite]:
+                  max_wrong_fraction: float = MAX_WRONG_FRACTION, deadline: float | None = None,
+                  progress: Callable[[str], None] | None = None) -> list[PetRewrite]:
     """Every corrected mutant of every window node of ``graph`` (see :mod:`eqsat.rules.pet`) that is wrong on at
-    most ``max_wrong_fraction`` of its output before correction and equal to the original after it."""
+    most ``max_wrong_fraction`` of its output before correction and equal to the original after it.
+
+    Window nodes of one configuration (operator, parameters, shapes) share their mutants' region analyses, which
+    random weights decide; each corrected mutant is still checked with its own node's weights. With ``deadline``
+    (a :func:`time.perf_counter` time) no node is begun past it, and ``progress`` hears how many were left."""
     names = NameAllocator(set(graph.shapes))
     found: list[PetRewrite] = []
-    for node in graph.nodes:
-        sub = subprogram_of(graph, node)
-        if sub is None:
-            continue
-        for mutant in generate_mutants(sub, depth):
+    analyses: dict[tuple[object, ...], dict[str, RegionAnalysis | None]] = {}
+    windows = [(node, sub) for node in graph.nodes if (sub := subprogram_of(graph, node)) is not None]
+    for k, (node, sub) in enumerate(windows):
+        if deadline is not None and time.perf_counter() > deadline:
+            if progress is not None:
+                progress(f"pet: stopped at its deadline, {len(windows) - k} of {len(windows)} window nodes left")
+            break
+        mutants = generate_mutants(sub, depth)
+        config = (node.op, node.params, tuple(sub.graph.shapes[i] for i in node.inputs))
+        if config not in analyses:
+            probed = probe(sub)
+            small = {m.name: m for m in generate_mutants(probed, depth)}
+            analyses[config] = {m.name: _analysis(sub, m, small.get(m.name), probed, tests) for m in mutants}
+        for mutant in mutants:
+            analysis = analyses[config].get(mutant.name)
+            if analysis is None:
+                continue
             try:
-                fixed = correct(sub, mutant, analyse(sub.graph, mutant.graph, tests), max_wrong_fraction)
+                fixed = correct(sub, mutant, analysis, max_wrong_fraction)
             except (CorrectionError, NotMultiLinear):
                 continue
             nodes = _renamed(fixed.nodes, set(sub.graph.shapes) - {sub.output}, names)
             found.append(PetRewrite(node.output, PET_RULE_PREFIX + mutant.name, nodes, fixed.correction_flops,
                                     len(fixed.fixes), fixed.evidence, _window_of(mutant.graph, node.op)))
     return found
+
+
+def _analysis(sub: Subprogram, mutant: Mutant, small: Mutant | None, probed: Subprogram,
+              tests: int) -> RegionAnalysis | None:
+    """The region analysis of ``mutant``, from the probe's footprints where the probe has the same mutant; None
+    where the programs are not multi-linear as the analysis needs."""
+    try:
+        prints = None if small is None else (footprint(probed.graph), footprint(small.graph))
+        return analyse(sub.graph, mutant.graph, tests, prints=prints)
+    except NotMultiLinear:
+        return None
 
 
 def _window_of(graph: Graph, op: str) -> tuple[object, ...]:

@@ -43,7 +43,9 @@ def test_pet_alternatives_join_the_egraph_and_the_run_stays_checked(tmp_path: Pa
 
 
 def test_pet_is_off_by_default() -> None:
-    assert eqsat.pipeline.OptimizeOptions().pet is False
+    from eqsat.pipeline import OptimizeOptions
+
+    assert OptimizeOptions().pet is False
 
 
 def test_the_report_and_egraph_stats_count_the_rewrites_found_and_chosen(tmp_path: Path, capsys) -> None:  # noqa: ANN001

@@ -189,3 +189,31 @@ def test_a_graph_holding_a_corrected_mutant_is_found_to_have_chosen_it() -> None
     for r in found[:6]:  # the graph with the rewrite's nodes in place of the node it computes again
         nodes = [m for n in g.nodes for m in (r.nodes if n.output == r.tensor else (n,))]
         assert chosen_rewrites(Graph(g.inputs, g.weights, tuple(nodes), g.outputs).validate(), found) == [r]
+
+
+@pytest.mark.parametrize("block", [resnet_block, inception_block])
+def test_the_probes_footprints_cut_the_boxes_the_full_footprints_cut(block) -> None:  # noqa: ANN001
+    """The analysis from one channel's footprints (what find_rewrites does) has the same boxes and decisions as
+    the analysis from the full ones."""
+    from eqsat.rules.pet.search import probe
+
+    g = block()
+    for node in g.nodes:
+        if (sub := subprogram_of(g, node)) is None:
+            continue
+        small = probe(sub)
+        assert small.graph.weights[node.inputs[1]].shape[:2] == (1, 1)
+        minis = {m.name: m for m in generate_mutants(small)}
+        for m in generate_mutants(sub):
+            full = analyse(sub.graph, m.graph)
+            fast = analyse(sub.graph, m.graph, prints=(footprint(small.graph), footprint(minis[m.name].graph)))
+            assert [(d.box, d.equal) for d in fast.decisions] == [(d.box, d.equal) for d in full.decisions], m.name
+
+
+def test_no_window_node_is_begun_past_the_deadline() -> None:
+    said: list[str] = []
+    assert find_rewrites(inception_block(), deadline=0.0, progress=said.append) == []
+    assert said == ["pet: stopped at its deadline, 4 of 4 window nodes left"]
+    shared = find_rewrites(resnet_block())  # its two convolutions (one with its ReLU) get the same mutants
+    assert {r.tensor for r in shared} == {"h1", "y"}
+    assert sorted(r.name for r in shared if r.tensor == "h1") == sorted(r.name for r in shared if r.tensor == "y")
