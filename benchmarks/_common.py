@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -84,3 +85,33 @@ def save_results(out: str | Path, stem: str, head: str, table: str, rows: Any) -
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{stem}.md").write_text(head + table + "\n", encoding="utf-8")
     (folder / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+
+
+def timed_rounds(models: list[Any], f: dict[str, np.ndarray], rounds: int, runs: int,
+                 seed: int = 0) -> list[list[float]]:
+    """Per round, each model's median ms per run under onnxruntime's default level, one thread: each round runs the
+    models in a random order, each 2 warm-up runs (its weights back in the caches) then ``runs`` timed ones. A run
+    another process interrupts lands in a tail the median leaves out (batched timings, a sum, keep it)."""
+    import onnxruntime as ort
+
+    sessions = []
+    for m in models:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads, so.log_severity_level = 1, 1, 3
+        sessions.append(ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]))
+    for s in sessions:
+        for _ in range(5):
+            s.run(None, f)
+    rng = np.random.default_rng(seed)
+    times: list[list[float]] = [[] for _ in models]
+    for _ in range(rounds):
+        for k in rng.permutation(len(models)):
+            for _ in range(2):
+                sessions[k].run(None, f)
+            one = []
+            for _ in range(runs):
+                t = time.perf_counter()
+                sessions[k].run(None, f)
+                one.append(time.perf_counter() - t)
+            times[k].append(1e3 * float(np.median(one)))
+    return times

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from _common import ran_as, save_results
+from _common import ran_as, save_results, timed_rounds
 
 #: (batch, sequence, past_sequence) where the written model must equal the original (issue 40's sizes)
 CHECKED = ((1, 1, 31), (3, 17, 5))
@@ -110,34 +110,6 @@ def profile(model: onnx.ModelProto, f: dict[str, np.ndarray], runs: int = 200) -
     return {"kernels": len(optimized.graph.node), "total_ms": total,
             "ops": {k: {"count": counts[k], "ms": v, "share": v / total} for k, v in ms.most_common()},
             "weight_product_share": ms["weight product"] / total if total else 0.0}
-
-
-def timed_rounds(models: list[onnx.ModelProto], f: dict[str, np.ndarray], rounds: int, runs: int,
-                 seed: int = 0) -> list[list[float]]:
-    """Per round, each model's median ms per run under onnxruntime's default level, one thread: each round runs the
-    models in a random order, each 2 warm-up runs (its weights back in the caches) then ``runs`` timed ones. A run
-    another process interrupts lands in a tail the median leaves out (batched timings, a sum, keep it)."""
-    sessions = []
-    for m in models:
-        so = ort.SessionOptions()
-        so.intra_op_num_threads, so.inter_op_num_threads, so.log_severity_level = 1, 1, 3
-        sessions.append(ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]))
-    for s in sessions:
-        for _ in range(5):
-            s.run(None, f)
-    rng = np.random.default_rng(seed)
-    times: list[list[float]] = [[] for _ in models]
-    for _ in range(rounds):
-        for k in rng.permutation(len(models)):
-            for _ in range(2):
-                sessions[k].run(None, f)
-            one = []
-            for _ in range(runs):
-                t = time.perf_counter()
-                sessions[k].run(None, f)
-                one.append(time.perf_counter() - t)
-            times[k].append(1e3 * float(np.median(one)))
-    return times
 
 
 def run(path: str, configs: list[str], rounds: int, time_limit: float) -> dict[str, Any]:
