@@ -33,6 +33,10 @@ import onnxruntime as ort
 from _common import git_commit, ran_as, save_results, timed_rounds
 
 
+#: the search for the mutants to price begins no convolution past this many seconds (batch 16 is slow)
+PRICE_SECONDS = 120.0
+
+
 def feeds(model: Any, seed: int = 0) -> dict[str, np.ndarray]:
     """Random float32 inputs at the model's (fixed) input shapes."""
     rng = np.random.default_rng(seed)
@@ -81,7 +85,8 @@ def run_one(path: str, costs: str, time_limit: float, rounds: int) -> dict[str, 
 
 def priced_rewrites(path: str, costs: str) -> list[dict[str, Any]]:
     """Each convolution with corrected mutants: its cost and its cheapest corrected mutant's (mutant and
-    corrections) under ``costs``, as the extraction priced them (the model imported as optimize imports it)."""
+    corrections) under ``costs``, as the extraction priced them (the model imported as optimize imports it); the
+    convolutions the search reaches within :data:`PRICE_SECONDS`."""
     from eqsat.costs import get_cost_model, graph_cost
     from eqsat.ir.graph import Graph, TensorInfo
     from eqsat.onnx_io import load_model
@@ -89,7 +94,8 @@ def priced_rewrites(path: str, costs: str) -> list[dict[str, Any]]:
 
     graph, model = load_model(path), get_cost_model(costs)
     shapes, by_tensor = graph.shapes, {n.output: n for n in graph.nodes}
-    found = find_rewrites(graph)
+    found = find_rewrites(graph, deadline=time.perf_counter() + PRICE_SECONDS,
+                          progress=lambda m: print(f"  priced: {m}", file=sys.stderr, flush=True))
     out = []
     for tensor in dict.fromkeys(r.tensor for r in found):
         node = by_tensor[tensor]
