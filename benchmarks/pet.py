@@ -32,7 +32,6 @@ import numpy as np
 import onnxruntime as ort
 from _common import git_commit, ran_as, save_results, timed_rounds
 
-
 #: the search for the mutants to price begins no convolution past this many seconds (batch 16 is slow)
 PRICE_SECONDS = 120.0
 
