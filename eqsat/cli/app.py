@@ -125,6 +125,13 @@ def rule_set(name: str) -> Any:
     return RULE_SETS[name].rules()
 
 
+def _rule_set_has_pet(name: str) -> bool:
+    """Whether ``--rules NAME`` turns PET on (``--rules pet``, the same as ``--pet``)."""
+    from eqsat.pipeline.choices import RULE_SETS  # lazy, as build_parser's imports
+
+    return RULE_SETS[name].pet
+
+
 def optimize_options(args: argparse.Namespace) -> dict[str, Any]:
     """The options of ``eqsat optimize``'s arguments, by the names of :class:`eqsat.pipeline.OptimizeOptions`
     (``cost_model`` still a name, ``rules`` still the rule set's name)."""
@@ -134,7 +141,8 @@ def optimize_options(args: argparse.Namespace) -> dict[str, Any]:
             "dims": merged_dims(args.dim) or None, "dynamic": args.dynamic, "check": args.check,
             "provenance": args.provenance, "anytime": args.anytime, "reuse_blocks": args.reuse_blocks,
             "target": args.target, "cache": args.cache, "parallel": args.parallel,
-            "critical_path_weight": args.critical_path_weight, "as_written": args.as_written, "pet": args.pet,
+            "critical_path_weight": args.critical_path_weight, "as_written": args.as_written,
+            "pet": args.pet or _rule_set_has_pet(args.rules),
             "first_answer": args.first_answer}
 
 

@@ -114,11 +114,13 @@ def with_fold_rules(rules: Sequence[Rule]) -> list[Rule]:
 
 @dataclass(frozen=True)
 class RuleSet:
-    """A rule set by name (``eqsat optimize --rules NAME``); ``rules`` None is optimize's own default."""
+    """A rule set by name (``eqsat optimize --rules NAME``); ``rules`` None is optimize's own default; ``pet``: PET's
+    corrected mutants join the e-graph too (``optimize(pet=True)``)."""
 
     name: str
     help: str
     rules: Callable[[], Sequence[Rule] | None]
+    pet: bool = False
 
 
 #: The named rule sets of the command line
@@ -128,6 +130,8 @@ RULE_SETS: dict[str, RuleSet] = {
     "size4": RuleSet("size4", "also the rules of four operators it cannot derive",
                      lambda: default_rules(max_ops=4)),
     "starter": RuleSet("starter", "hand-written", starter_rules),
+    "pet": RuleSet("pet", "the default rules and PET's corrected mutants of the convolutions (as --pet)",
+                   lambda: None, pet=True),
 }
 
 

@@ -64,3 +64,15 @@ def test_the_report_and_egraph_stats_count_the_rewrites_found_and_chosen(tmp_pat
     off = eqsat.optimize(conv_relu_block(), time_limit=20, cache=False, iter_limit=1)
     assert off.pet is None and "partially equivalent" not in off.summary()
 
+
+
+def test_rules_pet_on_the_command_line_is_pet_on(tmp_path: Path) -> None:
+    import onnx
+
+    from eqsat.cli.app import main
+
+    src, report = tmp_path / "m.onnx", tmp_path / "report.json"
+    onnx.save(conv_relu_block(), src)
+    assert main(["optimize", str(src), "-o", str(tmp_path / "o.onnx"), "--rules", "pet", "--no-cache",
+                 "--time-limit", "20", "--report-json", str(report), "-q"]) == 0
+    assert json.loads(report.read_text())["pet"]["convolutions"] == 2
