@@ -194,7 +194,9 @@ def _pet_row(dump: EGraphDump, nodes: list[ENode]) -> str:
     chosen = p.get("chosen") or []
     text = (f"{p.get('found', 0)} corrected mutants of {p.get('convolutions', 0)} convolutions added "
             f"({p.get('corrections', 0)} correction kernels, {float(p.get('correction_flops', 0.0)):.3g} FLOPs); "
-            f"{len(chosen)} chosen" + (": " + "; ".join(f"{c[0]}: {c[1]}" for c in chosen) if chosen else ""))
+            f"{len(chosen)} chosen" + ("" if p.get("written", True) or not chosen else
+                                       " by the extraction, not written")
+            + (": " + "; ".join(f"{c[0]}: {c[1]}" for c in chosen) if chosen else ""))
     if dump.provenance:
         built = [n for n in nodes if any(r.startswith(PET_RULE_PREFIX) for r in dump.creators(n))]
         text += f"; {len(built)} e-nodes built by them, {sum(n.id in dump.chosen for n in built)} chosen"

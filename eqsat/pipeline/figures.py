@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from eqsat.costs import CostModel, graph_cost, graph_parallel_cost
+from eqsat.engine.readback import selection_to_graph
 from eqsat.ir.graph import Graph
 from eqsat.ir.symbols import POINTS_KEY
 from eqsat.ir.symbols import price_points as points_of
@@ -30,13 +31,17 @@ def parallel_report(run: Run, loaded: Loaded, decision: Decision, cost_model: Co
                           session_options={} if race is None else dict(race.session_options))
 
 
-def pet_report(saturated: Saturated, decision: Decision) -> PetReport:
-    """PET's corrected mutants of the run, and those the written graph holds (none where the original is kept)."""
+def pet_report(loaded: Loaded, saturated: Saturated, decision: Decision) -> PetReport:
+    """PET's corrected mutants of the run, and those the graph chosen holds: the written graph, or where the
+    original is kept, the extraction's graph that was not written."""
     found = list(saturated.pet)
-    chosen = [] if decision.kept else chosen_rewrites(decision.graph, found)
+    graph = decision.graph
+    if decision.kept:
+        graph = selection_to_graph(saturated.result.egraph, decision.chosen.selection, loaded.engine_graph)
+    chosen = chosen_rewrites(graph, found) if found else []
     return PetReport(len(found), len({r.tensor for r in found}), sum(r.fixes for r in found),
                      float(sum(r.correction_flops for r in found)), saturated.pet_seconds,
-                     tuple((r.tensor, r.name, r.fixes) for r in chosen))
+                     tuple((r.tensor, r.name, r.fixes) for r in chosen), written=not decision.kept)
 
 
 def price_points(loaded: Loaded, decision: Decision, cost_model: CostModel) -> list[PricePoint]:

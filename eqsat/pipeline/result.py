@@ -129,8 +129,10 @@ class PetReport:
     corrections: int  # their correction kernels, in all
     correction_flops: float  # the corrections' work, in all
     seconds: float  # finding and checking them
-    #: (tensor, rewrite name, its correction kernels) of each rewrite the written graph holds
+    #: (tensor, rewrite name, its correction kernels) of each rewrite the extraction's graph holds
     chosen: tuple[tuple[str, str, int], ...] = ()
+    #: whether that graph was written (False: the original was kept, for the reason the report gives)
+    written: bool = True
 
     def describe(self) -> str:
         """The report's line."""
@@ -138,7 +140,8 @@ class PetReport:
                 f"({self.corrections} correction kernels, {self.correction_flops:.3g} FLOPs; {self.seconds:.2f} s); ")
         if not self.chosen:
             return text + "none chosen"
-        return text + f"{len(self.chosen)} chosen: " + "; ".join(f"{t}: {n}" for t, n, _ in self.chosen)
+        return (text + f"{len(self.chosen)} chosen" + ("" if self.written else " by the extraction, not written")
+                + ": " + "; ".join(f"{t}: {n}" for t, n, _ in self.chosen))
 
 
 @dataclass(frozen=True)

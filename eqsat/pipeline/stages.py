@@ -546,7 +546,7 @@ def dump(run: Run, loaded: Loaded, rules: tuple[Rule, ...], decision: Decision, 
                      cost_model=priced.cost_model.name, rules=len(rules), limits=saturated.limits,
                      extraction=decision.chosen, kept_original=decision.kept)
     if run.options.pet:
-        out = dataclasses.replace(out, pet=dataclasses.asdict(figures.pet_report(saturated, decision)))
+        out = dataclasses.replace(out, pet=dataclasses.asdict(figures.pet_report(loaded, saturated, decision)))
     if run.options.dump_egraph is not True:  # a path
         out.write(run.options.dump_egraph)
     return out
@@ -595,7 +595,7 @@ def report(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | 
         blocks="" if loaded.reduction is None else loaded.reduction.describe(), external_data=loaded.external_data,
         target=run.target.name, kernels=figures.kernels_written(loaded, decision), as_written=run.options.as_written,
         signature_changes=onnx_io.signature_changes(loaded.original, decision.model),
-        pet=None if saturated is None or not run.options.pet else figures.pet_report(saturated, decision))
+        pet=None if saturated is None or not run.options.pet else figures.pet_report(loaded, saturated, decision))
 
 
 def _progress_every(say: Callable[[str], None]) -> Callable[[int, int], None]:
