@@ -180,7 +180,6 @@ class EGraphDump:
             the input graph's terms and the engine's sibling merges; None when unknown); empty without.
         saturation: how the e-graph was grown.
         extraction: the extraction whose choice ``chosen`` is.
-        symbols: for a model with dynamic axes, symbol -> the generic value it was built at.
         pet: with PET on, what its corrected mutants did (:class:`eqsat.pipeline.result.PetReport` as a dict).
     """
 
@@ -353,8 +352,7 @@ class EGraphDump:
                                  "cost_model": self.cost_model, "provenance": self.provenance,
                                  "saturation": None if self.saturation is None else _saturation_json(self.saturation),
                                  "extraction": None if self.extraction is None else _extraction_json(self.extraction)}
-        block |= {"symbols": dict(self.symbols)} if self.symbols else {}
-        block |= {"pet": dict(self.pet)} if self.pet else {}
+        block |= {k: dict(v) for k, v in (("symbols", self.symbols), ("pet", self.pet)) if v}  # only when present
         return {"eqsat": block, "root_eclasses": list(self.egraph.roots), "nodes": nodes, "class_data": class_data}
 
 
@@ -555,8 +553,6 @@ def iteration_infos(iterations: Iterable[IterationStats]) -> tuple[IterationInfo
         out.append(IterationInfo(it.iteration, it.enodes, it.eclasses, float(it.seconds), fired,
                                  int(it.matches.get("merge-checked", 0))))
     return tuple(out)
-
-
 
 
 def build_dump(sat: SaturationResult, graph: Graph, costs: Mapping[str, float], *, source: str = "",

@@ -46,6 +46,7 @@ from eqsat.pipeline.check import (
 from eqsat.pipeline.choices import default_rules, in_model_precision, with_fold_rules
 from eqsat.pipeline.descent import HEAD_START, MERGES, Descent, first_answer, first_merges
 from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, time_shares
+from eqsat.pipeline.pet_search import pet_search
 from eqsat.pipeline.records import Decision, Extracted, Loaded, Priced, Run, Saturated
 from eqsat.pipeline.result import (
     CandidateTiming,
@@ -54,7 +55,6 @@ from eqsat.pipeline.result import (
     OptimizeResult,
 )
 from eqsat.pipeline.transforms import Recalled
-from eqsat.rules.pet import find_rewrites
 
 log = logging.getLogger(__name__)
 
@@ -139,10 +139,6 @@ def recall(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Recalled | None
     return found
 
 
-#: PET's search (``pet``) begins no convolution past this share of the saturation stage's time
-PET_SHARE = 0.3
-
-
 def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
     """Saturate the e-graph of the imported graph under the limits; with ``anytime``, extract each snapshot of
     it meanwhile, greedily and then briefly by CP-SAT (:mod:`eqsat.pipeline.anytime`)."""
@@ -150,15 +146,7 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
     # each stage ends by its share's deadline from the start, so time a stage overran comes out of the next one
     # and the run stays within time_limit
     deadline = run.by(loaded.shares.saturation)
-    found, pet_seconds = [], 0.0
-    if o.pet:  # before the engine starts, within a share of saturation's time
-        began = time.perf_counter()
-        found = find_rewrites(loaded.engine_graph, deadline=began + PET_SHARE * max(0.0, deadline - began),
-                              progress=run.say)
-        pet_seconds = time.perf_counter() - began
-        run.say(f"pet: {len(found)} corrected mutants of {len({r.tensor for r in found})} convolutions join the "
-                f"e-graph ({sum(r.fixes for r in found)} correction kernels, "
-                f"{sum(r.correction_flops for r in found):.3g} FLOPs of corrections; {pet_seconds:.2f} s)")
+    found, pet_seconds = pet_search(loaded.engine_graph, deadline, run.say) if o.pet else ([], 0.0)
     limits = dataclasses.replace(o.saturation_limits(loaded.shares),
                                  time_limit=max(0.0, deadline - time.perf_counter()))
     # snapshots are extracted only under computed costs: a measured model would time operators on a core the
