@@ -188,15 +188,12 @@ def stats_report(dump: EGraphDump, path: str = "") -> str:
 
 
 def _pet_row(dump: EGraphDump, nodes: list[ENode]) -> str:
-    """PET's corrected mutants in the run (``eqsat optimize --pet``): found and added, their corrections, chosen;
-    with provenance, the e-nodes they built and how many of those the extraction chose."""
-    p = dump.pet
-    chosen = p.get("chosen") or []
-    text = (f"{p.get('found', 0)} corrected mutants of {p.get('convolutions', 0)} convolutions added "
-            f"({p.get('corrections', 0)} correction kernels, {float(p.get('correction_flops', 0.0)):.3g} FLOPs); "
-            f"{len(chosen)} chosen" + ("" if p.get("written", True) or not chosen else
-                                       " by the extraction, not written")
-            + (": " + "; ".join(f"{c[0]}: {c[1]}" for c in chosen) if chosen else ""))
+    """PET's corrected mutants in the run (``eqsat optimize --pet``), as the report says them; with provenance,
+    the e-nodes they built and how many of those the extraction chose."""
+    from eqsat.pipeline.result import PetReport  # lazy: only a dump of a PET run has the row
+
+    p = dict(dump.pet)
+    text = PetReport(**{**p, "chosen": tuple(tuple(c) for c in p.get("chosen") or ())}).describe()
     if dump.provenance:
         built = [n for n in nodes if any(r.startswith(PET_RULE_PREFIX) for r in dump.creators(n))]
         text += f"; {len(built)} e-nodes built by them, {sum(n.id in dump.chosen for n in built)} chosen"

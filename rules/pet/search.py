@@ -112,11 +112,14 @@ def _analysis(sub: Subprogram, mutant: Mutant, small: Mutant | None, probed: Sub
         return None
 
 
-def _window_of(graph: Graph, op: str) -> tuple[object, ...]:
-    """The signature of ``graph``'s first ``op`` node: its operator, parameters, weights and activation shape."""
-    shapes = graph.shapes
-    n = next(n for n in graph.nodes if n.op == op)
+def _signature(n: Node, graph: Graph, shapes: dict[str, tuple[int, ...]]) -> tuple[object, ...]:
+    """A node of ``graph`` as :attr:`PetRewrite.window` holds it: operator, parameters, weights, activation shape."""
     return (n.op, n.params, tuple(i for i in n.inputs if i in graph.weights), shapes[n.inputs[0]])
+
+
+def _window_of(graph: Graph, op: str) -> tuple[object, ...]:
+    """The signature of ``graph``'s first ``op`` node."""
+    return _signature(next(n for n in graph.nodes if n.op == op), graph, graph.shapes)
 
 
 def chosen_rewrites(graph: Graph, rewrites: list[PetRewrite]) -> list[PetRewrite]:
@@ -124,6 +127,5 @@ def chosen_rewrites(graph: Graph, rewrites: list[PetRewrite]) -> list[PetRewrite
     operator and parameters reading the same weights from an activation of the mutant's shape (the original's
     node reads another shape or has other parameters: a mutant has at least one move or another window)."""
     shapes = graph.shapes
-    present = {(n.op, n.params, tuple(i for i in n.inputs if i in graph.weights), shapes[n.inputs[0]])
-               for n in graph.nodes if n.inputs}
+    present = {_signature(n, graph, shapes) for n in graph.nodes if n.inputs}
     return [r for r in rewrites if r.window in present]
