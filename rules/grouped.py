@@ -78,7 +78,7 @@ GROUPED_RULES: tuple[Rule, ...] = (
 #: one group each: a convolution of g groups grows into 2g - 1, each with its splits; ResNeXt-50's e-graph reaches
 #: the node limit), and a convolution over a concatenation as one over the other order with its kernel's
 #: input-channel blocks swapped (every order of an n-way concatenation: Inception-v3's e-graph grows from 2 554
-#: e-nodes, saturated, to the time limit at 38 310, for no lower cost; ``benchmarks/grouped_rules.py``).
+#: e-nodes, saturated, to the time limit at 38 310, for no lower cost; ``benchmarks/rule_families.py``).
 OPT_IN_RULES: tuple[Rule, ...] = (
     Rule("conv-group-split-input",
          (_conv("?g", "?x", "?w", "?b"),),

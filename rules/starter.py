@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from eqsat.ir.rule import Rule
 from eqsat.rules.grouped import GROUPED_RULES
+from eqsat.rules.over_split import OVER_SPLIT_RULES
 
 _CONV = "?st ?pd ?dl ?g"
 
@@ -96,10 +97,12 @@ CAST_RULES: tuple[Rule, ...] = (
 #: fusion), the two halves of a split concatenated back (the generator only splits the concatenations it
 #: built), a reshape to the shape its input has, input linearity, the casts', and the convolution rules for any
 #: strides, pads, dilations and group count that the generator's literal convolutions cannot state: relu
-#: fusion and the grouped-convolution and channel-permutation rules (:mod:`eqsat.rules.grouped`).
+#: fusion and the grouped-convolution and channel-permutation rules (:mod:`eqsat.rules.grouped`); and the
+#: element-wise operators moved before a split (:mod:`eqsat.rules.over_split`), which the generator cannot state
+#: for the splits it does not build.
 EXTRA_RULES: tuple[Rule, ...] = tuple(r for r in STARTER_RULES if r.name in (
     "conv-batchnorm-fold", "concat-of-splits", "reshape-identity", "conv-add-fuse", "conv-add-relu-fuse",
-    "conv-relu-fuse")) + LINEAR_RULES + CAST_RULES + GROUPED_RULES
+    "conv-relu-fuse")) + LINEAR_RULES + CAST_RULES + GROUPED_RULES + OVER_SPLIT_RULES
 
 #: The rules relating each fold the import makes (:func:`eqsat.ir.passes.import_folds`) to the nodes it folds: a
 #: batch norm into the conv's kernel and bias, a residual add as conv2d_add, a relu as the activation of either.

@@ -31,7 +31,7 @@ from eqsat.ops.core import (
     register,
     require,
 )
-from eqsat.ops.families import elementwise_axioms, fingerprint_poly, relu_mod, same_shape_dim_axioms
+from eqsat.ops.families import elementwise_axioms, fingerprint_poly, relu_mod, same_shape_dim_axioms, split_axiom
 from eqsat.ops.fusion import (
     Const,
     Fusion,
@@ -141,10 +141,12 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], mod: Callable[[np.
     return spec
 
 
-# relu's layout axioms are among the hand-written ones (eqsat.rules.axioms)
+# relu's layout axioms are among the hand-written ones (eqsat.rules.axioms); its split axiom is declared with it,
+# so that only the proofs of rules with relu assert it
 RELU = _unary("relu", lambda x: np.maximum(x, 0), relu_mod, "Relu", 1, "max(x, 0)", facts=((0, 0),),
               forms={"relu": GeneratorForm(_relu_form, domains=("mat", "conv", "heads"))},
-              dim_axioms=same_shape_dim_axioms("relu", "(relu ?a)"), activation=ACT_RELU)
+              dim_axioms=same_shape_dim_axioms("relu", "(relu ?a)"), activation=ACT_RELU,
+              axioms=(split_axiom("relu"),))
 SIGMOID = _unary("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x)), lambda x, m: fingerprint_poly(x, m, 11, 13, 17),
                  "Sigmoid", 4, "1 / (1 + exp(-x))", axioms=elementwise_axioms("sigmoid"))
 TANH = _unary("tanh", np.tanh, lambda x, m: fingerprint_poly(x, m, 19, 23, 29), "Tanh", 4, "tanh(x)",
@@ -381,6 +383,7 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx_
         shape_rules=_broadcast_rules(),
         generator_forms={name: _binary_form(name, on_kernels, domains)}, sym_shape=_broadcast_sym,
         dim_axioms=same_shape_dim_axioms(name, f"({name} ?a ?b)"), ranks=Ranks(same=True), axioms_equal_shapes=True,
+        axioms=(split_axiom(name, binary=True),),
     ))
 
 

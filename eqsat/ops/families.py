@@ -14,7 +14,7 @@ LAYOUT_TARGETS = ((4,), (2, 2), (1, 4), (2, 1, 2), (1, 2, 2))
 
 
 def elementwise_axioms(name: str, params: str = "", values: dict[str, tuple] | None = None) -> tuple[tuple, ...]:
-    """Axioms of a unary element-wise operator: it commutes with transpose, reshape and concat.
+    """Axioms of a unary element-wise operator: it commutes with transpose, reshape, concat and split.
 
     ``params`` is the operator's parameter text in patterns (``":approximate ?g"``) and ``values`` the values its
     variables are validated on; they are quantified in Z3, so the axioms hold for every parameter setting."""
@@ -29,7 +29,32 @@ def elementwise_axioms(name: str, params: str = "", values: dict[str, tuple] | N
          {"params": {"?r": LAYOUT_TARGETS, **values}, "quantified": ("?r", *own)}),
         (f"{name}-concat", op("(concat :axis ?ax ?a ?b)"), f"(concat :axis ?ax {op('?a')} {op('?b')})",
          {"params": {"?ax": (0, 1), **values}, "quantified": own}),
+        split_axiom(name, params, values),
     )
+
+
+#: A split's parameters in axioms: any axis, start and size (quantified in Z3), validated on these values.
+SPLIT_PARAMS = {"?ax": (0, 1), "?s": (0, 1), "?n": (1, 2)}
+
+
+def split_axiom(name: str, params: str = "", values: dict[str, tuple] | None = None,
+                binary: bool = False) -> tuple:
+    """An element-wise operator of pieces of a split is that piece of the operator over the whole: ``op(x[s:s+n])
+    = op(x)[s:s+n]`` (of both operands' pieces for a binary one, of equal shapes). Left to right it is what merges
+    the element-wise kernels of a split's pieces into one (TASO's NasRNN)."""
+    values = values or {}
+
+    def piece(x: str) -> str:
+        return f"(split :axis ?ax :start ?s :size ?n {x})"
+
+    def op(*xs: str) -> str:
+        return f"({name} {params} {' '.join(xs)})" if params else f"({name} {' '.join(xs)})"
+
+    lhs = op(piece("?a"), piece("?b")) if binary else op(piece("?a"))
+    rhs = piece(op("?a", "?b") if binary else op("?a"))
+    extra: dict = {"conditions": ("(= (shape ?a) (shape ?b))",)} if binary else {}
+    return (f"{name}-split", lhs, rhs,
+            {"params": {**SPLIT_PARAMS, **values}, "quantified": (*SPLIT_PARAMS, *values), **extra})
 
 
 def same_shape_dim_axioms(name: str, term: str) -> tuple[DimAxiom, ...]:

@@ -207,7 +207,10 @@ def test_leaving_out_rules_that_cannot_match_changes_no_egraph(name: str, builti
     assert len(left_out.program) < len(everything.program)
     assert (left_out.egraph.num_nodes, len(left_out.egraph.classes)) == \
         (everything.egraph.num_nodes, len(everything.egraph.classes))
-    assert left_out.rules_fired == everything.rules_fired
+    # the same rules fired; their match counts are egglog's and may differ where nothing else does: with the
+    # rules of every operator, ewadd-over-split reports 1872 matches on the NasRNN cell's last iteration that add
+    # nothing (the e-graphs are equal), against none without them
+    assert left_out.rules_fired.keys() == everything.rules_fired.keys()
 
 
 def test_no_egglog_global_name_extends_another() -> None:

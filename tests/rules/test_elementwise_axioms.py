@@ -1,5 +1,5 @@
 """Non-polynomial element-wise operators (gelu, clip, sigmoid, tanh): uninterpreted in the verifier, with the
-layout axioms they declare (they commute with transpose, reshape and concat), and gelu's rules in the corpus."""
+layout axioms they declare (they commute with transpose, reshape, concat and split), and gelu's rules in the corpus."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ OPS = ("gelu", "clip", "sigmoid", "tanh")
                                   for n in OPS])  # their reshape axioms take seconds to validate
 def test_layout_axioms_are_declared_and_valid(name: str) -> None:
     declared = A.declared_axioms({name})
-    assert {a.name for a in declared} == {f"{name}-transpose", f"{name}-reshape", f"{name}-concat"}
+    assert {a.name for a in declared} == {f"{name}-transpose", f"{name}-reshape", f"{name}-concat", f"{name}-split"}
     checks = V.validate_axioms(list(declared), workers=1)
     assert all(c.status == "valid" and c.cases > 0 for c in checks), checks
 
