@@ -5,6 +5,8 @@ kernels written, and why the final cost differs from the extraction's objective.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 from eqsat.costs import CostModel, graph_cost, graph_parallel_cost
 from eqsat.engine.readback import selection_to_graph
@@ -31,9 +33,13 @@ def parallel_report(run: Run, loaded: Loaded, decision: Decision, cost_model: Co
                           session_options={} if race is None else dict(race.session_options))
 
 
-def pet_report(loaded: Loaded, saturated: Saturated, decision: Decision) -> PetReport:
+def pet_report(loaded: Loaded, saturated: Saturated, decision: Decision,
+               dumped: Mapping[str, Any] | None = None) -> PetReport:
     """PET's corrected mutants of the run, and those the graph chosen holds: the written graph, or where the
-    original is kept, the extraction's graph that was not written."""
+    original is kept, the extraction's graph that was not written. ``dumped``: the report the e-graph dump holds
+    already (its fields as a dict), read back instead of finding the chosen rewrites again."""
+    if dumped:
+        return PetReport(**{**dumped, "chosen": tuple(tuple(c) for c in dumped["chosen"])})
     found = list(saturated.pet)
     graph = decision.graph
     if decision.kept:

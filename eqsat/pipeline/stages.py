@@ -583,7 +583,8 @@ def report(run: Run, loaded: Loaded, decision: Decision, saturated: Saturated | 
         blocks="" if loaded.reduction is None else loaded.reduction.describe(), external_data=loaded.external_data,
         target=run.target.name, kernels=figures.kernels_written(loaded, decision), as_written=run.options.as_written,
         signature_changes=onnx_io.signature_changes(loaded.original, decision.model),
-        pet=None if saturated is None or not run.options.pet else figures.pet_report(loaded, saturated, decision))
+        pet=None if saturated is None or not run.options.pet else
+        figures.pet_report(loaded, saturated, decision, None if egraph_dump is None else egraph_dump.pet))
 
 
 def _progress_every(say: Callable[[str], None]) -> Callable[[int, int], None]:

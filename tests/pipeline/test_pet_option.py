@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def test_the_report_and_egraph_stats_count_the_rewrites_found_and_chosen(tmp_pat
     assert res.pet.corrections >= 1 and res.pet.correction_flops > 0
     assert all(name.startswith("pet:") for _, name, _ in res.pet.chosen)
     assert "partially equivalent" in res.summary() and res.to_dict()["pet"]["found"] == res.pet.found
+    assert res.egraph_dump is not None and dict(res.egraph_dump.pet) == dataclasses.asdict(res.pet)  # one report
     assert main(["egraph", "stats", str(dump)]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("partially equivalent"))
     assert f"{res.pet.found} corrected mutants of 2 convolutions" in row and "e-nodes built by them" in row
