@@ -25,8 +25,14 @@ pytestmark = pytest.mark.xdist_group("nasrnn")
 
 @pytest.fixture(scope="session")
 def nasrnn_rules(fired_rules: Callable[[str], list[Any]]) -> list[Any]:
-    """The default rules that match on the NasRNN cell (found once, in the first test's setup)."""
-    return fired_rules("nasrnn_cell")
+    """The default rules that match on the NasRNN cell (found once, in the first test's setup), less the
+    element-wise operators over a split: with them the cell's e-graph grows from 5 929 e-nodes, saturated, to the node
+    limit (40 813), where CP-SAT's search for several near-optimal graphs finds one within the time limit, and
+    these tests are about what happens with several."""
+    from eqsat.rules.over_split import OVER_SPLIT_RULES
+
+    over_split = {r.name for r in OVER_SPLIT_RULES}
+    return [r for r in fired_rules("nasrnn_cell") if r.name not in over_split]
 
 
 def _fake_latencies(order: str, timed: list):
