@@ -192,8 +192,7 @@ def _pet_row(dump: EGraphDump, nodes: list[ENode]) -> str:
     the e-nodes they built and how many of those the extraction chose."""
     from eqsat.pipeline.result import PetReport  # lazy: only a dump of a PET run has the row
 
-    p = dict(dump.pet)
-    text = PetReport(**{**p, "chosen": tuple(tuple(c) for c in p.get("chosen") or ())}).describe()
+    text = PetReport.from_dict(dump.pet).describe()
     if dump.provenance:
         built = [n for n in nodes if any(r.startswith(PET_RULE_PREFIX) for r in dump.creators(n))]
         text += f"; {len(built)} e-nodes built by them, {sum(n.id in dump.chosen for n in built)} chosen"

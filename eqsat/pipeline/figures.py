@@ -39,7 +39,7 @@ def pet_report(loaded: Loaded, saturated: Saturated, decision: Decision,
     original is kept, the extraction's graph that was not written. ``dumped``: the report the e-graph dump holds
     already (its fields as a dict), read back instead of finding the chosen rewrites again."""
     if dumped:
-        return PetReport(**{**dumped, "chosen": tuple(tuple(c) for c in dumped["chosen"])})
+        return PetReport.from_dict(dumped)
     found = list(saturated.pet)
     graph = decision.graph
     if decision.kept:

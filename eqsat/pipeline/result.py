@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +134,11 @@ class PetReport:
     chosen: tuple[tuple[str, str, int], ...] = ()
     #: whether that graph was written (False: the original was kept, for the reason the report gives)
     written: bool = True
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PetReport:
+        """The report back from its fields as a dict (``dataclasses.asdict``, or an e-graph dump's JSON ``pet``)."""
+        return cls(**{**d, "chosen": tuple(tuple(c) for c in d.get("chosen") or ())})
 
     def describe(self) -> str:
         """The report's line."""
