@@ -19,21 +19,24 @@ use for and which multiplies the e-graph by the number of splits.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from eqsat import ops
 from eqsat.ir.rule import Rule
+from eqsat.rules.axioms import declared_axioms
 
 
 def _over_split_rules() -> tuple[Rule, ...]:
-    rules = []
-    for spec in ops.REGISTRY.values():
-        for ax in spec.axioms:
-            name, lhs, rhs = ax[:3]
-            if name == f"{spec.name}-split":
-                extra = ax[3] if len(ax) > 3 else {}
-                rules.append(Rule(f"{spec.name}-over-split", (lhs,), (rhs,),
-                                  conditions=tuple(extra.get("conditions", ()))))
-    return tuple(rules)
+    return tuple(Rule(f"{spec.name}-over-split", (a.lhs,), (a.rhs,), conditions=a.conditions)
+                 for spec in ops.REGISTRY.values() for a in declared_axioms({spec.name})
+                 if a.name == f"{spec.name}-split")
 
 
 #: One rule per element-wise operator with a split axiom, in registry order.
 OVER_SPLIT_RULES: tuple[Rule, ...] = _over_split_rules()
+
+
+def without_over_split(rules: Iterable[Rule]) -> list[Rule]:
+    """``rules`` less :data:`OVER_SPLIT_RULES` (where a model's e-graph should stay as it was without them)."""
+    names = {r.name for r in OVER_SPLIT_RULES}
+    return [r for r in rules if r.name not in names]
