@@ -96,14 +96,21 @@ def test_a_subset_of_methods_without_the_check(small_model, cost_model) -> None:
 
 
 def test_under_the_mixed_cost_every_method_autograph_included_is_judged_by_it(small_model, cost_model) -> None:
-    res = compare(small_model, METHODS, budget=1.5, cost_model=cost_model, parallel=2)
+    # eqsat and AutoGraph end when done (a saturated e-graph, an exhausted search), so their budget only has to be
+    # generous enough for a loaded machine (1.5 s was not: saturation's 40 % ran out before the merge); the two
+    # searches that always use all of theirs get a short one
+    done_early = compare(small_model, ["eqsat", "autograph"], budget=8.0, cost_model=cost_model, parallel=2)
+    searches = compare(small_model, ["backtracking", "sampling"], budget=1.0, cost_model=cost_model, parallel=2)
     mixed = ParallelCost(branches=2)
     graph = onnx_io.load_model(small_model)
-    assert res.original_cost == pytest.approx(graph_parallel_cost(graph, cost_model, mixed).mixed, rel=REL)
-    assert "critical path" in res.cost_model and set(res.methods) == set(METHODS)
-    for name, r in res.methods.items():
-        assert r.status == "ok", (name, r.status)
-        assert r.cost == pytest.approx(model_cost(r.model, cost_model, mixed), rel=REL), name
+    for res in (done_early, searches):
+        assert res.original_cost == pytest.approx(graph_parallel_cost(graph, cost_model, mixed).mixed, rel=REL)
+        assert "critical path" in res.cost_model
+        for name, r in res.methods.items():
+            assert r.status == "ok", (name, r.status)
+            assert r.cost == pytest.approx(model_cost(r.model, cost_model, mixed), rel=REL), name
+    assert set(done_early.methods) | set(searches.methods) == set(METHODS)
+    res = done_early
     # eqsat's exact extraction under the mixed cost is never worse than AutoGraph's search
     assert res.methods["eqsat"].cost <= res.methods["autograph"].cost * (1 + REL)
     with pytest.raises(UsageError, match="parallel"):
