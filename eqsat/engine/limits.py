@@ -36,6 +36,11 @@ class Limits:
     time_limit: float = 30.0  # seconds of saturation, from the call to the serialized e-graph; 0 runs no iteration
     multi_iters: int = 1  # iterations in which two-output rules run (they feed on their own output)
     memory_limit_mb: int = 8192
+    #: with a snapshot consumer, growth pauses once at this many e-nodes (when the e-graph starts below it and
+    #: ``node_limit`` is above it): the iteration ends there, its e-graph is sent as a snapshot, asked for or not,
+    #: and saturation goes on to ``node_limit``. An exact extractor can finish on an e-graph of this size while a
+    #: larger one grows (:mod:`eqsat.pipeline.anytime`); None: no pause
+    stage_nodes: int | None = None
 
     def __post_init__(self) -> None:
         self.iter_limit = _whole("iter_limit", self.iter_limit, 0, "iterations")
@@ -43,6 +48,8 @@ class Limits:
         self.time_limit = check_seconds("time_limit", self.time_limit, allow_zero=True)
         self.multi_iters = _whole("multi_iters", self.multi_iters, 0, "iterations")
         self.memory_limit_mb = _whole("memory_limit_mb", self.memory_limit_mb, 1, "MiB")
+        if self.stage_nodes is not None:
+            self.stage_nodes = _whole("stage_nodes", self.stage_nodes, 1, "e-nodes")
 
 
 def _whole(name: str, value: Any, minimum: int, unit: str) -> int:

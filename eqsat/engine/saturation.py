@@ -35,6 +35,7 @@ from eqsat.engine.egraph import EGraph
 from eqsat.engine.errors import EngineError
 from eqsat.engine.fallback import Fallback, kill_at, read_fallback
 from eqsat.engine.limits import REASON_ORDER, Budget, Limits, StopReason, vm_bytes
+from eqsat.engine.reports import IterationStats, SaturationResult, Snapshot
 from eqsat.engine.serialize import clean_serialized
 from eqsat.ir.graph import Alternative, Graph
 from eqsat.ir.rule import Rule
@@ -43,59 +44,6 @@ __all__ = ["EGGLOG_VERSION", "IterationStats", "SaturationResult", "Snapshot", "
 
 EGGLOG_VERSION = "13.2.0"
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class IterationStats:
-    """What one saturation iteration did (a last iteration cut short by a limit counts, with what it did)."""
-
-    iteration: int
-    enodes: int
-    eclasses: int
-    seconds: float
-    matches: dict[str, int]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The e-graph as it stood after one iteration, while saturation goes on (see ``on_snapshot`` of
-    :func:`saturate`).
-
-    Attributes:
-        iteration: the iteration just ended (0: the input graph with its shapes).
-        egraph: the e-graph then; every term of it is in each later e-graph (e-graphs only grow and merge).
-        seconds: when it was taken, in seconds since :func:`saturate` was called.
-        tensor_of_global: the egglog globals of the input graph's tensors -> tensor names (as
-            :attr:`SaturationResult.tensor_of_global`).
-    """
-
-    iteration: int
-    egraph: EGraph
-    seconds: float
-    tensor_of_global: dict[str, str]
-
-
-@dataclass
-class SaturationResult:
-    """The saturated e-graph (:class:`~eqsat.engine.egraph.EGraph`) with the run report."""
-
-    egraph: EGraph
-    iterations: list[IterationStats]
-    stop_reason: StopReason
-    seconds: float
-    program: str = ""
-    tensor_of_global: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def rules_fired(self) -> dict[str, int]:
-        """Total matches per rule over all iterations (shape bookkeeping excluded)."""
-        out: dict[str, int] = {}
-        for it in self.iterations:
-            for k, v in it.matches.items():
-                if not k.startswith("shape-") and k != "merge-checked" and v:
-                    out[k] = out.get(k, 0) + v
-        return out
-
 
 
 def egglog_bindings() -> Any:
@@ -191,6 +139,11 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
     e-graph serialized has only shape-checked merges. A rule held back by a limit makes that limit the stop
     reason when nothing else changes any more.
 
+    With a consumer of snapshots and ``limits.stage_nodes``, the node limit is that stage at first: the
+    iteration that reaches it (or holds a rule back for it) ends, its e-graph is reported as a snapshot, asked
+    for or not, after ``("stage", iteration)``, and the node limit is ``limits.node_limit`` from the next
+    iteration on.
+
     With ``provenance`` (a program compiled with it) the ``cur_iter`` counter is set to each iteration's number
     before its rules run, so the provenance rows the rules write carry it.
 
@@ -216,6 +169,10 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
     run("(run-schedule (saturate (run shapes)))")
     enodes, classes = _sizes(eg)
     report("iter", IterationStats(0, enodes, classes, time.perf_counter() - t_start, {}))
+    # the pause: only for a consumer of snapshots (see Limits.stage_nodes), and only on the way up
+    stage = limits.stage_nodes if wants_snapshot is not None else None
+    if stage is not None and enodes < stage < limits.node_limit:
+        budget.node_limit = stage
     reason = StopReason.ITERATION_LIMIT if limits.iter_limit == 0 else budget.out_of(enodes, 0)
     current = None  # the serialization of the e-graph as it is now, if there is one (reused at the end)
     if reason is None and (snapshot or wants_snapshot is not None):  # the fallback if this process dies later
@@ -302,8 +259,18 @@ def _saturate_in_process(program: str, steps: Sequence[RuleStep], roots: list[st
             seconds = time.perf_counter() - t0
             report("iter", IterationStats(i, new_enodes, new_classes, seconds, it.matches))
             current = None
-            if stop is None and wants_snapshot is not None and wants_snapshot():
+            # at the stage: reached, or a rule held back because its matches would pass it
+            paused = budget.node_limit < limits.node_limit and (
+                new_enodes >= budget.node_limit or any(w is StopReason.NODE_LIMIT for _, w in held.values()))
+            if paused:  # the stage's e-graph goes out whether or not a snapshot was asked for; then on to the limit
+                budget.node_limit = limits.node_limit
+                stop = None if stop is StopReason.NODE_LIMIT else stop
+                if wants_snapshot is not None:
+                    wants_snapshot()  # a pending request is answered by this snapshot
+            if stop is None and wants_snapshot is not None and (paused or wants_snapshot()):
                 current = _serialize_text(eg, b, roots)
+                if paused:
+                    report("stage", i)  # the snapshot that follows is the stage's
                 report("snapshot", (i, current))
             elif stop is None and fallback is not None and fallback.due(seconds, new_enodes):
                 current = fallback.save(i, new_enodes, lambda: _serialize_text(eg, b, roots))
@@ -441,8 +408,10 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     def result(egraph: EGraph, iters: list[IterationStats], reason: StopReason) -> SaturationResult:
         return SaturationResult(egraph, iters, reason, time.perf_counter() - t0, program, cg.tensor_of_global)
 
+    staged: list[int] = []  # the iteration whose snapshot is the stage's ("stage" reports)
+
     def snapshot(iteration: int, text: str) -> Snapshot:
-        return Snapshot(iteration, _read(text), time.perf_counter() - t0, cg.tensor_of_global)
+        return Snapshot(iteration, _read(text), time.perf_counter() - t0, cg.tensor_of_global, iteration in staged)
 
     if in_process:
         msgs: list[tuple[str, Any]] = []
@@ -451,6 +420,8 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
             msgs.append((kind, payload))
             if kind == "iter" and progress:
                 progress(payload)
+            elif kind == "stage":
+                staged.append(payload)
             elif kind == "snapshot" and on_snapshot:
                 on_snapshot(snapshot(*payload))
 
@@ -468,7 +439,8 @@ def saturate(graph: Graph, rules: Sequence[Rule], limits: Limits | None = None, 
     # the child stops itself before the deadline; past the margin it is killed
     assert child is not None
     iters, latest, done, failure = _run_child(child, (program, steps, cg.output_globals), progress, snapshot,
-                                              on_snapshot, kill_at=kill_at(deadline, limits), idle=idle)
+                                              on_snapshot, kill_at=kill_at(deadline, limits), idle=idle,
+                                              staged=staged)
     if done is not None:
         return result(done[0], iters, done[1])
     if latest is None or not latest[0] < len(iters):  # never expected: an iteration is reported before it is saved
@@ -499,13 +471,14 @@ _Latest = tuple[int, Snapshot | str]
 def _run_child(child: tuple[Any, Any, Path], work: tuple[str, Sequence[RuleStep], list[str]],
                progress: Callable[[IterationStats], None] | None, read: Callable[[int, str], Snapshot],
                on_snapshot: Callable[[Snapshot], None] | None, kill_at: float,
-               idle: Callable[[], bool] | None = None
+               idle: Callable[[], bool] | None = None, staged: list[int] | None = None
                ) -> tuple[list[IterationStats], _Latest | None, tuple[EGraph, StopReason] | None,
                           tuple[StopReason, str]]:
     """Send the engine process (``child``: the process, this end of its pipe, its fallback folder) its ``work``
     (program, rule steps, roots) and follow it; return (iterations, the latest e-graph it sent or saved, result,
     failure). A snapshot is parsed only for ``on_snapshot``; otherwise its text is kept, to be parsed if it is
-    needed. While no report is waiting, ``idle`` steps run (until one returns False). The folder is removed."""
+    needed. While no report is waiting, ``idle`` steps run (until one returns False). The iterations the child
+    reports as its stage are appended to ``staged``. The folder is removed."""
     proc, parent, folder = child
     iters: list[IterationStats] = []
     latest: _Latest | None = None
@@ -573,6 +546,9 @@ def _run_child(child: tuple[Any, Any, Path], work: tuple[str, Sequence[RuleStep]
                 return failed(died())
             if kind in ("iter", "snapshot"):
                 take(kind, payload)
+            elif kind == "stage":
+                if staged is not None:
+                    staged.append(payload)
             elif kind == "done":
                 return iters, latest, payload, (StopReason.SATURATED, "")
             elif str(payload).startswith("memory"):

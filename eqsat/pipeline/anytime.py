@@ -106,12 +106,14 @@ class Anytime:
     ``exact_seconds`` > 0 each snapshot is also given to CP-SAT for at most that long after its greedy
     extraction, ending by ``deadline`` (a ``perf_counter`` time: when saturation must end). A solve that
     neither improves nor proves optimality halves the time the next snapshots get (it competes with the
-    engine for the cores), down to nothing below 0.05 s.
+    engine for the cores), down to nothing below 0.05 s. The stage's snapshot (where the engine paused growth,
+    ``Limits.stage_nodes``: an e-graph CP-SAT can finish) gets up to ``stage_seconds`` instead, while the engine
+    grows the e-graph further on the other core; the larger e-graph's extraction then starts from its result.
     """
 
     def __init__(self, graph: Graph, cost_model: CostModel, start: float, *, exact_seconds: float = 0.0,
                  deadline: float | None = None, written: Callable[[Graph], Graph] | None = None,
-                 objective: Objective = SUM) -> None:
+                 objective: Objective = SUM, stage_seconds: float = 0.0) -> None:
         self.input = graph
         #: a graph read back from an e-graph of ``graph`` as the model written (the repeated blocks of a reduced
         #: graph put back, :mod:`eqsat.ir.blocks`); graphs are priced as written
@@ -121,6 +123,7 @@ class Anytime:
         self.objective = objective
         self.start = start
         self.exact_seconds = exact_seconds
+        self.stage_seconds = stage_seconds
         self.deadline = deadline
         whole = self.written(graph)
         self.best = Found(self.objective(whole, cost_model), whole, 0.0, "input")
@@ -232,9 +235,10 @@ class Anytime:
         return ext
 
     def exact(self, egraph: EGraph, costed: SerializedEGraph, names: Mapping[str, str], source: str,
-              seconds: float) -> Extraction | None:
+              seconds: float, stage: bool = False) -> Extraction | None:
         """CP-SAT on the costed ``egraph`` for at most ``seconds``, warm-started from the best so far (which it
-        never returns worse); offered at the time the solver found its solution, and returned."""
+        never returns worse); offered at the time the solver found its solution, and returned. A solve of a
+        snapshot (not the ``stage``'s) that neither improves nor proves optimality halves ``exact_seconds``."""
         start = self.start_for(egraph)
         began = time.perf_counter()
         try:
@@ -243,7 +247,7 @@ class Anytime:
             log.warning("anytime: exact extraction skipped (%s)", e)
             return None
         found = None if ext.found_after is None else began - self.start + ext.found_after
-        if not self.offer(egraph, ext.selection, names, source, found) and ext.status != "optimal":
+        if not self.offer(egraph, ext.selection, names, source, found) and ext.status != "optimal" and not stage:
             self.exact_seconds /= 2  # it did not pay: less of the engine's time for the next snapshots
         return ext
 
@@ -263,9 +267,9 @@ class Anytime:
         # while the best has no term here, the input's own is the start: greedy never does worse than it
         fallback = self.input_selection(eg) if self.best.egraph is None else None
         if self.greedy(eg, costed, names, f"greedy, iteration {snap.iteration}", fallback) is not None:
-            left = self.exact_seconds if self.deadline is None else min(self.exact_seconds,
-                                                                         self.deadline - time.perf_counter())
+            seconds = max(self.exact_seconds, self.stage_seconds) if snap.stage else self.exact_seconds
+            left = seconds if self.deadline is None else min(seconds, self.deadline - time.perf_counter())
             if left >= 0.05:
-                self.exact(eg, costed, names, f"cpsat, iteration {snap.iteration}", left)
+                self.exact(eg, costed, names, f"cpsat, iteration {snap.iteration}", left, snap.stage)
         self.snapshots += 1
         self.snapshot_seconds += time.perf_counter() - t

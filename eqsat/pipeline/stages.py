@@ -45,7 +45,7 @@ from eqsat.pipeline.check import (
 )
 from eqsat.pipeline.choices import default_rules, in_model_precision, with_fold_rules
 from eqsat.pipeline.descent import HEAD_START, MERGES, Descent, first_answer, first_merges
-from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, time_shares
+from eqsat.pipeline.options import BODY_SHARE, SNAPSHOT_EXACT_SHARE, STAGE_EXACT_SHARE, STAGE_NODES, time_shares
 from eqsat.pipeline.pet_search import pet_search
 from eqsat.pipeline.records import Decision, Extracted, Loaded, Priced, Run, Saturated
 from eqsat.pipeline.result import (
@@ -109,7 +109,8 @@ def load(run: Run) -> Loaded:
     anytime = Anytime(engine_graph, AnalyticCostModel() if cost_model.is_measured else cost_model, run.start,
                       exact_seconds=SNAPSHOT_EXACT_SHARE * o.time_limit if run.solver.exact else 0.0,
                       deadline=run.by(shares.saturation), written=None if reduction is None else reduction.stitch,
-                      objective=run.objective)
+                      objective=run.objective,
+                      stage_seconds=STAGE_EXACT_SHARE * o.time_limit if run.solver.exact else 0.0)
     if merges is not None and anytime.offer_graph(merges.graph, merges.cost, MERGES, merges.at - run.start):
         run.say(f"  best so far: {merges.cost:.6g} ({MERGES}: {merges.groups} group(s), {merges.at - run.start:.3f} s)")
     return Loaded(original=original, given=given, bodies=tuple(bodies), label=label, external_data=external_data,
@@ -147,11 +148,13 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
     # and the run stays within time_limit
     deadline = run.by(loaded.shares.saturation)
     found, pet_seconds = pet_search(loaded.engine_graph, deadline, run.say) if o.pet else ([], 0.0)
-    limits = dataclasses.replace(o.saturation_limits(loaded.shares),
-                                 time_limit=max(0.0, deadline - time.perf_counter()))
     # snapshots are extracted only under computed costs: a measured model would time operators on a core the
     # engine is using, and the timings would show it
     snapshots = o.anytime and not loaded.cost_model.is_measured
+    # with exact extraction, growth pauses once at an e-graph CP-SAT can finish (options.STAGE_NODES)
+    limits = dataclasses.replace(o.saturation_limits(loaded.shares),
+                                 time_limit=max(0.0, deadline - time.perf_counter()),
+                                 stage_nodes=STAGE_NODES if snapshots and run.solver.exact else None)
     descent = None  # the descent works while this waits for the engine, from the merges' graph or the input
     if first_answer(o, loaded.graph, loaded.cost_model):
         best = loaded.anytime.best

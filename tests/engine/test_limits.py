@@ -334,6 +334,29 @@ def test_stop_reason_node_limit_not_iteration_limit() -> None:
     assert len(res.iterations) - 1 < 10
 
 
+@pytest.mark.parametrize("in_process", [True, False])
+def test_growth_pauses_once_at_the_stage_and_its_egraph_is_sent_then_goes_on_to_the_node_limit(
+        in_process: bool) -> None:
+    snaps: list[E.Snapshot] = []
+    limits = Limits(iter_limit=10, node_limit=4_000, stage_nodes=1_000, time_limit=60)
+    res = E.saturate(_ewadd_chain(), STARTER_RULES, limits, in_process=in_process, on_snapshot=snaps.append)
+    staged = [s for s in snaps if s.stage]
+    assert len(staged) == 1, [(s.iteration, s.stage, len(s.egraph.nodes)) for s in snaps]
+    stage = staged[0]
+    sizes = {it.iteration: it.enodes for it in res.iterations}
+    # the stage's iteration ended at most at the stage, and the ones after it grew past it, to the node limit
+    assert len(stage.egraph.nodes) <= 1_000 and sizes[stage.iteration] <= 1_000 < sizes[stage.iteration + 1]
+    assert res.stop_reason == StopReason.NODE_LIMIT and 1_000 < res.iterations[-1].enodes <= 4_000
+    assert not [s for s in snaps if not s.stage and s.iteration == stage.iteration]
+
+
+def test_without_a_snapshot_consumer_there_is_no_stage() -> None:
+    plain = E.saturate(_ewadd_chain(), STARTER_RULES, Limits(iter_limit=3, node_limit=4_000), in_process=True)
+    staged = E.saturate(_ewadd_chain(), STARTER_RULES, Limits(iter_limit=3, node_limit=4_000, stage_nodes=1_000),
+                        in_process=True)
+    assert [it.enodes for it in staged.iterations] == [it.enodes for it in plain.iterations]
+
+
 def test_stop_reason_time_limit() -> None:
     res = E.saturate(_two_matmuls(), STARTER_RULES, Limits(time_limit=0.0), in_process=True)
     assert res.stop_reason == StopReason.TIME_LIMIT and str(res.stop_reason) == "time limit"
@@ -359,7 +382,7 @@ def test_stop_reason_memory_limit() -> None:
     ("time_limit", -1.0, "non-negative"), ("time_limit", math.nan, "non-negative"),
     ("time_limit", math.inf, "finite"), ("time_limit", "10", "seconds"),
     ("multi_iters", -1, ">= 0"), ("memory_limit_mb", 0, ">= 1"), ("memory_limit_mb", math.nan, ">= 1"),
-    ("node_limit", True, ">= 1"),
+    ("node_limit", True, ">= 1"), ("stage_nodes", 0, ">= 1"), ("stage_nodes", 2.5, ">= 1"),
 ])
 def test_negative_nan_or_infinite_limits_are_rejected(name: str, value: object, allowed: str) -> None:
     with pytest.raises(ValueError, match=name) as e:

@@ -143,6 +143,20 @@ def test_a_cheaper_graph_is_kept_and_traced_and_carried_to_a_later_egraph() -> N
     assert len(anytime.trace) == 2
 
 
+def test_the_stage_snapshot_gets_cpsat_for_the_stage_seconds_and_the_others_for_exact_seconds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    graph, eg = _greedy_trap()
+    calls: list[tuple[float, bool]] = []
+    monkeypatch.setattr(Anytime, "exact", lambda self, egraph, costed, names, source, seconds, stage=False:
+                        calls.append((seconds, stage)))
+    anytime = Anytime(graph, _ByOp({"matmul": 10.0}), time.perf_counter(), exact_seconds=0.5, stage_seconds=4.0)
+    anytime.on_snapshot(Snapshot(1, eg, 0.0, {}))
+    anytime.on_snapshot(Snapshot(2, eg, 0.0, {}, stage=True))
+    anytime.on_snapshot(Snapshot(3, eg, 0.0, {}))
+    assert calls == [(0.5, False), (4.0, True), (0.5, False)]
+    assert anytime.snapshots == 3
+
+
 # ------------------------------------------------------------------------------------------------ optimize
 
 
