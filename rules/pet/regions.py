@@ -25,7 +25,8 @@ import numpy as np
 from eqsat.ir.graph import Graph
 from eqsat.rules.pet.program import PRIME, evaluate_mod, footprint, random_values
 
-__all__ = ["Box", "BoxDecision", "RegionAnalysis", "axis_cuts", "boxes", "analyse", "merge_boxes", "DEFAULT_TESTS"]
+__all__ = ["Box", "BoxDecision", "RegionAnalysis", "axis_cuts", "boxes", "analyse", "merge_boxes", "DEFAULT_TESTS",
+           "repeats_along_batch"]
 
 #: random inputs per box (PET leaves it open); with p = 8191 and three inputs one test errs at most 3.7e-4
 DEFAULT_TESTS = 4
@@ -95,6 +96,8 @@ class RegionAnalysis:
     inputs: int
     tests: int
     prime: int = PRIME
+    #: the images the random tests ran on (fewer than the output's batch where its footprints repeat over them)
+    images: int | None = None
 
     @property
     def wrong(self) -> list[Box]:
@@ -116,17 +119,38 @@ class RegionAnalysis:
         """The evidence as plain data (for a rule's provenance and reports)."""
         return {"boxes": len(self.decisions), "wrong_boxes": [list(map(list, b)) for b in self.wrong],
                 "positions_tested": sum(len(d.positions) for d in self.decisions), "tests": self.tests,
-                "prime": self.prime, "error_bound": self.error_bound, "wrong_fraction": self.wrong_fraction}
+                "prime": self.prime, "error_bound": self.error_bound, "wrong_fraction": self.wrong_fraction,
+                "tested_on_images": self.images}
+
+
+def repeats_along_batch(full: np.ndarray, reduced: np.ndarray, image: int) -> bool:
+    """Whether footprint ``full`` (batch ``b``) is footprint ``reduced`` (batch ``r``, ``r`` dividing ``b``) again
+    for every block of ``r`` images, reading the input moved by those images (``image`` elements each): then each
+    output position of block ``k`` is the same sum of products as its position in block 0, over the input's
+    block ``k``, and whatever holds of one holds of the other."""
+    b, r = full.shape[0], reduced.shape[0]
+    if b % r or full.shape[1:] != reduced.shape[1:]:
+        return False
+    for k in range(b // r):
+        if not np.array_equal(full[k * r:(k + 1) * r], np.where(reduced > 0, reduced + k * r * image, 0)):
+            return False
+    return True
 
 
 def analyse(original: Graph, mutant: Graph, tests: int = DEFAULT_TESTS, seed: int = 0,
-            prints: tuple[np.ndarray, np.ndarray] | None = None) -> RegionAnalysis:
+            prints: tuple[np.ndarray, np.ndarray] | None = None,
+            reduced: tuple[Graph, Graph] | None = None) -> RegionAnalysis:
     """Cut the output into boxes common to ``original`` and ``mutant`` (same signature) and decide each one
     with ``tests`` random inputs shared by all boxes, as PET's corrector does.
 
     ``prints``: the two programs' footprints where the caller has them, possibly of a probe of the programs with
     size 1 along axes every position of which reads alike (the channels: :func:`eqsat.rules.pet.search`'s probe),
-    along which there is then no cut."""
+    along which there is then no cut.
+
+    ``reduced``: the same two programs on a batch of ``r`` images whose footprints the full ones repeat along the
+    batch (:func:`repeats_along_batch`, which the caller has checked): the random tests then run on those, and a
+    position ``(n, ...)`` is decided at ``(n mod r, ...)``, the same sum of products (a batch of 16 analysed as
+    one of 2 does an eighth of the work)."""
     shape = tuple(original.shapes[original.outputs[0]])
     if tuple(mutant.shapes[mutant.outputs[0]]) != shape:
         raise ValueError(f"pet: the mutant's output {mutant.shapes[mutant.outputs[0]]} is not the original's {shape}")
@@ -137,17 +161,23 @@ def analyse(original: Graph, mutant: Graph, tests: int = DEFAULT_TESTS, seed: in
     cuts = [sorted({c for ids in prints if ids.shape[ax] == shape[ax] for c in axis_cuts(ids, ax)})
             for ax in range(len(shape))]
     rng = np.random.default_rng(seed)
+    tested = original if reduced is None else reduced[0]
+    period = tested.shapes[tested.outputs[0]][0]
     runs = []
     for _ in range(tests):
-        values = random_values(original, rng)
-        runs.append((evaluate_mod(original, values), evaluate_mod(mutant, values)))
+        values = random_values(tested, rng)
+        runs.append((evaluate_mod(tested, values), evaluate_mod(mutant if reduced is None else reduced[1], values)))
+
+    def at(v: tuple[int, ...]) -> tuple[int, ...]:  # where the runs hold position v
+        return (v[0] % period, *v[1:])
+
     decisions = []
     for box in boxes(shape, cuts):
         reps = representatives(box)
-        differing = next((v for v in reps for a, b in runs if a[v] != b[v]), None)
+        differing = next((v for v in reps for a, b in runs if a[at(v)] != b[at(v)]), None)
         decisions.append(BoxDecision(box, differing is None, tuple(reps), tests, differing))
     n_inputs = len(original.inputs) + len(original.weights)
-    return RegionAnalysis(shape, tuple(decisions), n_inputs, tests)
+    return RegionAnalysis(shape, tuple(decisions), n_inputs, tests, images=period)
 
 
 def merge_boxes(found: list[Box]) -> list[Box]:

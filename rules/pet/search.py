@@ -5,15 +5,17 @@ the node (each an alternative computation of the node's tensor, fully equivalent
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from eqsat.ir.graph import Alternative, Graph, Node, TensorInfo
 from eqsat.ir.names import NameAllocator
 from eqsat.rules.pet.corrections import MAX_WRONG_FRACTION, CorrectionError, correct
 from eqsat.rules.pet.mutants import DEFAULT_DEPTH, Mutant, generate_mutants
 from eqsat.rules.pet.program import NotMultiLinear, Subprogram, footprint, subprogram_of
-from eqsat.rules.pet.regions import DEFAULT_TESTS, RegionAnalysis, analyse
+from eqsat.rules.pet.regions import DEFAULT_TESTS, RegionAnalysis, analyse, repeats_along_batch
 
 __all__ = ["PetRewrite", "find_rewrites", "chosen_rewrites", "PET_RULE_PREFIX"]
 
@@ -63,6 +65,29 @@ def probe(sub: Subprogram) -> Subprogram:
                             g.outputs, name=g.name), sub.node)
 
 
+def at_batch(sub: Subprogram, batch: int) -> Subprogram:
+    """``sub`` on a batch of ``batch`` images (a window node's parameters do not depend on the batch)."""
+    g, x = sub.graph, sub.graph.inputs[0]
+    return Subprogram(Graph((TensorInfo(x.name, (batch, *x.shape[1:]), x.dtype),), g.weights, g.nodes, g.outputs,
+                            name=g.name), sub.node)
+
+
+@dataclass
+class _Smaller:
+    """A subprogram on fewer images, its mutants and its probe's (built when first needed)."""
+
+    sub: Subprogram
+    mutants: dict[str, Mutant]
+    probed: Subprogram
+    small: dict[str, Mutant]
+    prints: dict[str, np.ndarray] = field(default_factory=dict)  # footprints by mutant name ("" the original's)
+
+    def footprint(self, name: str) -> np.ndarray:
+        if name not in self.prints:
+            self.prints[name] = footprint(self.probed.graph if not name else self.small[name].graph)
+        return self.prints[name]
+
+
 def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT_TESTS,
                   max_wrong_fraction: float = MAX_WRONG_FRACTION, deadline: float | None = None,
                   progress: Callable[[str], None] | None = None) -> list[PetRewrite]:
@@ -86,7 +111,8 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
         if config not in analyses:
             probed = probe(sub)
             small = {m.name: m for m in generate_mutants(probed, depth)}
-            analyses[config] = {m.name: _analysis(sub, m, small.get(m.name), probed, tests) for m in mutants}
+            fewer = _fewer_images(sub, depth)
+            analyses[config] = {m.name: _analysis(sub, m, small.get(m.name), probed, tests, fewer) for m in mutants}
         for mutant in mutants:
             analysis = analyses[config].get(mutant.name)
             if analysis is None:
@@ -101,12 +127,32 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
     return found
 
 
+def _fewer_images(sub: Subprogram, depth: int) -> list[_Smaller]:
+    """``sub`` on each proper divisor of its batch, fewest images first, with their mutants (built lazily)."""
+    batch = sub.graph.inputs[0].shape[0]
+    out = []
+    for r in (r for r in range(1, batch) if batch % r == 0):
+        fewer = at_batch(sub, r)
+        probed = probe(fewer)
+        out.append(_Smaller(fewer, {m.name: m for m in generate_mutants(fewer, depth)}, probed,
+                            {m.name: m for m in generate_mutants(probed, depth)}))
+    return out
+
+
 def _analysis(sub: Subprogram, mutant: Mutant, small: Mutant | None, probed: Subprogram,
-              tests: int) -> RegionAnalysis | None:
+              tests: int, fewer: Sequence[_Smaller] = ()) -> RegionAnalysis | None:
     """The region analysis of ``mutant``, from the probe's footprints where the probe has the same mutant; None
-    where the programs are not multi-linear as the analysis needs."""
+    where the programs are not multi-linear as the analysis needs. Its random tests run on the fewest images
+    whose footprints both programs' repeat along the batch (``fewer``: :func:`_fewer_images`), if any."""
     try:
         prints = None if small is None else (footprint(probed.graph), footprint(small.graph))
+        image = int(np.prod(probed.graph.inputs[0].shape[1:]))
+        for f in fewer if prints is not None else ():
+            if mutant.name in f.mutants and mutant.name in f.small and all(
+                    repeats_along_batch(full, f.footprint(name), image)
+                    for full, name in zip(prints, ("", mutant.name), strict=True)):
+                return analyse(sub.graph, mutant.graph, tests, prints=prints,
+                               reduced=(f.sub.graph, f.mutants[mutant.name].graph))
         return analyse(sub.graph, mutant.graph, tests, prints=prints)
     except NotMultiLinear:
         return None

@@ -217,3 +217,42 @@ def test_no_window_node_is_begun_past_the_deadline() -> None:
     shared = find_rewrites(resnet_block())  # its two convolutions (one with its ReLU) get the same mutants
     assert {r.tensor for r in shared} == {"h1", "y"}
     assert sorted(r.name for r in shared if r.tensor == "h1") == sorted(r.name for r in shared if r.tensor == "y")
+
+
+@pytest.mark.parametrize("dil", [1, 2])
+def test_a_batch_analysed_on_fewer_images_has_the_full_analysis_boxes_and_decisions(dil: int) -> None:
+    """find_rewrites tests a batch of 8 on the fewest images its footprints repeat over: every mutant gets the
+    boxes and decisions of the analysis at full size."""
+    from eqsat.rules.pet.search import _analysis, _fewer_images, probe
+
+    g = conv_graph(n=8, c=2, h=8, w=8, o=3, pad=dil, dil=dil)
+    sub = subprogram_of(g, g.nodes[0])
+    probed = probe(sub)
+    small = {m.name: m for m in generate_mutants(probed)}
+    fewer = _fewer_images(sub, 4)
+    assert [f.sub.graph.inputs[0].shape[0] for f in fewer] == [1, 2, 4]
+    tested_on = {}
+    for m in generate_mutants(sub):
+        full = analyse(sub.graph, m.graph)
+        fast = _analysis(sub, m, small.get(m.name), probed, 4, fewer)
+        assert fast is not None and full.images == 8
+        assert [(d.box, d.equal) for d in fast.decisions] == [(d.box, d.equal) for d in full.decisions], m.name
+        tested_on[m.name] = fast.images
+    # a fold by 2 sets two images side by side: tested on 2; tiles and phases keep each image apart: on 1
+    assert tested_on[WIDE] == tested_on[TALL] == 2 and tested_on[TILES] == 1
+    assert dil == 1 or tested_on[PHASES] == 1
+    assert max(tested_on.values()) < 8
+
+
+def test_a_footprint_that_does_not_repeat_along_the_batch_is_not_analysed_on_fewer_images() -> None:
+    from eqsat.rules.pet.regions import repeats_along_batch
+
+    image = 4
+    one = np.arange(1, 5).reshape(1, 4, 1)  # image 0 reads its own four elements
+    two = np.concatenate([one, one + image])  # image 1 reads its own: block 1 moved by one image
+    assert repeats_along_batch(two, one, image)
+    mixed = np.concatenate([one, one])  # image 1 reads image 0's elements: not the same sum moved
+    assert not repeats_along_batch(mixed, one, image)
+    padded = np.concatenate([one, np.where(one > 2, one + image, 0)])  # image 1 reads padding where 0 does not
+    assert not repeats_along_batch(padded, one, image)
+    assert not repeats_along_batch(np.concatenate([two, one]), two, image)  # 3 images are no blocks of 2
