@@ -9,6 +9,7 @@ becomes the correction's own zero padding, so the correction is the same convolu
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +21,7 @@ from eqsat.rules.pet.mutants import Mutant
 from eqsat.rules.pet.program import Subprogram, evaluate_mod, random_values
 from eqsat.rules.pet.regions import Box, RegionAnalysis, analyse
 
-__all__ = ["CorrectionError", "CorrectedMutant", "correct", "correction_nodes", "overwrite", "check_equal",
+__all__ = ["CorrectionError", "CorrectedMutant", "correct", "correction_nodes", "overwrite", "check_equal", "Reference",
            "MAX_WRONG_FRACTION"]
 
 #: a mutant wrong on more of its output than this is not worth correcting (the correction would redo most of it)
@@ -124,26 +125,47 @@ def corrected_graph(sub: Subprogram, mutant: Mutant, fixes: list[Box], shift: in
     return Graph(g.inputs, g.weights, tuple(nodes), (out,), name=f"{g.name}_corrected")
 
 
-def check_equal(original: Graph, candidate: Graph, trials: int = 3, seed: int = 1) -> bool:
+class Reference:
+    """The original's side of :func:`check_equal`: its random inputs and outputs, computed when first needed and
+    then shared by every candidate checked against it (a convolution's mutants)."""
+
+    def __init__(self, original: Graph, trials: int = 3, seed: int = 1) -> None:
+        self.original, self.trials, self.seed = original, trials, seed
+
+    @functools.cached_property
+    def runs(self) -> list[tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray], np.ndarray]]:
+        """Per trial: residues and the original's output modulo the prime, normal inputs and its float32 output."""
+        rng = np.random.default_rng(self.seed)
+        out = []
+        for _ in range(self.trials):
+            values = random_values(self.original, rng)
+            feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in self.original.inputs}
+            out.append((values, evaluate_mod(self.original, values), feeds, self.original.evaluate(feeds)[0]))
+        return out
+
+
+def check_equal(original: Graph, candidate: Graph, trials: int = 3, seed: int = 1,
+                reference: Reference | None = None) -> bool:
     """Whether ``candidate`` computes ``original``'s output at every position: exactly modulo the prime on
     ``trials`` random inputs (the linear cores, weights random too), and in float32 with the fused activations
-    on as many random normal inputs (the graphs' own weights)."""
-    rng = np.random.default_rng(seed)
-    for _ in range(trials):
-        values = random_values(original, rng)
-        if not np.array_equal(evaluate_mod(original, values), evaluate_mod(candidate, values)):
+    on as many random normal inputs (the graphs' own weights). ``reference``: the original's runs, where the
+    caller keeps them for several candidates (its graph must be ``original``)."""
+    if reference is None or reference.original is not original:
+        reference = Reference(original, trials, seed)
+    for values, want_mod, feeds, want in reference.runs:
+        if not np.array_equal(want_mod, evaluate_mod(candidate, values)):
             return False
-        feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in original.inputs}
-        want, got = original.evaluate(feeds)[0], candidate.evaluate(feeds)[0]
+        got = candidate.evaluate(feeds)[0]
         if want.shape != got.shape or not np.allclose(want, got, rtol=1e-4, atol=1e-4):
             return False
     return True
 
 
 def correct(sub: Subprogram, mutant: Mutant, analysis: RegionAnalysis | None = None,
-            max_wrong_fraction: float = MAX_WRONG_FRACTION) -> CorrectedMutant:
+            max_wrong_fraction: float = MAX_WRONG_FRACTION, reference: Reference | None = None) -> CorrectedMutant:
     """The corrected mutant of ``mutant``: its non-equal boxes (from ``analysis``, else :func:`analyse`)
-    recomputed by the original, checked equal to the original at every position (:func:`check_equal`).
+    recomputed by the original, checked equal to the original at every position (:func:`check_equal`, with
+    ``reference``: ``Reference(sub.graph)`` shared by the mutants of one subprogram).
 
     Raises :class:`CorrectionError` where more than ``max_wrong_fraction`` of the output is wrong, or the check
     refuses the result."""
@@ -153,7 +175,7 @@ def correct(sub: Subprogram, mutant: Mutant, analysis: RegionAnalysis | None = N
                               f"(at most {max_wrong_fraction:.0%} is corrected)")
     fixes = analysis.wrong
     graph = corrected_graph(sub, mutant, fixes)
-    if not check_equal(sub.graph, graph):
+    if not check_equal(sub.graph, graph, reference=reference):
         raise CorrectionError(f"pet: {mutant.name} corrected on {fixes} still differs from the original")
     shapes, before = graph.shapes, mutant.graph.shapes
     flops = sum(n.spec.flops_fn(n.p, [shapes[i] for i in n.inputs], shapes[n.output])

@@ -94,7 +94,9 @@ def evaluate_mod(graph: Graph, values: Mapping[str, np.ndarray]) -> np.ndarray:
             reduction = int(np.prod(graph.shapes[n.inputs[1]][1:]))
             if reduction * (PRIME - 1) ** 2 >= 2 ** 53:
                 raise NotMultiLinear(f"pet: {n.output!r} sums too many products to stay exact in float64")
-        env[n.output] = np.mod(n.spec.numpy_fn(n.p, *args), PRIME)
+            env[n.output] = np.mod(n.spec.numpy_fn(n.p, *args), PRIME)
+        else:  # a move only moves residues (zero padding adds zeros): they stay residues
+            env[n.output] = n.spec.numpy_fn(n.p, *args)
     return env[graph.outputs[0]]
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from eqsat.ir.graph import Alternative, Graph, Node, TensorInfo
 from eqsat.ir.names import NameAllocator
-from eqsat.rules.pet.corrections import MAX_WRONG_FRACTION, CorrectionError, correct
+from eqsat.rules.pet.corrections import MAX_WRONG_FRACTION, CorrectionError, Reference, correct
 from eqsat.rules.pet.mutants import DEFAULT_DEPTH, Mutant, generate_mutants
 from eqsat.rules.pet.program import NotMultiLinear, Subprogram, footprint, subprogram_of
 from eqsat.rules.pet.regions import DEFAULT_TESTS, RegionAnalysis, analyse, repeats_along_batch
@@ -113,12 +113,13 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
             small = {m.name: m for m in generate_mutants(probed, depth)}
             fewer = _fewer_images(sub, depth)
             analyses[config] = {m.name: _analysis(sub, m, small.get(m.name), probed, tests, fewer) for m in mutants}
+        reference = Reference(sub.graph)  # the original's runs, for the checks of all its corrected mutants
         for mutant in mutants:
             analysis = analyses[config].get(mutant.name)
             if analysis is None:
                 continue
             try:
-                fixed = correct(sub, mutant, analysis, max_wrong_fraction)
+                fixed = correct(sub, mutant, analysis, max_wrong_fraction, reference)
             except (CorrectionError, NotMultiLinear):
                 continue
             nodes = _renamed(fixed.nodes, set(sub.graph.shapes) - {sub.output}, names)
