@@ -10,6 +10,8 @@ becomes the correction's own zero padding, so the correction is the same convolu
 from __future__ import annotations
 
 import functools
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,22 +89,60 @@ def correction_nodes(sub: Subprogram, box: Box, names: NameAllocator, nodes: lis
     return dst
 
 
-def overwrite(target: str, shape: Shape, box: Box, patch: str, names: NameAllocator, nodes: list[Node]) -> str:
-    """Append the nodes that write ``patch`` (of the box's extent) over ``box`` of ``target`` (of ``shape``): the
-    parts of ``target`` around the box split off and concatenated back around it, one axis at a time."""
-    axes = [k for k, (a, b) in enumerate(box) if (a, b) != (0, shape[k])]
-    if not axes:
-        return patch
-    k = axes[0]
-    a, b = box[k]
-    pieces = [_split(target, k, 0, a, names, nodes)] if a > 0 else []
-    middle = _split(target, k, a, b - a, names, nodes)
-    inner_shape = shape[:k] + (b - a,) + shape[k + 1:]
-    inner_box = box[:k] + ((0, b - a),) + box[k + 1:]
-    pieces.append(overwrite(middle, inner_shape, inner_box, patch, names, nodes))
-    if b < shape[k]:
-        pieces.append(_split(target, k, b, shape[k] - b, names, nodes))
-    dst = names.fresh(f"{target}_w")
+def overwrite(target: str, shape: Shape, patches: list[tuple[Box, str]], names: NameAllocator,
+              nodes: list[Node]) -> str:
+    """Append the nodes that write each patch (a tensor of its box's extent) over its box of ``target`` (of
+    ``shape``; the boxes disjoint), and return the result. One pass: along the axis most boxes do not span,
+    ``target`` is cut at every box's ends, the slabs no box meets are taken as they are (a run of them as one
+    split), the others written by the same procedure along the next axes, and the slabs concatenated once.
+    So each axis costs one copy of its slabs, however many boxes there are (a concat per box would copy the whole
+    tensor each time), and no part of ``target`` a patch covers is split off."""
+    return _overwrite(lambda: target, shape, patches, names, nodes)
+
+
+def _overwrite(target: Callable[[], str], shape: Shape, patches: list[tuple[Box, str]], names: NameAllocator,
+               nodes: list[Node]) -> str:
+    """:func:`overwrite` of the tensor ``target()`` makes (called only if some part of it is kept, at most once)."""
+    if not patches:
+        return target()
+    # cut first along the axis most boxes are narrower than (a seam's columns: one cut for all of them)
+    narrower = [sum(box[k] != (0, shape[k]) for box, _ in patches) for k in range(len(shape))]
+    if not any(narrower):  # one box, the whole tensor
+        return patches[0][1]
+    k = max(range(len(shape)), key=lambda j: (narrower[j], j))
+    made: list[str] = []
+
+    def source() -> str:
+        if not made:
+            made.append(target())
+        return made[0]
+
+    def cut(lo: int, hi: int) -> Callable[[], str]:
+        return lambda: source() if (lo, hi) == (0, shape[k]) else _split(source(), k, lo, hi - lo, names, nodes)
+
+    edges = sorted({0, shape[k], *(e for box, _ in patches for e in box[k])})
+    pieces: list[str] = []
+    untouched: tuple[int, int] | None = None  # a run of slabs no box meets, taken as one split
+    for lo, hi in itertools.pairwise(edges):
+        inside = [(box, patch) for box, patch in patches if box[k][0] <= lo and hi <= box[k][1]]
+        if not inside:
+            untouched = (untouched[0] if untouched else lo, hi)
+            continue
+        if untouched is not None:
+            pieces.append(cut(*untouched)())
+            untouched = None
+        within = []
+        for box, patch in inside:  # each box cut to the slab, its patch with it
+            a, b = box[k]
+            if (a, b) != (lo, hi):
+                patch = _split(patch, k, lo - a, hi - lo, names, nodes)
+            within.append((box[:k] + ((0, hi - lo),) + box[k + 1:], patch))
+        pieces.append(_overwrite(cut(lo, hi), shape[:k] + (hi - lo,) + shape[k + 1:], within, names, nodes))
+    if untouched is not None:
+        pieces.append(cut(*untouched)())
+    if len(pieces) == 1:
+        return pieces[0]
+    dst = names.fresh("pet_w")
     nodes.append(make_node("concat", {"axis": k}, pieces, dst))
     return dst
 
@@ -115,9 +155,8 @@ def corrected_graph(sub: Subprogram, mutant: Mutant, fixes: list[Box], shift: in
     raw = names.fresh(f"{out}_mutant")
     nodes = [Node(n.op, n.params, n.inputs, raw if n.output == out else n.output) for n in mutant.graph.nodes]
     nodes = [Node(n.op, n.params, tuple(raw if i == out else i for i in n.inputs), n.output) for n in nodes]
-    cur, shape = raw, g.shapes[out]
-    for box in fixes:
-        cur = overwrite(cur, shape, box, correction_nodes(sub, box, names, nodes, shift), names, nodes)
+    patches = [(box, correction_nodes(sub, box, names, nodes, shift)) for box in fixes]
+    cur = overwrite(raw, g.shapes[out], patches, names, nodes)
     last = nodes[-1]
     nodes[-1] = Node(last.op, last.params, last.inputs, out)
     if last.output != cur:

@@ -256,3 +256,29 @@ def test_a_footprint_that_does_not_repeat_along_the_batch_is_not_analysed_on_few
     padded = np.concatenate([one, np.where(one > 2, one + image, 0)])  # image 1 reads padding where 0 does not
     assert not repeats_along_batch(padded, one, image)
     assert not repeats_along_batch(np.concatenate([two, one]), two, image)  # 3 images are no blocks of 2
+
+
+def test_patches_are_written_over_their_boxes_in_one_pass_with_no_dead_node() -> None:
+    from eqsat.ir.names import NameAllocator
+    from eqsat.rules.pet.corrections import overwrite
+
+    shape = (2, 3, 8, 8)
+    boxes = [((0, 2), (0, 3), (0, 1), (3, 5)), ((0, 2), (0, 3), (1, 7), (3, 5)), ((0, 2), (0, 3), (7, 8), (3, 5)),
+             ((0, 2), (0, 3), (0, 8), (7, 8)), ((1, 2), (0, 3), (0, 2), (0, 2))]
+    rng = np.random.default_rng(0)
+    values = {"t": rng.standard_normal(shape)}
+    names, nodes, patches = NameAllocator({"t"}), [], []
+    want = values["t"].copy()
+    for i, box in enumerate(boxes):
+        values[f"p{i}"] = rng.standard_normal([b - a for a, b in box])
+        want[tuple(slice(a, b) for a, b in box)] = values[f"p{i}"]
+        patches.append((box, f"p{i}"))
+    out = overwrite("t", shape, patches, names, nodes)
+    assert nodes[-1].output == out
+    env = dict(values)
+    for n in nodes:
+        env[n.output] = n.spec.numpy_fn(n.p, *[env[i] for i in n.inputs])
+    assert np.array_equal(env[out], want)
+    read = {i for n in nodes for i in n.inputs}
+    assert all(n.output in read for n in nodes[:-1])  # every node but the result feeds another
+    assert sum(n.op == "concat" for n in nodes) < len(boxes)  # a concat per box before
