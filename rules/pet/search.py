@@ -4,6 +4,7 @@ the node (each an alternative computation of the node's tensor, fully equivalent
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -72,20 +73,31 @@ def at_batch(sub: Subprogram, batch: int) -> Subprogram:
                             name=g.name), sub.node)
 
 
-@dataclass
-class _Smaller:
-    """A subprogram on fewer images, its mutants and its probe's (built when first needed)."""
+class _AtBatch:
+    """One subprogram at one batch size: its mutants and its probe's, by name, and the probes' footprints, each
+    built when first asked for (a batch's analysis may need none of the smaller batches)."""
 
-    sub: Subprogram
-    mutants: dict[str, Mutant]
-    probed: Subprogram
-    small: dict[str, Mutant]
-    prints: dict[str, np.ndarray] = field(default_factory=dict)  # footprints by mutant name ("" the original's)
+    def __init__(self, sub: Subprogram, depth: int, mutants: list[Mutant] | None = None) -> None:
+        self.sub, self.depth, self.probed = sub, depth, probe(sub)
+        self._prints: dict[str, np.ndarray] = {}
+        if mutants is not None:  # the caller's, already generated
+            self.mutants = {m.name: m for m in mutants}
+
+    @functools.cached_property
+    def mutants(self) -> dict[str, Mutant]:
+        """The subprogram's mutants by name."""
+        return {m.name: m for m in generate_mutants(self.sub, self.depth)}
+
+    @functools.cached_property
+    def small(self) -> dict[str, Mutant]:
+        """The probe's mutants by name."""
+        return {m.name: m for m in generate_mutants(self.probed, self.depth)}
 
     def footprint(self, name: str) -> np.ndarray:
-        if name not in self.prints:
-            self.prints[name] = footprint(self.probed.graph if not name else self.small[name].graph)
-        return self.prints[name]
+        """The probe's footprint of the mutant ``name`` ("": of the original)."""
+        if name not in self._prints:
+            self._prints[name] = footprint(self.probed.graph if not name else self.small[name].graph)
+        return self._prints[name]
 
 
 def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT_TESTS,
@@ -109,10 +121,8 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
         mutants = generate_mutants(sub, depth)
         config = (node.op, node.params, tuple(sub.graph.shapes[i] for i in node.inputs))
         if config not in analyses:
-            probed = probe(sub)
-            small = {m.name: m for m in generate_mutants(probed, depth)}
-            fewer = _fewer_images(sub, depth)
-            analyses[config] = {m.name: _analysis(sub, m, small.get(m.name), probed, tests, fewer) for m in mutants}
+            full, fewer = _AtBatch(sub, depth, mutants), _fewer_images(sub, depth)
+            analyses[config] = {m.name: _analysis(full, m.name, tests, fewer) for m in mutants}
         reference = Reference(sub.graph)  # the original's runs, for the checks of all its corrected mutants
         for mutant in mutants:
             analysis = analyses[config].get(mutant.name)
@@ -128,32 +138,28 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
     return found
 
 
-def _fewer_images(sub: Subprogram, depth: int) -> list[_Smaller]:
-    """``sub`` on each proper divisor of its batch, fewest images first, with their mutants (built lazily)."""
+def _fewer_images(sub: Subprogram, depth: int) -> list[_AtBatch]:
+    """``sub`` on each proper divisor of its batch, fewest images first (their mutants built when first needed)."""
     batch = sub.graph.inputs[0].shape[0]
-    out = []
-    for r in (r for r in range(1, batch) if batch % r == 0):
-        fewer = at_batch(sub, r)
-        probed = probe(fewer)
-        out.append(_Smaller(fewer, {m.name: m for m in generate_mutants(fewer, depth)}, probed,
-                            {m.name: m for m in generate_mutants(probed, depth)}))
-    return out
+    return [_AtBatch(at_batch(sub, r), depth) for r in range(1, batch) if batch % r == 0]
 
 
-def _analysis(sub: Subprogram, mutant: Mutant, small: Mutant | None, probed: Subprogram,
-              tests: int, fewer: Sequence[_Smaller] = ()) -> RegionAnalysis | None:
-    """The region analysis of ``mutant``, from the probe's footprints where the probe has the same mutant; None
-    where the programs are not multi-linear as the analysis needs. Its random tests run on the fewest images
-    whose footprints both programs' repeat along the batch (``fewer``: :func:`_fewer_images`), if any."""
+def _analysis(full: _AtBatch, name: str, tests: int, fewer: Sequence[_AtBatch] = ()) -> RegionAnalysis | None:
+    """The region analysis of ``full``'s mutant ``name``, from the probes' footprints where the probe has the same
+    mutant; None where the programs are not multi-linear as the analysis needs. Its random tests run on the fewest
+    images whose footprints both programs' repeat along the batch (``fewer``: :func:`_fewer_images`), if any."""
+    sub, mutant = full.sub, full.mutants[name]
     try:
-        prints = None if small is None else (footprint(probed.graph), footprint(small.graph))
-        image = int(np.prod(probed.graph.inputs[0].shape[1:]))
-        for f in fewer if prints is not None else ():
-            if mutant.name in f.mutants and mutant.name in f.small and all(
-                    repeats_along_batch(full, f.footprint(name), image)
-                    for full, name in zip(prints, ("", mutant.name), strict=True)):
+        if name not in full.small:
+            return analyse(sub.graph, mutant.graph, tests)
+        prints = (full.footprint(""), full.footprint(name))
+        image = int(np.prod(full.probed.graph.inputs[0].shape[1:]))
+        for f in fewer:
+            if name in f.mutants and name in f.small and all(
+                    repeats_along_batch(whole, f.footprint(n), image)
+                    for whole, n in zip(prints, ("", name), strict=True)):
                 return analyse(sub.graph, mutant.graph, tests, prints=prints,
-                               reduced=(f.sub.graph, f.mutants[mutant.name].graph))
+                               reduced=(f.sub.graph, f.mutants[name].graph))
         return analyse(sub.graph, mutant.graph, tests, prints=prints)
     except NotMultiLinear:
         return None

@@ -223,18 +223,17 @@ def test_no_window_node_is_begun_past_the_deadline() -> None:
 def test_a_batch_analysed_on_fewer_images_has_the_full_analysis_boxes_and_decisions(dil: int) -> None:
     """find_rewrites tests a batch of 8 on the fewest images its footprints repeat over: every mutant gets the
     boxes and decisions of the analysis at full size."""
-    from eqsat.rules.pet.search import _analysis, _fewer_images, probe
+    from eqsat.rules.pet.search import _analysis, _AtBatch, _fewer_images
 
     g = conv_graph(n=8, c=2, h=8, w=8, o=3, pad=dil, dil=dil)
     sub = subprogram_of(g, g.nodes[0])
-    probed = probe(sub)
-    small = {m.name: m for m in generate_mutants(probed)}
+    whole = _AtBatch(sub, 4)
     fewer = _fewer_images(sub, 4)
     assert [f.sub.graph.inputs[0].shape[0] for f in fewer] == [1, 2, 4]
     tested_on = {}
     for m in generate_mutants(sub):
         full = analyse(sub.graph, m.graph)
-        fast = _analysis(sub, m, small.get(m.name), probed, 4, fewer)
+        fast = _analysis(whole, m.name, 4, fewer)
         assert fast is not None and full.images == 8
         assert [(d.box, d.equal) for d in fast.decisions] == [(d.box, d.equal) for d in full.decisions], m.name
         tested_on[m.name] = fast.images
