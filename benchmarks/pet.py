@@ -83,28 +83,30 @@ def run_one(path: str, costs: str, time_limit: float, rounds: int) -> dict[str, 
 
 
 def priced_rewrites(path: str, costs: str) -> list[dict[str, Any]]:
-    """Each convolution with corrected mutants: its cost and its cheapest corrected mutant's (mutant and
-    corrections) under ``costs``, as the extraction priced them (the model imported as optimize imports it); the
-    convolutions the search reaches within :data:`PRICE_SECONDS`."""
+    """Each subprogram with corrected mutants (a convolution, or a chain of them ending at one): its cost and its
+    cheapest corrected mutant's (mutant and corrections) under ``costs``, as the extraction priced them (the model
+    imported as optimize imports it); the subprograms the search reaches within :data:`PRICE_SECONDS`."""
     from eqsat.costs import get_cost_model, graph_cost
     from eqsat.ir.graph import Graph, TensorInfo
     from eqsat.onnx_io import load_model
     from eqsat.rules.pet import find_rewrites
 
     graph, model = load_model(path), get_cost_model(costs)
-    shapes, by_tensor = graph.shapes, {n.output: n for n in graph.nodes}
+    shapes = graph.shapes
     found = find_rewrites(graph, deadline=time.perf_counter() + PRICE_SECONDS,
                           progress=lambda m: print(f"  priced: {m}", file=sys.stderr, flush=True))
     out = []
-    for tensor in dict.fromkeys(r.tensor for r in found):
-        node = by_tensor[tensor]
-        x = node.inputs[0]
+    for tensor, length in dict.fromkeys((r.tensor, len(r.windows)) for r in found):
+        chain = [graph.producers[tensor]]
+        while len(chain) < length:
+            chain.insert(0, graph.producers[chain[0].inputs[0]])
+        x = chain[0].inputs[0]
         inputs = (TensorInfo(x, shapes[x]),)
-        weights = {w: graph.weights[w] for w in node.inputs[1:]}
-        alone = graph_cost(Graph(inputs, weights, (node,), (tensor,)), model)
+        weights = {w: graph.weights[w] for n in chain for w in n.inputs[1:]}
+        alone = graph_cost(Graph(inputs, weights, tuple(chain), (tensor,)), model)
         priced = sorted((graph_cost(Graph(inputs, weights, r.nodes, (tensor,)), model), r.name)
-                        for r in found if r.tensor == tensor)
-        out.append({"tensor": tensor, "shape": list(shapes[tensor]), "original_ms": alone,
+                        for r in found if (r.tensor, len(r.windows)) == (tensor, length))
+        out.append({"tensor": tensor, "convolutions": length, "shape": list(shapes[tensor]), "original_ms": alone,
                     "best_mutant_ms": priced[0][0], "best_mutant": priced[0][1]})
     return out
 
@@ -132,13 +134,15 @@ def table(rows: list[dict[str, Any]]) -> str:
     chosen = [f"- {r['model']}: " + "; ".join(f"{c[0]}: {c[1]} ({c[2]} corrections)" for c in
                                               r["runs"]["pet"]["pet"]["chosen"])
               for r in rows if r["runs"]["pet"]["pet"] and r["runs"]["pet"]["pet"]["chosen"]]
-    priced = ["", "Each convolution with corrected mutants against its cheapest one (mutant and corrections), as "
-              "the run's cost model prices them (ms; ratio > 1: the mutant costs more):", "",
-              "| model | convolution | output | original (ms) | cheapest mutant (ms) | ratio | mutant |",
-              "|---|---|---|---|---|---|---|"]
+    priced = ["", "Each subprogram with corrected mutants (a convolution, or a chain of two ending at it) against its "
+              "cheapest one (mutant and corrections), as the run's cost model prices them (ms; ratio > 1: the "
+              "mutant costs more):", "",
+              "| model | convolution | convolutions | output | original (ms) | cheapest mutant (ms) | ratio | mutant |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for p in r["priced"]:
-            priced.append(f"| {r['model']} | {p['tensor']} | {'x'.join(map(str, p['shape']))} | "
+            priced.append(f"| {r['model']} | {p['tensor']} | {p.get('convolutions', 1)} | "
+                          f"{'x'.join(map(str, p['shape']))} | "
                           f"{p['original_ms']:.4g} | {p['best_mutant_ms']:.4g} | "
                           f"{p['best_mutant_ms'] / p['original_ms']:.2f} | {p['best_mutant']} |")
     return "\n".join(out + ["", "Chosen corrected mutants:", *(chosen or ["- none"]), *priced])

@@ -2,9 +2,12 @@
 just the input window that box reads, written over the mutant's output there (splits and concats, plain ONNX
 Slice and Concat once exported), so that the corrected mutant is fully equivalent; and the check that says so.
 
-The original is one window node (a convolution); a box of its output ``[o0, o1)`` along a spatial axis reads
-input rows ``[o0*s - pad, (o1-1)*s - pad + (k-1)*d + 1)``; where that leaves the input, the part outside
-becomes the correction's own zero padding, so the correction is the same convolution with other pads.
+The original is one window node (a convolution) or a chain of them. A box of a window's output ``[o0, o1)``
+along a spatial axis reads input rows ``[o0*s - pad, (o1-1)*s - pad + (k-1)*d + 1)``; where that leaves the
+input, the part outside becomes the correction's own zero padding, so the correction is the same convolution
+with other pads. Through a chain the rows are followed back from the last window to the first, each window's
+read clipped to its input: the correction computes the real part of each intermediate, and the next window pads
+it with zeros where the original would (not with a convolution of padding, which holds the bias).
 """
 
 from __future__ import annotations
@@ -62,31 +65,42 @@ def _split(src: str, axis: int, start: int, size: int, names: NameAllocator, nod
 
 def correction_nodes(sub: Subprogram, box: Box, names: NameAllocator, nodes: list[Node],
                      shift: int = 0) -> str:
-    """Append to ``nodes`` the original window node on the input window ``box`` reads, and return the tensor
-    holding the original's output on ``box``. ``shift`` moves the window by that many columns: only the tests
-    that break a correction on purpose use it."""
-    node, shapes = sub.node, sub.graph.shapes
-    x, w, b = node.inputs
-    xs, ws = shapes[x], shapes[w]
-    p = node.p
+    """Append to ``nodes`` the original's window nodes on the input window ``box`` reads, and return the tensor
+    holding the original's output on ``box``. ``shift`` moves the first window's read by that many columns: only
+    the tests that break a correction on purpose use it."""
+    chain, shapes = sub.windows, sub.graph.shapes
     (n0, n1), (c0, c1), *spatial = box
-    src = x if (n0, n1) == (0, xs[0]) else _split(x, 0, n0, n1 - n0, names, nodes)
-    pads = [0, 0, 0, 0]
-    for i, (o0, o1) in enumerate(spatial):
-        k, s, d, pb = ws[2 + i], p["strides"][i], p["dilations"][i], p["pads"][i]
-        a = o0 * s - pb + (shift if i == 1 else 0)
-        e = (o1 - 1) * s - pb + (k - 1) * d + 1 + (shift if i == 1 else 0)
-        lo, hi = max(a, 0), min(e, xs[2 + i])
-        if hi <= lo:
-            raise CorrectionError(f"pet: box {box} of {node.output!r} reads only padding")
-        pads[i], pads[i + 2] = lo - a, e - hi
-        if (lo, hi) != (0, xs[2 + i]):
+    plan: list[tuple[Node, list[tuple[int, int]], tuple[int, ...]]] = []  # per window: its input rows, its pads
+    rows = list(spatial)
+    for level in range(len(chain) - 1, -1, -1):  # from the last window back to the first
+        node = chain[level]
+        xs, ws, p = shapes[node.inputs[0]], shapes[node.inputs[1]], node.p
+        pads, reads = [0, 0, 0, 0], []
+        for i, (o0, o1) in enumerate(rows):
+            k, s, d, pb = ws[2 + i], p["strides"][i], p["dilations"][i], p["pads"][i]
+            moved = shift if i == 1 and level == 0 else 0
+            a = o0 * s - pb + moved
+            e = (o1 - 1) * s - pb + (k - 1) * d + 1 + moved
+            lo, hi = max(a, 0), min(e, xs[2 + i])
+            if hi <= lo:
+                raise CorrectionError(f"pet: box {box} of {node.output!r} reads only padding")
+            pads[i], pads[i + 2] = lo - a, e - hi
+            reads.append((lo, hi))
+        plan.insert(0, (node, reads, tuple(pads)))
+        rows = reads
+    x = chain[0].inputs[0]
+    src = x if (n0, n1) == (0, shapes[x][0]) else _split(x, 0, n0, n1 - n0, names, nodes)
+    for i, (lo, hi) in enumerate(plan[0][1]):
+        if (lo, hi) != (0, shapes[x][2 + i]):
             src = _split(src, 2 + i, lo, hi - lo, names, nodes)
-    if (c0, c1) != (0, ws[0]):
-        w, b = _split(w, 0, c0, c1 - c0, names, nodes), _split(b, 0, c0, c1 - c0, names, nodes)
-    dst = names.fresh(f"{node.output}_fix")
-    nodes.append(make_node(node.op, {**p, "pads": tuple(pads)}, [src, w, b], dst))
-    return dst
+    for level, (node, _, pads) in enumerate(plan):
+        w, b = node.inputs[1:]
+        if level == len(plan) - 1 and (c0, c1) != (0, shapes[w][0]):  # the box's output channels
+            w, b = _split(w, 0, c0, c1 - c0, names, nodes), _split(b, 0, c0, c1 - c0, names, nodes)
+        dst = names.fresh(f"{node.output}_fix")
+        nodes.append(make_node(node.op, {**node.p, "pads": pads}, [src, w, b], dst))
+        src = dst
+    return src
 
 
 def overwrite(target: str, shape: Shape, patches: list[tuple[Box, str]], names: NameAllocator,

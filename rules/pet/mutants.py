@@ -2,10 +2,13 @@
 (the activation's shape in, the output's shape out, the same weights), built from a window operator with the
 original's weights and compound reshape/transpose (R/T) moves, each counting one step of depth as in PET.
 
+A chain of window operators (:func:`~eqsat.rules.pet.program.chain_of`) is one step: its nodes in order, so a
+mutant moves the data once around all of them (PET's R/T amortized over a subprogram of several operators).
+
 The moves are the layout changes of an NCHW tensor PET's families are made of: fold part of the batch into
 the width or the height (one image twice as wide), cut the width or the height into tiles stacked on the
 batch, and gather every ``d``-th pixel into ``d x d`` sub-images on the batch (and each one's inverse). The
-window operator comes with the original's parameters, or with its dilation made 1 (pads divided alike). A
+window operators come with the original's parameters, or with their dilation made 1 (pads divided alike). A
 mutant is any sequence of at most ``depth`` steps, no two moves in a row (they would be one R/T), holding the
 window operator once, whose output has the original's shape; the original itself is left out.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from eqsat.ir.graph import Graph, Node, make_node
 from eqsat.ir.names import NameAllocator
@@ -25,7 +29,8 @@ __all__ = ["Move", "Mutant", "moves_for", "generate_mutants", "DEFAULT_DEPTH"]
 #: PET's default depth
 DEFAULT_DEPTH = 4
 
-Steps = list[tuple[str, dict[str, object]]]
+#: nodes as (operator, parameters) of a move, or (operator, parameters, the weights it reads) of a window
+Steps = list[tuple[Any, ...]]
 #: the registry operators an R/T move is written with
 RESHAPE = "reshape"
 TRANSPOSE = "transpose"
@@ -89,24 +94,35 @@ def _batch_to_phases(d: int) -> Move:
     return Move(f"batch_to_phases({d})", steps)
 
 
-def moves_for(window: Node) -> list[Move]:
-    """The R/T moves tried around ``window``: batch folds and spatial tiles by 2, and phase gathers by 2 and by
-    the window's dilation."""
-    dil = sorted({2} | {int(d) for d in window.p["dilations"] if int(d) > 1})
+def moves_for(windows: tuple[Node, ...]) -> list[Move]:
+    """The R/T moves tried around ``windows``: batch folds and spatial tiles by 2, and phase gathers by 2 and by
+    the windows' dilations."""
+    dil = sorted({2} | {int(d) for w in windows for d in w.p["dilations"] if int(d) > 1})
     return ([_batch_to(a, 2) for a in (2, 3)] + [_to_batch(a, 2) for a in (2, 3)]
             + [_phases_to_batch(d) for d in dil] + [_batch_to_phases(d) for d in dil])
 
 
-def _window_variants(window: Node) -> list[tuple[str, dict[str, object]]]:
-    """The window operator's parameters a mutant may use: the original's, and dilation 1 with pads divided
-    by the dilation (PET's dilated conv as a plain one)."""
-    p = window.p
-    out = [("same", p)]
+def _undilated(p: dict[str, Any]) -> dict[str, Any] | None:
+    """``p`` with dilation 1 and its pads divided by the dilation, or None where it has none or they don't divide."""
     dil = tuple(int(d) for d in p["dilations"])
-    if any(d > 1 for d in dil) and all(pad % dil[i % 2] == 0 for i, pad in enumerate(p["pads"])):
-        pads = tuple(pad // dil[i % 2] for i, pad in enumerate(p["pads"]))
-        out.append(("undilated", {**p, "dilations": (1, 1), "pads": pads}))
+    if not any(d > 1 for d in dil) or any(pad % dil[i % 2] for i, pad in enumerate(p["pads"])):
+        return None
+    return {**p, "dilations": (1, 1), "pads": tuple(pad // dil[i % 2] for i, pad in enumerate(p["pads"]))}
+
+
+def _window_variants(windows: tuple[Node, ...]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The window operators' parameters a mutant may use, with a label: the originals', and dilation 1 with pads
+    divided by the dilation (PET's dilated conv as a plain one), for a chain only where all have one dilation."""
+    out: list[tuple[str, list[dict[str, Any]]]] = [("same", [w.p for w in windows])]
+    plain = [_undilated(w.p) for w in windows]
+    if all(p is not None for p in plain) and len({tuple(w.p["dilations"]) for w in windows}) == 1:
+        out.append(("undilated", plain))  # type: ignore[arg-type]
     return out
+
+
+def _window_label(windows: tuple[Node, ...], variant: str) -> str:
+    """``conv2d``, ``conv2d[undilated]``, ``conv2d+conv2d`` (a chain), ..."""
+    return "+".join(w.op if variant == "same" else f"{w.op}[{variant}]" for w in windows)
 
 
 @dataclass(frozen=True)
@@ -126,21 +142,21 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
     """Every mutant of ``sub`` of at most ``depth`` steps (see the module docstring), each once, in the order of
     the depth-first enumeration; the shapes are the registry's shape functions'."""
     g = sub.graph
-    window = sub.node
+    windows = sub.windows
     x, out = sub.activation, sub.output
     target = g.shapes[out]
-    moves = moves_for(window)
+    moves = moves_for(windows)
     found: dict[tuple[str, ...], Mutant] = {}
-    # a step: (label, whether it is the window operator, its nodes as (operator, parameters))
+    # a step: (label, whether it is the window operators, its nodes (Steps))
     Step = tuple[str, bool, Steps]
 
     def build(seq: list[Step]) -> Graph | None:
         names = NameAllocator(set(g.shapes))
         cur, nodes = x, []
-        for _, is_window, steps in seq:
-            for op, params in steps:
+        for _, _, steps in seq:
+            for op, params, *weights in steps:
                 dst = names.fresh(f"{out}_pet")
-                nodes.append(make_node(op, params, [cur, *window.inputs[1:]] if is_window else [cur], dst))
+                nodes.append(make_node(op, params, [cur, *(weights[0] if weights else ())], dst))
                 cur = dst
         nodes[-1] = Node(nodes[-1].op, nodes[-1].params, nodes[-1].inputs, out)
         try:
@@ -151,7 +167,8 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
 
     def walk(seq: list[Step], shape: Shape, used_window: bool, last_move: bool) -> None:
         labels = tuple(label for label, _, _ in seq)
-        if used_window and shape == target and labels != (window.op,) and labels not in found:
+        original = labels == (_window_label(windows, "same"),)
+        if used_window and shape == target and not original and labels not in found:
             if (mg := build(seq)) is not None:
                 found[labels] = Mutant(mg, labels)
         if len(seq) >= depth:
@@ -162,14 +179,17 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
                 if steps is not None:
                     walk(seq + [(mv.name, False, steps)], tuple(steps[-1][1]["shape"]), used_window, True)  # type: ignore[arg-type]
         if not used_window:
-            for label, params in _window_variants(window):
-                try:
-                    s = window.spec.shape(window.spec.normalize(dict(params)),
-                                          [shape, *[g.shapes[i] for i in window.inputs[1:]]])
-                except ValueError:
-                    continue
-                name = window.op if label == "same" else f"{window.op}[{label}]"
-                walk(seq + [(name, True, [(window.op, params)])], s, True, False)
+            for label, params in _window_variants(windows):
+                s: Shape | None = shape
+                for w, p in zip(windows, params, strict=True):
+                    try:
+                        s = w.spec.shape(w.spec.normalize(dict(p)), [s, *[g.shapes[i] for i in w.inputs[1:]]])
+                    except ValueError:
+                        s = None
+                        break
+                if s is not None:
+                    steps = [(w.op, p, w.inputs[1:]) for w, p in zip(windows, params, strict=True)]
+                    walk(seq + [(_window_label(windows, label), True, steps)], s, True, False)
 
     walk([], g.shapes[x], False, False)
     return list(found.values())

@@ -2,9 +2,16 @@
 modulo a prime, and their footprints (which activation element each output position reads through each tap).
 
 A subprogram is an IR :class:`~eqsat.ir.graph.Graph` with one activation input, its weights and one output,
-built only from the operators of :data:`ROLES`: a window operator (a convolution) and operators that move data
-(reshape, transpose, split, concat, zero padding). A fused activation (``act``) is element-wise, so it commutes
-with everything the analysis does to positions; the analysis runs on the linear core (``act`` 0).
+built only from the operators of :data:`ROLES`: window operators (convolutions) and operators that move data
+(reshape, transpose, split, concat, zero padding). A host graph's subprogram is one convolution, or a chain of
+them (each reading the one before), which PET's mutants then transform as one (one R/T around two convolutions).
+
+A fused activation (``act``) is element-wise. The analysis runs on the linear core (``act`` 0), and what it
+decides holds with the activations on: where the two linear cores agree as polynomials of the inputs and weights,
+every product of the kind ``w2[t2] w1[t1] x[e]`` appears in both, so each tap of the last window reads an
+intermediate position whose own taps read the same elements; an element-wise function of equal intermediates is
+equal, so the outputs are too (:func:`footprint` marks which taps read an intermediate position at all, since one
+whose taps all read padding still holds the bias).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import numpy as np
 from eqsat.ir.graph import Graph, Node, TensorInfo, make_node
 from eqsat.ops.conv import patches
 
-__all__ = ["PRIME", "ROLES", "Subprogram", "subprogram_of", "linear_core", "random_values", "evaluate_mod",
+__all__ = ["PRIME", "ROLES", "Subprogram", "subprogram_of", "chain_of", "linear_core", "random_values", "evaluate_mod",
            "footprint", "NotMultiLinear"]
 
 #: The field the random tests compute in: 2^13 - 1, a Mersenne prime. Values below it, products below 2^26 and
@@ -26,9 +33,9 @@ PRIME = 8191
 
 #: PET's operator set as far as this slice handles it (PET's Table 1 has more), and each one's role in a
 #: footprint: ``window`` reads a window of its first input per output position (a convolution), ``move`` only
-#: moves data (zero padding reads nothing at its borders).
+#: moves data, ``padding`` moves it and reads nothing at its borders (zero padding).
 ROLES: dict[str, str] = {"conv2d": "window", "reshape": "move", "transpose": "move", "split": "move",
-                         "concat": "move", "pad": "move"}
+                         "concat": "move", "pad": "padding"}
 
 
 class NotMultiLinear(ValueError):
@@ -38,10 +45,16 @@ class NotMultiLinear(ValueError):
 @dataclass(frozen=True)
 class Subprogram:
     """One multi-linear subprogram: ``graph`` reads the activation ``graph.inputs[0]`` and weights, and computes
-    ``graph.outputs[0]``; ``node`` is the node of the host graph it stands for (its tensor names are the host's)."""
+    ``graph.outputs[0]``; ``node`` is the node of the host graph whose tensor it computes (the last of a chain; the
+    tensor names are the host's)."""
 
     graph: Graph
     node: Node
+
+    @property
+    def windows(self) -> tuple[Node, ...]:
+        """The window nodes, in order (one, or a chain each reading the one before)."""
+        return tuple(n for n in self.graph.nodes if ROLES.get(n.op) == "window")
 
     @property
     def activation(self) -> str:
@@ -54,18 +67,39 @@ class Subprogram:
         return self.graph.outputs[0]
 
 
+def _is_window(graph: Graph, node: Node) -> bool:
+    """Whether ``node`` is a window operator of :data:`ROLES` without groups, over an activation and weights."""
+    if ROLES.get(node.op) != "window" or node.p.get("groups", 1) != 1:
+        return False
+    x, *rest = node.inputs
+    return x not in graph.weights and all(r in graph.weights for r in rest)
+
+
+def _subprogram(graph: Graph, chain: list[Node]) -> Subprogram:
+    x, shapes = chain[0].inputs[0], graph.shapes
+    weights = {r: graph.weights[r] for n in chain for r in n.inputs[1:]}
+    sub = Graph((TensorInfo(x, shapes[x], graph.dtypes[x]),), weights, tuple(chain), (chain[-1].output,),
+                name=f"pet_{chain[-1].output}" + (f"_chain{len(chain)}" if len(chain) > 1 else ""))
+    return Subprogram(sub, chain[-1])
+
+
 def subprogram_of(graph: Graph, node: Node) -> Subprogram | None:
     """The subprogram of one window node of ``graph`` over its activation and weights, or ``None`` where the node
     is not a window operator of :data:`ROLES` (or reads no activation and weights, or has groups)."""
-    if ROLES.get(node.op) != "window" or node.p.get("groups", 1) != 1:
-        return None
-    x, *rest = node.inputs
-    if x in graph.weights or not all(r in graph.weights for r in rest):
-        return None
-    shapes = graph.shapes
-    sub = Graph((TensorInfo(x, shapes[x], graph.dtypes[x]),), {r: graph.weights[r] for r in rest}, (node,),
-                (node.output,), name=f"pet_{node.output}")
-    return Subprogram(sub, node)
+    return _subprogram(graph, [node]) if _is_window(graph, node) else None
+
+
+def chain_of(graph: Graph, node: Node, length: int = 2) -> Subprogram | None:
+    """The subprogram of the ``length`` window nodes of ``graph`` that end at ``node``, each reading the output of
+    the one before (fused activations between them allowed), or ``None`` where there is no such chain. The chain's
+    inner tensors may have other readers: the subprogram only computes ``node``'s tensor again."""
+    chain = [node]
+    while len(chain) < length and _is_window(graph, chain[0]):
+        before = graph.producers.get(chain[0].inputs[0])
+        if before is None:
+            return None
+        chain.insert(0, before)
+    return _subprogram(graph, chain) if len(chain) == length and all(_is_window(graph, n) for n in chain) else None
 
 
 def linear_core(graph: Graph) -> Graph:
@@ -100,30 +134,44 @@ def evaluate_mod(graph: Graph, values: Mapping[str, np.ndarray]) -> np.ndarray:
     return env[graph.outputs[0]]
 
 
+#: a footprint's entry for a tap that reads a position of a window's output (padding there reads 0)
+READS_INTERMEDIATE = -1
+
+
 def footprint(graph: Graph) -> np.ndarray:
     """Which activation element each output position reads through each tap: an int array of the output's shape
     plus a tap axis, holding the element's flat index plus one (0: nothing, a zero of padding). A window node
-    reads its window's ``C x kh x kw`` taps, every output channel the same; a move reads one.
+    reads its window's ``C x kh x kw`` taps, every output channel the same; a move reads one. A window over a
+    window's output reads, through each of its taps, :data:`READS_INTERMEDIATE` (or 0 at padding) and then
+    what that position's own taps read.
 
-    Raises :class:`NotMultiLinear` for another operator or for a window over a window's output."""
+    Raises :class:`NotMultiLinear` for another operator, or for zero padding of a window's output (a pad would
+    read 0 where a position whose taps read padding holds the bias)."""
     x = graph.inputs[0].name
     shapes = graph.shapes
     env: dict[str, np.ndarray] = {x: (np.arange(int(np.prod(shapes[x])), dtype=np.int64) + 1).reshape(
         shapes[x] + (1,))}
+    windowed: set[str] = set()  # the tensors computed from a window's output
     for n in graph.nodes:
         role = ROLES.get(n.op)
         if role is None or any(i not in env for i in n.inputs if i not in graph.weights):
             raise NotMultiLinear(f"pet: no footprint through {n.op} ({n.output!r})")
         if role == "window":
             ids = env[n.inputs[0]]
-            if ids.shape[-1] != 1:
-                raise NotMultiLinear(f"pet: a window over a window's output ({n.output!r})")
+            if n.inputs[0] in windowed:
+                ids = np.concatenate([np.full(ids.shape[:-1] + (1,), READS_INTERMEDIATE, np.int64), ids], axis=-1)
             kh, kw = shapes[n.inputs[1]][2:]
-            win = patches(ids[..., 0], kh, kw, n.p["strides"], n.p["pads"], n.p["dilations"])  # N,C,kh,kw,OH,OW
-            nb, c, _, _, oh, ow = win.shape
-            taps = win.transpose(0, 4, 5, 1, 2, 3).reshape(nb, 1, oh, ow, c * kh * kw)
-            env[n.output] = np.broadcast_to(taps, (nb, shapes[n.output][1], oh, ow, c * kh * kw))
+            win = np.stack([patches(ids[..., t], kh, kw, n.p["strides"], n.p["pads"], n.p["dilations"])
+                            for t in range(ids.shape[-1])], axis=-1)  # N,C,kh,kw,OH,OW,taps
+            nb, c, _, _, oh, ow, t = win.shape
+            taps = win.transpose(0, 4, 5, 1, 2, 3, 6).reshape(nb, 1, oh, ow, c * kh * kw * t)
+            env[n.output] = np.broadcast_to(taps, (nb, shapes[n.output][1], oh, ow, c * kh * kw * t))
+            windowed.add(n.output)
         else:
+            if any(i in windowed for i in n.inputs):
+                if role == "padding":
+                    raise NotMultiLinear(f"pet: zero padding of a window's output ({n.output!r})")
+                windowed.add(n.output)
             args = [env[i] for i in n.inputs]
             taps = args[0].shape[-1]
             if any(a.shape[-1] != taps for a in args):

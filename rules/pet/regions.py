@@ -38,7 +38,7 @@ def axis_cuts(ids: np.ndarray, axis: int) -> list[int]:
     """Where boxes of one program's footprint ``ids`` (output shape + taps) end along ``axis``: the positions
     ``i`` such that ``i - 1`` and ``i`` lie in different boxes."""
     a = np.moveaxis(ids, axis, 0)
-    valid = a > 0
+    valid = a != 0  # an element (or, negative, a position of a window's output) rather than padding
     cuts: list[int] = []
     start = 0
     first_step: np.ndarray | None = None
@@ -132,7 +132,7 @@ def repeats_along_batch(full: np.ndarray, reduced: np.ndarray, image: int) -> bo
     if b % r or full.shape[1:] != reduced.shape[1:]:
         return False
     for k in range(b // r):
-        if not np.array_equal(full[k * r:(k + 1) * r], np.where(reduced > 0, reduced + k * r * image, 0)):
+        if not np.array_equal(full[k * r:(k + 1) * r], np.where(reduced > 0, reduced + k * r * image, reduced)):
             return False
     return True
 

@@ -1,6 +1,7 @@
-"""PET over a whole graph: every window node's subprogram, its mutants, their region analysis and corrections,
-kept where the corrected mutant passes the check, as :class:`PetRewrite` s the engine adds to the e-graph beside
-the node (each an alternative computation of the node's tensor, fully equivalent)."""
+"""PET over a whole graph: every window node's subprogram (the node alone, and the chain of windows ending at it),
+its mutants, their region analysis and corrections, kept where the corrected mutant passes the check, as
+:class:`PetRewrite` s the engine adds to the e-graph beside the node (each an alternative computation of the
+node's tensor, fully equivalent)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ from eqsat.ir.graph import Alternative, Graph, Node, TensorInfo
 from eqsat.ir.names import NameAllocator
 from eqsat.rules.pet.corrections import MAX_WRONG_FRACTION, CorrectionError, Reference, correct
 from eqsat.rules.pet.mutants import DEFAULT_DEPTH, Mutant, generate_mutants
-from eqsat.rules.pet.program import NotMultiLinear, Subprogram, footprint, subprogram_of
+from eqsat.rules.pet.program import ROLES, NotMultiLinear, Subprogram, chain_of, footprint, subprogram_of
 from eqsat.rules.pet.regions import DEFAULT_TESTS, RegionAnalysis, analyse, repeats_along_batch
 
-__all__ = ["PetRewrite", "find_rewrites", "chosen_rewrites", "PET_RULE_PREFIX"]
+__all__ = ["PetRewrite", "find_rewrites", "chosen_rewrites", "subprograms", "PET_RULE_PREFIX", "DEFAULT_CHAIN"]
+
+#: the longest chain of window nodes one subprogram holds (2: a convolution and the one it reads)
+DEFAULT_CHAIN = 2
 
 #: the provenance name of a PET rewrite starts with this (``pet:<the mutant's steps>``)
 PET_RULE_PREFIX = "pet:"
@@ -36,9 +40,9 @@ class PetRewrite:
     correction_flops: float
     fixes: int
     evidence: dict[str, object] = field(default_factory=dict)
-    #: the mutant's own window node as (operator, parameters, weights read, activation shape): a graph holding a
-    #: node like it holds this rewrite (:func:`chosen_rewrites`)
-    window: tuple[object, ...] = ()
+    #: the mutant's own window nodes, each as (operator, parameters, weights read, activation shape): a graph
+    #: holding nodes like them holds this rewrite (:func:`chosen_rewrites`)
+    windows: tuple[tuple[object, ...], ...] = ()
 
     @property
     def alternative(self) -> Alternative:
@@ -100,26 +104,40 @@ class _AtBatch:
         return self._prints[name]
 
 
+def subprograms(graph: Graph, chain: int = DEFAULT_CHAIN) -> list[Subprogram]:
+    """The subprograms of ``graph`` PET searches, in the graph's order: each window node alone, then each chain of
+    2 to ``chain`` window nodes ending at it."""
+    out = []
+    for node in graph.nodes:
+        if (sub := subprogram_of(graph, node)) is not None:
+            out.append(sub)
+            out.extend(c for n in range(2, chain + 1) if (c := chain_of(graph, node, n)) is not None)
+    return out
+
+
 def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT_TESTS,
                   max_wrong_fraction: float = MAX_WRONG_FRACTION, deadline: float | None = None,
-                  progress: Callable[[str], None] | None = None) -> list[PetRewrite]:
-    """Every corrected mutant of every window node of ``graph`` (see :mod:`eqsat.rules.pet`) that is wrong on at
-    most ``max_wrong_fraction`` of its output before correction and equal to the original after it.
+                  progress: Callable[[str], None] | None = None, chain: int = DEFAULT_CHAIN) -> list[PetRewrite]:
+    """Every corrected mutant of every subprogram of ``graph`` (:func:`subprograms`; see :mod:`eqsat.rules.pet`)
+    that is wrong on at most ``max_wrong_fraction`` of its output before correction and equal to the original
+    after it.
 
-    Window nodes of one configuration (operator, parameters, shapes) share their mutants' region analyses, which
-    random weights decide; each corrected mutant is still checked with its own node's weights. With ``deadline``
-    (a :func:`time.perf_counter` time) no node is begun past it, and ``progress`` hears how many were left."""
+    Subprograms of one configuration (operators, parameters, shapes) share their mutants' region analyses, which
+    random weights decide; each corrected mutant is still checked with its own nodes' weights. With ``deadline``
+    (a :func:`time.perf_counter` time) no subprogram is begun past it, and ``progress`` hears how many were
+    left."""
     names = NameAllocator(set(graph.shapes))
     found: list[PetRewrite] = []
     analyses: dict[tuple[object, ...], dict[str, RegionAnalysis | None]] = {}
-    windows = [(node, sub) for node in graph.nodes if (sub := subprogram_of(graph, node)) is not None]
-    for k, (node, sub) in enumerate(windows):
+    subs = subprograms(graph, chain)
+    for k, sub in enumerate(subs):
         if deadline is not None and time.perf_counter() > deadline:
             if progress is not None:
-                progress(f"pet: stopped at its deadline, {len(windows) - k} of {len(windows)} window nodes left")
+                progress(f"pet: stopped at its deadline, {len(subs) - k} of {len(subs)} subprograms left")
             break
+        node = sub.node
         mutants = generate_mutants(sub, depth)
-        config = (node.op, node.params, tuple(sub.graph.shapes[i] for i in node.inputs))
+        config = tuple((n.op, n.params, tuple(sub.graph.shapes[i] for i in n.inputs)) for n in sub.windows)
         if config not in analyses:
             full, fewer = _AtBatch(sub, depth, mutants), _fewer_images(sub, depth)
             analyses[config] = {m.name: _analysis(full, m.name, tests, fewer) for m in mutants}
@@ -134,7 +152,7 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
                 continue
             nodes = _renamed(fixed.nodes, set(sub.graph.shapes) - {sub.output}, names)
             found.append(PetRewrite(node.output, PET_RULE_PREFIX + mutant.name, nodes, fixed.correction_flops,
-                                    len(fixed.fixes), fixed.evidence, _window_of(mutant.graph, node.op)))
+                                    len(fixed.fixes), fixed.evidence, _windows_of(mutant.graph)))
     return found
 
 
@@ -166,19 +184,29 @@ def _analysis(full: _AtBatch, name: str, tests: int, fewer: Sequence[_AtBatch] =
 
 
 def _signature(n: Node, graph: Graph, shapes: dict[str, tuple[int, ...]]) -> tuple[object, ...]:
-    """A node of ``graph`` as :attr:`PetRewrite.window` holds it: operator, parameters, weights, activation shape."""
+    """A node of ``graph`` as :attr:`PetRewrite.windows` holds it: operator, parameters, weights, activation shape."""
     return (n.op, n.params, tuple(i for i in n.inputs if i in graph.weights), shapes[n.inputs[0]])
 
 
-def _window_of(graph: Graph, op: str) -> tuple[object, ...]:
-    """The signature of ``graph``'s first ``op`` node."""
-    return _signature(next(n for n in graph.nodes if n.op == op), graph, graph.shapes)
+def _windows_of(graph: Graph) -> tuple[tuple[object, ...], ...]:
+    """The signatures of ``graph``'s window nodes."""
+    shapes = graph.shapes
+    return tuple(_signature(n, graph, shapes) for n in graph.nodes if ROLES.get(n.op) == "window")
 
 
 def chosen_rewrites(graph: Graph, rewrites: list[PetRewrite]) -> list[PetRewrite]:
-    """The ``rewrites`` a graph (an optimized one) holds: those whose mutant's window node it has, the same
-    operator and parameters reading the same weights from an activation of the mutant's shape (the original's
-    node reads another shape or has other parameters: a mutant has at least one move or another window)."""
+    """The ``rewrites`` a graph (an optimized one) holds: those whose mutant's window nodes it has, the same
+    operators and parameters reading the same weights from activations of the mutant's shapes (the original's
+    nodes read other shapes or have other parameters: a mutant has at least one move or another window). A
+    window node counts for one rewrite only, the one of the longest chain (a chain's mutant holds the window a
+    mutant of its first node alone would)."""
     shapes = graph.shapes
     present = {_signature(n, graph, shapes) for n in graph.nodes if n.inputs}
-    return [r for r in rewrites if r.window in present]
+    claimed: set[tuple[object, ...]] = set()
+    chosen: set[int] = set()
+    for k in sorted(range(len(rewrites)), key=lambda j: -len(rewrites[j].windows)):
+        ws = rewrites[k].windows
+        if ws and all(w in present and w not in claimed for w in ws):
+            chosen.add(k)
+            claimed.update(ws)
+    return [r for k, r in enumerate(rewrites) if k in chosen]

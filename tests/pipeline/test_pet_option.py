@@ -43,6 +43,31 @@ def test_pet_alternatives_join_the_egraph_and_the_run_stays_checked(tmp_path: Pa
     assert "pet:batch_to_width(2) > conv2d > width_to_batch(2)" in names
 
 
+def test_a_chains_corrected_mutant_joins_the_second_convolutions_eclass(tmp_path: Path) -> None:
+    """Two 3x3 convolutions (a ReLU between) on 16-wide images: one fold around both, its two-column seam
+    corrected, computes the second one's tensor from the first one's input."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array((rng.standard_normal((4, 4, 3, 3)) * 0.3).astype(np.float32), f"w{i}")
+             for i in (1, 2)]
+    inits += [numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), f"b{i}") for i in (1, 2)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["h1"]),
+             helper.make_node("Conv", ["h1", "w2", "b2"], ["y"], pads=[1, 1, 1, 1])]
+    shape = [2, 4, 8, 16]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    dump = tmp_path / "egraph.json"
+    res = eqsat.optimize(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), pet=True,
+                         time_limit=20, cache=False, dump_egraph=str(dump), provenance=True, iter_limit=2)
+    assert res.numeric is not None and res.numeric.ok
+    enodes = json.loads(dump.read_text())["nodes"]
+    chain = "pet:batch_to_width(2) > conv2d+conv2d > width_to_batch(2)"
+    chain_classes = {n["eclass"] for n in enodes.values() if chain in n["rules"]}
+    w2 = {k for k, n in enodes.items() if n["op"] == "Weight" and n["params"]["name"] == "w2"}
+    second = {n["eclass"] for n in enodes.values() if n["op"] == "conv2d" and n["in_input"] and w2 & set(n["children"])}
+    assert len(second) == 1 and second <= chain_classes
+
+
 def test_pet_is_off_by_default() -> None:
     from eqsat.pipeline import OptimizeOptions
 

@@ -210,11 +210,11 @@ def test_the_probes_footprints_cut_the_boxes_the_full_footprints_cut(block) -> N
             assert [(d.box, d.equal) for d in fast.decisions] == [(d.box, d.equal) for d in full.decisions], m.name
 
 
-def test_no_window_node_is_begun_past_the_deadline() -> None:
+def test_no_subprogram_is_begun_past_the_deadline() -> None:
     said: list[str] = []
     assert find_rewrites(inception_block(), deadline=0.0, progress=said.append) == []
-    assert said == ["pet: stopped at its deadline, 4 of 4 window nodes left"]
-    shared = find_rewrites(resnet_block())  # its two convolutions (one with its ReLU) get the same mutants
+    assert said == ["pet: stopped at its deadline, 4 of 4 subprograms left"]
+    shared = find_rewrites(resnet_block(), chain=1)  # its two convolutions (one with its ReLU): the same mutants
     assert {r.tensor for r in shared} == {"h1", "y"}
     assert sorted(r.name for r in shared if r.tensor == "h1") == sorted(r.name for r in shared if r.tensor == "y")
 
