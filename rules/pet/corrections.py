@@ -180,45 +180,76 @@ def corrected_graph(sub: Subprogram, mutant: Mutant, fixes: list[Box], shift: in
 
 class Reference:
     """The original's side of :func:`check_equal`: its random inputs and outputs, computed when first needed and
-    then shared by every candidate checked against it (a convolution's mutants)."""
+    then shared by every candidate checked against it (a convolution's mutants). ``exact``: the program the
+    trials run, where it is not ``original`` (a probe of it with one channel in and out); ``original`` itself is
+    then run once more in float32."""
 
-    def __init__(self, original: Graph, trials: int = 3, seed: int = 1) -> None:
+    def __init__(self, original: Graph, trials: int = 3, seed: int = 1, exact: Graph | None = None) -> None:
         self.original, self.trials, self.seed = original, trials, seed
+        self.exact = original if exact is None else exact
 
     @functools.cached_property
     def runs(self) -> list[tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray], np.ndarray]]:
-        """Per trial: residues and the original's output modulo the prime, normal inputs and its float32 output."""
+        """Per trial of the exact program: residues and its output modulo the prime, normal inputs and its float32
+        output (with the fused activations)."""
         rng = np.random.default_rng(self.seed)
         out = []
         for _ in range(self.trials):
-            values = random_values(self.original, rng)
-            feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in self.original.inputs}
-            out.append((values, evaluate_mod(self.original, values), feeds, self.original.evaluate(feeds)[0]))
+            values = random_values(self.exact, rng)
+            feeds = _normal(self.exact, rng)
+            out.append((values, evaluate_mod(self.exact, values), feeds, self.exact.evaluate(feeds)[0]))
         return out
+
+    @functools.cached_property
+    def whole(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Normal inputs and ``original``'s float32 output (for a check whose trials ran on a probe)."""
+        feeds = _normal(self.original, np.random.default_rng(self.seed + 1))
+        return feeds, self.original.evaluate(feeds)[0]
+
+
+def _normal(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in graph.inputs}
+
+
+def _close(want: np.ndarray, got: np.ndarray) -> bool:
+    return want.shape == got.shape and bool(np.allclose(want, got, rtol=1e-4, atol=1e-4))
 
 
 def check_equal(original: Graph, candidate: Graph, trials: int = 3, seed: int = 1,
-                reference: Reference | None = None) -> bool:
+                reference: Reference | None = None, exact: tuple[Graph, Graph] | None = None) -> bool:
     """Whether ``candidate`` computes ``original``'s output at every position: exactly modulo the prime on
     ``trials`` random inputs (the linear cores, weights random too), and in float32 with the fused activations
     on as many random normal inputs (the graphs' own weights). ``reference``: the original's runs, where the
-    caller keeps them for several candidates (its graph must be ``original``)."""
-    if reference is None or reference.original is not original:
-        reference = Reference(original, trials, seed)
+    caller keeps them for several candidates (its graph must be ``original``, its exact program ``exact[0]``).
+
+    ``exact``: the original and the candidate to run these trials on instead, at full batch and size: a probe of
+    both with one channel in and out, built by the same code (the moves never touch the channels and a window
+    reads every channel alike, so a position is right in the probe where it is right for every channel; the
+    probe's weights are the graph's first channel's). ``candidate`` itself is then run once in float32, every
+    position of every channel."""
+    tested = (original, candidate) if exact is None else exact
+    if reference is None or reference.original is not original or reference.exact is not tested[0]:
+        reference = Reference(original, trials, seed, tested[0])
     for values, want_mod, feeds, want in reference.runs:
-        if not np.array_equal(want_mod, evaluate_mod(candidate, values)):
+        if not np.array_equal(want_mod, evaluate_mod(tested[1], values)):
             return False
-        got = candidate.evaluate(feeds)[0]
-        if want.shape != got.shape or not np.allclose(want, got, rtol=1e-4, atol=1e-4):
+        if not _close(want, tested[1].evaluate(feeds)[0]):
             return False
+    if exact is not None:
+        feeds, want = reference.whole
+        return _close(want, candidate.evaluate(feeds)[0])
     return True
 
 
 def correct(sub: Subprogram, mutant: Mutant, analysis: RegionAnalysis | None = None,
-            max_wrong_fraction: float = MAX_WRONG_FRACTION, reference: Reference | None = None) -> CorrectedMutant:
+            max_wrong_fraction: float = MAX_WRONG_FRACTION, reference: Reference | None = None,
+            probe: tuple[Subprogram, Mutant] | None = None) -> CorrectedMutant:
     """The corrected mutant of ``mutant``: its non-equal boxes (from ``analysis``, else :func:`analyse`)
     recomputed by the original, checked equal to the original at every position (:func:`check_equal`, with
     ``reference``: ``Reference(sub.graph)`` shared by the mutants of one subprogram).
+
+    ``probe``: the subprogram and this mutant with one channel in and out; the exact test then runs on the probe
+    corrected on the same boxes (``reference`` built with ``exact=`` the probe's graph).
 
     Raises :class:`CorrectionError` where more than ``max_wrong_fraction`` of the output is wrong, or the check
     refuses the result."""
@@ -228,11 +259,17 @@ def correct(sub: Subprogram, mutant: Mutant, analysis: RegionAnalysis | None = N
                               f"(at most {max_wrong_fraction:.0%} is corrected)")
     fixes = analysis.wrong
     graph = corrected_graph(sub, mutant, fixes)
-    if not check_equal(sub.graph, graph, reference=reference):
+    exact = None
+    if probe is not None:  # the same boxes over the probe's one channel (no box cuts the channels)
+        if any(box[1] != (0, sub.graph.shapes[sub.output][1]) for box in fixes):
+            raise CorrectionError(f"pet: {mutant.name} has a box of part of the channels, which a probe lacks")
+        narrow = [box[:1] + ((0, 1),) + box[2:] for box in fixes]
+        exact = (probe[0].graph, corrected_graph(probe[0], probe[1], narrow))
+    if not check_equal(sub.graph, graph, reference=reference, exact=exact):
         raise CorrectionError(f"pet: {mutant.name} corrected on {fixes} still differs from the original")
     shapes, before = graph.shapes, mutant.graph.shapes
     flops = sum(n.spec.flops_fn(n.p, [shapes[i] for i in n.inputs], shapes[n.output])
                 for n in graph.nodes if n.op == sub.node.op and n.output not in before)
     evidence = {**analysis.summary(), "mutant": mutant.name, "fixes": [list(map(list, b)) for b in fixes],
-                "correction_flops": flops}
+                "correction_flops": flops, "checked_exactly_on": "probe" if probe is not None else "graph"}
     return CorrectedMutant(sub, mutant, analysis, graph, tuple(fixes), float(flops), evidence)

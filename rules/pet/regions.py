@@ -17,6 +17,7 @@ weights included), so a wrong "equal" has probability at most ``(n / p) ** tests
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -98,8 +99,10 @@ class RegionAnalysis:
     prime: int = PRIME
     #: the images the random tests ran on (fewer than the output's batch where its footprints repeat over them)
     images: int | None = None
+    #: the channels they ran on (1 for a probe's programs)
+    channels: int | None = None
 
-    @property
+    @functools.cached_property
     def wrong(self) -> list[Box]:
         """The non-equal boxes, adjacent ones merged (:func:`merge_boxes`)."""
         return merge_boxes([d.box for d in self.decisions if not d.equal])
@@ -120,7 +123,7 @@ class RegionAnalysis:
         return {"boxes": len(self.decisions), "wrong_boxes": [list(map(list, b)) for b in self.wrong],
                 "positions_tested": sum(len(d.positions) for d in self.decisions), "tests": self.tests,
                 "prime": self.prime, "error_bound": self.error_bound, "wrong_fraction": self.wrong_fraction,
-                "tested_on_images": self.images}
+                "tested_on_images": self.images, "tested_on_channels": self.channels}
 
 
 def repeats_along_batch(full: np.ndarray, reduced: np.ndarray, image: int) -> bool:
@@ -147,10 +150,12 @@ def analyse(original: Graph, mutant: Graph, tests: int = DEFAULT_TESTS, seed: in
     size 1 along axes every position of which reads alike (the channels: :func:`eqsat.rules.pet.search`'s probe),
     along which there is then no cut.
 
-    ``reduced``: the same two programs on a batch of ``r`` images whose footprints the full ones repeat along the
-    batch (:func:`repeats_along_batch`, which the caller has checked): the random tests then run on those, and a
-    position ``(n, ...)`` is decided at ``(n mod r, ...)``, the same sum of products (a batch of 16 analysed as
-    one of 2 does an eighth of the work)."""
+    ``reduced``: the same two programs on a block of the output that every other block repeats, which the caller
+    has checked: a batch of ``r`` images whose footprints the full ones repeat along the batch
+    (:func:`repeats_along_batch`), or a probe's one channel (every channel reads alike), or both. The random tests
+    then run on those, and a position is decided at its place modulo their output's shape: ``(n, c, ...)`` at
+    ``(n mod r, c mod 1, ...)``, the same sum of products (a 64-channel batch of 16 analysed as one channel of 2
+    images does a 512th of the work)."""
     shape = tuple(original.shapes[original.outputs[0]])
     if tuple(mutant.shapes[mutant.outputs[0]]) != shape:
         raise ValueError(f"pet: the mutant's output {mutant.shapes[mutant.outputs[0]]} is not the original's {shape}")
@@ -161,15 +166,17 @@ def analyse(original: Graph, mutant: Graph, tests: int = DEFAULT_TESTS, seed: in
     cuts = [sorted({c for ids in prints if ids.shape[ax] == shape[ax] for c in axis_cuts(ids, ax)})
             for ax in range(len(shape))]
     rng = np.random.default_rng(seed)
-    tested = original if reduced is None else reduced[0]
-    period = tested.shapes[tested.outputs[0]][0]
+    tested = (original, mutant) if reduced is None else reduced
+    block = tuple(tested[0].shapes[tested[0].outputs[0]])
+    if len(block) != len(shape) or any(size % b for size, b in zip(shape, block, strict=True)):
+        raise ValueError(f"pet: programs of output {block} tested for an output of shape {shape}")
     runs = []
     for _ in range(tests):
-        values = random_values(tested, rng)
-        runs.append((evaluate_mod(tested, values), evaluate_mod(mutant if reduced is None else reduced[1], values)))
+        values = random_values(tested[0], rng)
+        runs.append((evaluate_mod(tested[0], values), evaluate_mod(tested[1], values)))
 
     def at(v: tuple[int, ...]) -> tuple[int, ...]:  # where the runs hold position v
-        return (v[0] % period, *v[1:])
+        return tuple(i % b for i, b in zip(v, block, strict=True))
 
     decisions = []
     for box in boxes(shape, cuts):
@@ -177,23 +184,31 @@ def analyse(original: Graph, mutant: Graph, tests: int = DEFAULT_TESTS, seed: in
         differing = next((v for v in reps for a, b in runs if a[at(v)] != b[at(v)]), None)
         decisions.append(BoxDecision(box, differing is None, tuple(reps), tests, differing))
     n_inputs = len(original.inputs) + len(original.weights)
-    return RegionAnalysis(shape, tuple(decisions), n_inputs, tests, images=period)
+    return RegionAnalysis(shape, tuple(decisions), n_inputs, tests, images=block[0], channels=block[1])
 
 
 def merge_boxes(found: list[Box]) -> list[Box]:
-    """Boxes merged while two are adjacent along one axis and equal along all others (a union, as boxes)."""
-    out = list(found)
+    """Boxes merged while two are adjacent along one axis and equal along all others (a union, as boxes): along
+    each axis in turn, the boxes alike on all other axes are sorted and each run of touching ones joined, until a
+    pass over all axes joins none."""
+    out = sorted(set(found))
     merged = True
     while merged:
         merged = False
-        for i, j in itertools.combinations(range(len(out)), 2):
-            a, b = out[i], out[j]
-            diff = [k for k in range(len(a)) if a[k] != b[k]]
-            if len(diff) == 1 and (a[diff[0]][1] == b[diff[0]][0] or b[diff[0]][1] == a[diff[0]][0]):
-                k = diff[0]
-                joined = (min(a[k][0], b[k][0]), max(a[k][1], b[k][1]))
-                out[i] = a[:k] + (joined,) + a[k + 1:]
-                del out[j]
-                merged = True
-                break
-    return sorted(out)
+        for k in range(len(out[0]) if out else 0):
+            rows: dict[Box, list[tuple[int, int]]] = {}
+            for box in out:
+                rows.setdefault(box[:k] + box[k + 1:], []).append(box[k])
+            joined: list[Box] = []
+            for rest, spans in rows.items():
+                spans.sort()
+                runs = [list(spans[0])]
+                for a, b in spans[1:]:
+                    if a == runs[-1][1]:
+                        runs[-1][1] = b
+                        merged = True
+                    else:
+                        runs.append([a, b])
+                joined += [rest[:k] + ((a, b),) + rest[k:] for a, b in runs]
+            out = sorted(joined)
+    return out

@@ -138,16 +138,21 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
         node = sub.node
         mutants = generate_mutants(sub, depth)
         config = tuple((n.op, n.params, tuple(sub.graph.shapes[i] for i in n.inputs)) for n in sub.windows)
+        at = _AtBatch(sub, depth, mutants)
         if config not in analyses:
-            full, fewer = _AtBatch(sub, depth, mutants), _fewer_images(sub, depth)
-            analyses[config] = {m.name: _analysis(full, m.name, tests, fewer) for m in mutants}
-        reference = Reference(sub.graph)  # the original's runs, for the checks of all its corrected mutants
+            fewer = _fewer_images(sub, depth)
+            analyses[config] = {m.name: _analysis(at, m.name, tests, fewer) for m in mutants}
+        # the original's runs, for the checks of all its corrected mutants: exactly on the probe where it has the
+        # mutant, else on the subprogram itself
+        references = {True: Reference(sub.graph, exact=at.probed.graph), False: Reference(sub.graph)}
         for mutant in mutants:
             analysis = analyses[config].get(mutant.name)
             if analysis is None:
                 continue
+            small = at.small.get(mutant.name)
             try:
-                fixed = correct(sub, mutant, analysis, max_wrong_fraction, reference)
+                fixed = correct(sub, mutant, analysis, max_wrong_fraction, references[small is not None],
+                                None if small is None else (at.probed, small))
             except (CorrectionError, NotMultiLinear):
                 continue
             nodes = _renamed(fixed.nodes, set(sub.graph.shapes) - {sub.output}, names)
@@ -164,8 +169,9 @@ def _fewer_images(sub: Subprogram, depth: int) -> list[_AtBatch]:
 
 def _analysis(full: _AtBatch, name: str, tests: int, fewer: Sequence[_AtBatch] = ()) -> RegionAnalysis | None:
     """The region analysis of ``full``'s mutant ``name``, from the probes' footprints where the probe has the same
-    mutant; None where the programs are not multi-linear as the analysis needs. Its random tests run on the fewest
-    images whose footprints both programs' repeat along the batch (``fewer``: :func:`_fewer_images`), if any."""
+    mutant, its random tests run on the probes (every channel reads alike); None where the programs are not
+    multi-linear as the analysis needs. The tests run on the fewest images whose footprints both programs' repeat
+    along the batch (``fewer``: :func:`_fewer_images`), if any."""
     sub, mutant = full.sub, full.mutants[name]
     try:
         if name not in full.small:
@@ -173,12 +179,12 @@ def _analysis(full: _AtBatch, name: str, tests: int, fewer: Sequence[_AtBatch] =
         prints = (full.footprint(""), full.footprint(name))
         image = int(np.prod(full.probed.graph.inputs[0].shape[1:]))
         for f in fewer:
-            if name in f.mutants and name in f.small and all(
-                    repeats_along_batch(whole, f.footprint(n), image)
-                    for whole, n in zip(prints, ("", name), strict=True)):
+            if name in f.small and all(repeats_along_batch(whole, f.footprint(n), image)
+                                       for whole, n in zip(prints, ("", name), strict=True)):
                 return analyse(sub.graph, mutant.graph, tests, prints=prints,
-                               reduced=(f.sub.graph, f.mutants[name].graph))
-        return analyse(sub.graph, mutant.graph, tests, prints=prints)
+                               reduced=(f.probed.graph, f.small[name].graph))
+        return analyse(sub.graph, mutant.graph, tests, prints=prints,
+                       reduced=(full.probed.graph, full.small[name].graph))
     except NotMultiLinear:
         return None
 

@@ -4,6 +4,8 @@ refused by the check."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -96,6 +98,24 @@ def test_boxes_follow_the_padding_borders() -> None:
     assert axis_cuts(ids, 2) == [1, 4] and axis_cuts(ids, 3) == [1, 4] and axis_cuts(ids, 0) == []
     assert representatives(((0, 1), (0, 4), (1, 4), (2, 3))) == [(0, 0, 1, 2), (0, 1, 1, 2), (0, 0, 2, 2)]
     assert merge_boxes([((0, 1), (0, 2)), ((1, 3), (0, 2)), ((5, 6), (0, 1))]) == [((0, 3), (0, 2)), ((5, 6), (0, 1))]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_merged_boxes_cover_exactly_the_boxes_merged(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    edges = [sorted({0, 9, *rng.integers(1, 9, 3).tolist()}) for _ in range(3)]
+    grid = list(itertools.product(*(itertools.pairwise(e) for e in edges)))
+    picked = [box for box in grid if rng.random() < 0.6]
+    merged = merge_boxes(picked)
+
+    def cells(boxes: list) -> np.ndarray:  # noqa: ANN001
+        m = np.zeros((9, 9, 9), dtype=int)
+        for (a, b), (c, d), (e, f) in boxes:
+            m[a:b, c:d, e:f] += 1
+        return m
+
+    assert np.array_equal(cells(merged), cells(picked)) and cells(merged).max() <= 1  # the same cells, once each
+    assert len(merged) <= len(picked) and merge_boxes(merged) == merged
 
 
 SHAPES = [dict(n=2, c=3, h=6, w=6), dict(n=4, c=2, h=8, w=8, o=3), dict(n=2, c=2, h=5, w=10, k=5, pad=2),

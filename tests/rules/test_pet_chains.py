@@ -131,3 +131,29 @@ def test_a_graph_holding_a_chains_mutant_has_chosen_the_chain_and_not_its_first_
     assert alone and alone[0].windows == chain.windows[:1]  # the same first window
     nodes = [m for n in g.nodes for m in (chain.nodes if n.output == "y" else (n,))]
     assert chosen_rewrites(Graph(g.inputs, g.weights, tuple(nodes), g.outputs).live().validate(), found) == [chain]
+
+
+@pytest.mark.parametrize("chain", [False, True])
+def test_the_exact_test_on_the_probe_refuses_what_the_full_one_refuses(chain: bool) -> None:
+    """find_rewrites computes the exact test on a probe (one channel in and out) corrected on the same boxes and
+    the float32 one on the graph itself: a correction broken in either is refused."""
+    from eqsat.rules.pet.corrections import Reference
+    from eqsat.rules.pet.search import probe
+
+    g = chain_graph(c=3)
+    sub = chain_of(g, g.nodes[1]) if chain else subprogram_of(g, g.nodes[0])
+    name = WIDE2 if chain else "batch_to_width(2) > conv2d > width_to_batch(2)"
+    m = {x.name: x for x in generate_mutants(sub)}[name]
+    small = probe(sub)
+    ms = {x.name: x for x in generate_mutants(small)}[name]
+    fixes = analyse(sub.graph, m.graph).wrong
+    narrow = [b[:1] + ((0, 1),) + b[2:] for b in fixes]
+    ref = Reference(sub.graph, exact=small.graph)
+    good, good_probe = corrected_graph(sub, m, fixes), corrected_graph(small, ms, narrow)
+    assert check_equal(sub.graph, good, reference=ref, exact=(small.graph, good_probe))
+    broken_probe = corrected_graph(small, ms, narrow, shift=1)
+    assert not check_equal(sub.graph, good, reference=ref, exact=(small.graph, broken_probe))  # exact test fails
+    assert not check_equal(sub.graph, corrected_graph(sub, m, fixes[1:]), reference=ref,
+                           exact=(small.graph, good_probe))  # the float32 one does
+    fixed = correct(sub, m, probe=(small, ms), reference=ref)
+    assert fixed.evidence["checked_exactly_on"] == "probe" and fixed.fixes == tuple(fixes)
