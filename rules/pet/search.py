@@ -5,6 +5,7 @@ node's tensor, fully equivalent)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -14,12 +15,21 @@ import numpy as np
 
 from eqsat.ir.graph import Alternative, Graph, Node, TensorInfo
 from eqsat.ir.names import NameAllocator
-from eqsat.rules.pet.corrections import MAX_WRONG_FRACTION, CorrectionError, Reference, correct
+from eqsat.ir.symbols import Symbols, graph_symbols
+from eqsat.rules.pet.corrections import (
+    MAX_WRONG_FRACTION,
+    CorrectedMutant,
+    CorrectionError,
+    Reference,
+    correct,
+    corrected_graph,
+)
 from eqsat.rules.pet.mutants import DEFAULT_DEPTH, Mutant, generate_mutants
 from eqsat.rules.pet.program import ROLES, NotMultiLinear, Subprogram, chain_of, footprint, subprogram_of
 from eqsat.rules.pet.regions import DEFAULT_TESTS, RegionAnalysis, analyse, repeats_along_batch
 
-__all__ = ["PetRewrite", "find_rewrites", "chosen_rewrites", "subprograms", "PET_RULE_PREFIX", "DEFAULT_CHAIN"]
+__all__ = ["PetRewrite", "find_rewrites", "chosen_rewrites", "subprograms", "PET_RULE_PREFIX", "DEFAULT_CHAIN",
+           "BATCH_PROXY"]
 
 #: the longest chain of window nodes one subprogram holds (2: a convolution and the one it reads)
 DEFAULT_CHAIN = 2
@@ -125,40 +135,101 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
     Subprograms of one configuration (operators, parameters, shapes) share their mutants' region analyses, which
     random weights decide; each corrected mutant is still checked with its own nodes' weights. With ``deadline``
     (a :func:`time.perf_counter` time) no subprogram is begun past it, and ``progress`` hears how many were
-    left."""
+    left.
+
+    A dynamic batch (a graph with symbols, :mod:`eqsat.ir.symbols`, at its generic size): the subprogram is
+    searched at :data:`BATCH_PROXY` images, and a corrected mutant is kept where each image is decided alone (its
+    footprints repeat every image) and corrected alike (every box spans the batch), then written for the batch
+    the symbol stands for. A subprogram over another dynamic axis is left out (its boxes would move with the
+    size) and ``progress`` hears how many."""
     names = NameAllocator(set(graph.shapes))
     found: list[PetRewrite] = []
     analyses: dict[tuple[object, ...], dict[str, RegionAnalysis | None]] = {}
+    symbols = graph_symbols(graph)
     subs = subprograms(graph, chain)
+    dynamic = 0
     for k, sub in enumerate(subs):
         if deadline is not None and time.perf_counter() > deadline:
             if progress is not None:
                 progress(f"pet: stopped at its deadline, {len(subs) - k} of {len(subs)} subprograms left")
             break
-        node = sub.node
-        mutants = generate_mutants(sub, depth)
-        config = tuple((n.op, n.params, tuple(sub.graph.shapes[i] for i in n.inputs)) for n in sub.windows)
-        at = _AtBatch(sub, depth, mutants)
-        if config not in analyses:
-            fewer = _fewer_images(sub, depth)
-            analyses[config] = {m.name: _analysis(at, m.name, tests, fewer) for m in mutants}
-        # the original's runs, for the checks of all its corrected mutants: exactly on the probe where it has the
-        # mutant, else on the subprogram itself
-        references = {True: Reference(sub.graph, exact=at.probed.graph), False: Reference(sub.graph)}
-        for mutant in mutants:
-            analysis = analyses[config].get(mutant.name)
-            if analysis is None:
-                continue
-            small = at.small.get(mutant.name)
-            try:
-                fixed = correct(sub, mutant, analysis, max_wrong_fraction, references[small is not None],
-                                None if small is None else (at.probed, small))
-            except (CorrectionError, NotMultiLinear):
-                continue
+        axes = _symbolic_axes(sub, symbols)
+        if axes - {0}:
+            dynamic += 1
+            continue
+        if axes:
+            proxy = at_batch(sub, BATCH_PROXY)
+            full = {m.name: m for m in generate_mutants(sub, depth)}
+            fixed_all = [f for c in _corrected(proxy, depth, tests, max_wrong_fraction, analyses)
+                         if (f := _for_any_batch(sub, full, c)) is not None]
+        else:
+            fixed_all = _corrected(sub, depth, tests, max_wrong_fraction, analyses)
+        for fixed in fixed_all:
             nodes = _renamed(fixed.nodes, set(sub.graph.shapes) - {sub.output}, names)
-            found.append(PetRewrite(node.output, PET_RULE_PREFIX + mutant.name, nodes, fixed.correction_flops,
-                                    len(fixed.fixes), fixed.evidence, _windows_of(mutant.graph)))
+            found.append(PetRewrite(sub.node.output, PET_RULE_PREFIX + fixed.mutant.name, nodes,
+                                    fixed.correction_flops, len(fixed.fixes), fixed.evidence,
+                                    _windows_of(fixed.mutant.graph)))
+    if dynamic and progress is not None:
+        progress(f"pet: {dynamic} of {len(subs)} subprograms over a dynamic axis other than the batch left out "
+                 "(their boxes would move with its size)")
     return found
+
+
+#: the images a subprogram of a dynamic batch is searched at (odd: a fold of image pairs needs an even batch)
+BATCH_PROXY = 3
+
+
+def _symbolic_axes(sub: Subprogram, symbols: Symbols) -> set[int]:
+    """The axes of ``sub``'s activation or output whose size stands for a symbol's (a dynamic axis)."""
+    if not symbols:
+        return set()
+    shapes = sub.graph.shapes
+    return {ax for t in (sub.activation, sub.output) for ax, v in enumerate(shapes[t])
+            if not isinstance(symbols.decode(v), int)}
+
+
+def _corrected(sub: Subprogram, depth: int, tests: int, max_wrong_fraction: float,
+               analyses: dict[tuple[object, ...], dict[str, RegionAnalysis | None]]) -> list[CorrectedMutant]:
+    """``sub``'s corrected mutants; ``analyses`` holds the region analyses by configuration, shared."""
+    mutants = generate_mutants(sub, depth)
+    config = tuple((n.op, n.params, tuple(sub.graph.shapes[i] for i in n.inputs)) for n in sub.windows)
+    at = _AtBatch(sub, depth, mutants)
+    if config not in analyses:
+        fewer = _fewer_images(sub, depth)
+        analyses[config] = {m.name: _analysis(at, m.name, tests, fewer) for m in mutants}
+    # the original's runs, for the checks of all its corrected mutants: exactly on the probe where it has the
+    # mutant, else on the subprogram itself
+    references = {True: Reference(sub.graph, exact=at.probed.graph), False: Reference(sub.graph)}
+    out = []
+    for mutant in mutants:
+        analysis = analyses[config].get(mutant.name)
+        if analysis is None:
+            continue
+        small = at.small.get(mutant.name)
+        try:
+            out.append(correct(sub, mutant, analysis, max_wrong_fraction, references[small is not None],
+                               None if small is None else (at.probed, small)))
+        except (CorrectionError, NotMultiLinear):
+            continue
+    return out
+
+
+def _for_any_batch(sub: Subprogram, mutants: dict[str, Mutant], fixed: CorrectedMutant) -> CorrectedMutant | None:
+    """``fixed`` (a corrected mutant of ``sub`` at :data:`BATCH_PROXY` images) written for ``sub``'s own batch,
+    where each image was decided alone and every correction spans the batch; else None. Its correction FLOPs
+    are one image's."""
+    if fixed.analysis.images != 1 or fixed.mutant.name not in mutants:
+        return None
+    if any(box[0] != (0, BATCH_PROXY) for box in fixed.fixes):
+        return None
+    batch = sub.graph.inputs[0].shape[0]
+    fixes = tuple(((0, batch), *box[1:]) for box in fixed.fixes)
+    mutant = mutants[fixed.mutant.name]
+    evidence = {**fixed.evidence, "fixes": [list(map(list, b)) for b in fixes], "searched_at_batch": BATCH_PROXY,
+                "batch": "dynamic", "correction_flops": fixed.correction_flops / BATCH_PROXY}
+    return dataclasses.replace(fixed, sub=sub, mutant=mutant, graph=corrected_graph(sub, mutant, list(fixes)),
+                               fixes=fixes, correction_flops=fixed.correction_flops / BATCH_PROXY,
+                               evidence=evidence)
 
 
 def _fewer_images(sub: Subprogram, depth: int) -> list[_AtBatch]:

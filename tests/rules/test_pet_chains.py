@@ -157,3 +157,59 @@ def test_the_exact_test_on_the_probe_refuses_what_the_full_one_refuses(chain: bo
                            exact=(small.graph, good_probe))  # the float32 one does
     fixed = correct(sub, m, probe=(small, ms), reference=ref)
     assert fixed.evidence["checked_exactly_on"] == "probe" and fixed.fixes == tuple(fixes)
+
+
+def test_a_dynamic_batch_is_searched_at_a_few_images_and_written_for_any() -> None:
+    """A model whose batch is dynamic is imported at the symbol's generic size (a prime above 10 000): PET
+    searches three images, keeps what holds image by image, and each rewrite written into the model computes
+    the original's output at batches 1, 2 and 5 (onnxruntime)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from eqsat.onnx_io import load_with_axes, to_onnx
+
+    g0 = chain_graph(c=4, w=16)
+    inits = [numpy_helper.from_array(v, k) for k, v in g0.weights.items()]
+    onnx_nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", ["c1"], ["h"]),
+                  helper.make_node("Conv", ["h", "w2", "b2"], ["y"], pads=[1, 1, 1, 1])]
+    model = helper.make_model(helper.make_graph(
+        onnx_nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5, 8, 16])], inits),
+        opset_imports=[helper.make_opsetid("", 13)])
+    g, _ = load_with_axes(model, label="dyn")
+    assert g.shapes["x"][0] > 10_000  # the generic batch
+    said: list[str] = []
+    found = find_rewrites(g, progress=said.append)
+    assert found and not said
+    assert all(r.evidence["searched_at_batch"] == 3 and r.evidence["tested_on_images"] == 1 for r in found)
+    assert all(box[0] == [0, g.shapes["x"][0]] for r in found for box in r.evidence["fixes"])
+    assert {r.name for r in found} >= {"pet:width_to_batch(2) > conv2d+conv2d > batch_to_width(2)"}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for r in found:
+        nodes = [m for n in g.nodes for m in (r.nodes if n.output == r.tensor else (n,))]
+        written = to_onnx(Graph(g.inputs, g.weights, tuple(nodes), g.outputs, meta=g.meta).live())
+        sess = ort.InferenceSession(written.SerializeToString(), providers=["CPUExecutionProvider"])
+        for n in (1, 2, 5):
+            x = np.random.default_rng(n).standard_normal((n, 4, 8, 16)).astype(np.float32)
+            np.testing.assert_allclose(sess.run(None, {"x": x})[0], want.run(None, {"x": x})[0], rtol=1e-4,
+                                       atol=1e-4, err_msg=f"{r.name} at batch {n}")
+
+
+def test_a_dynamic_spatial_axis_is_left_out_and_said() -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    from eqsat.onnx_io import load_with_axes
+
+    g0 = chain_graph(c=4)
+    inits = [numpy_helper.from_array(v, k) for k, v in g0.weights.items()]
+    onnx_nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"], pads=[1, 1, 1, 1])]
+    model = helper.make_model(helper.make_graph(
+        onnx_nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 8, "W"])],
+        [helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 4, 8, "W"])], inits[:2]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    g, _ = load_with_axes(model, label="dyn")
+    said: list[str] = []
+    assert find_rewrites(g, progress=said.append) == []
+    assert said == ["pet: 1 of 1 subprograms over a dynamic axis other than the batch left out (their boxes would "
+                    "move with its size)"]
