@@ -24,10 +24,10 @@ from eqsat.ir.names import NameAllocator
 from eqsat.ops import Shape
 from eqsat.rules.pet.mutants import Mutant
 from eqsat.rules.pet.program import Subprogram, evaluate_mod, random_values
-from eqsat.rules.pet.regions import Box, RegionAnalysis, analyse
+from eqsat.rules.pet.regions import Box, RegionAnalysis, analyse, merge_boxes
 
-__all__ = ["CorrectionError", "CorrectedMutant", "correct", "correction_nodes", "overwrite", "check_equal", "Reference",
-           "MAX_WRONG_FRACTION"]
+__all__ = ["CorrectionError", "CorrectedMutant", "correct", "correction_nodes", "overwrite", "blocks_of", "check_equal",
+           "Reference", "MAX_WRONG_FRACTION"]
 
 #: a mutant wrong on more of its output than this is not worth correcting (the correction would redo most of it)
 MAX_WRONG_FRACTION = 0.25
@@ -64,10 +64,14 @@ def _split(src: str, axis: int, start: int, size: int, names: NameAllocator, nod
 
 
 def correction_nodes(sub: Subprogram, box: Box, names: NameAllocator, nodes: list[Node],
-                     shift: int = 0) -> str:
+                     shift: int = 0, period: int | None = None) -> str:
     """Append to ``nodes`` the original's window nodes on the input window ``box`` reads, and return the tensor
     holding the original's output on ``box``. ``shift`` moves the first window's read by that many columns: only
-    the tests that break a correction on purpose use it."""
+    the tests that break a correction on purpose use it.
+
+    ``period``: ``box`` is one of images ``[n0, n1)`` of every block of ``period`` images, and the result is
+    held as (blocks, n1 - n0, channels, height, width): the images are taken from the input seen as
+    (blocks, period, ...), so one correction serves every block."""
     chain, shapes = sub.windows, sub.graph.shapes
     (n0, n1), (c0, c1), *spatial = box
     plan: list[tuple[Node, list[tuple[int, int]], tuple[int, ...]]] = []  # per window: its input rows, its pads
@@ -89,7 +93,15 @@ def correction_nodes(sub: Subprogram, box: Box, names: NameAllocator, nodes: lis
         plan.insert(0, (node, reads, tuple(pads)))
         rows = reads
     x = chain[0].inputs[0]
-    src = x if (n0, n1) == (0, shapes[x][0]) else _split(x, 0, n0, n1 - n0, names, nodes)
+    xs = shapes[x]
+    if period is not None:  # images [n0, n1) of every block, as one batch
+        blocks = xs[0] // period
+        src = _reshape(x, (blocks, period, *xs[1:]), names, nodes)
+        if (n0, n1) != (0, period):
+            src = _split(src, 1, n0, n1 - n0, names, nodes)
+        src = _reshape(src, (blocks * (n1 - n0), *xs[1:]), names, nodes)
+    else:
+        src = x if (n0, n1) == (0, xs[0]) else _split(x, 0, n0, n1 - n0, names, nodes)
     for i, (lo, hi) in enumerate(plan[0][1]):
         if (lo, hi) != (0, shapes[x][2 + i]):
             src = _split(src, 2 + i, lo, hi - lo, names, nodes)
@@ -100,7 +112,16 @@ def correction_nodes(sub: Subprogram, box: Box, names: NameAllocator, nodes: lis
         dst = names.fresh(f"{node.output}_fix")
         nodes.append(make_node(node.op, {**node.p, "pads": pads}, [src, w, b], dst))
         src = dst
+    if period is not None:
+        rows_out = tuple(b - a for a, b in spatial)
+        src = _reshape(src, (xs[0] // period, n1 - n0, c1 - c0, *rows_out), names, nodes)
     return src
+
+
+def _reshape(src: str, shape: Shape, names: NameAllocator, nodes: list[Node]) -> str:
+    dst = names.fresh(f"{src}_r")
+    nodes.append(make_node("reshape", {"shape": tuple(shape)}, [src], dst))
+    return dst
 
 
 def overwrite(target: str, shape: Shape, patches: list[tuple[Box, str]], names: NameAllocator,
@@ -161,21 +182,50 @@ def _overwrite(target: Callable[[], str], shape: Shape, patches: list[tuple[Box,
     return dst
 
 
-def corrected_graph(sub: Subprogram, mutant: Mutant, fixes: list[Box], shift: int = 0) -> Graph:
-    """The mutant with ``fixes`` recomputed by the original and written over its output (no check)."""
+def corrected_graph(sub: Subprogram, mutant: Mutant, fixes: list[Box], shift: int = 0,
+                    period: int | None = None) -> Graph:
+    """The mutant with ``fixes`` recomputed by the original and written over its output (no check).
+
+    ``period``: where the boxes repeat on every block of that many images (:func:`blocks_of`), each of block 0's
+    is corrected once for all blocks, and the output written as (blocks, period, ...): a seam between two
+    images folded side by side is two corrections over half the batch, not two per image pair."""
     g = sub.graph
     out = sub.output
+    shape = g.shapes[out]
     names = NameAllocator(set(mutant.graph.shapes))
     raw = names.fresh(f"{out}_mutant")
     nodes = [Node(n.op, n.params, n.inputs, raw if n.output == out else n.output) for n in mutant.graph.nodes]
     nodes = [Node(n.op, n.params, tuple(raw if i == out else i for i in n.inputs), n.output) for n in nodes]
-    patches = [(box, correction_nodes(sub, box, names, nodes, shift)) for box in fixes]
-    cur = overwrite(raw, g.shapes[out], patches, names, nodes)
+    block = None if period is None else blocks_of(fixes, shape, period)
+    if block is None:
+        patches = [(box, correction_nodes(sub, box, names, nodes, shift)) for box in fixes]
+        cur = overwrite(raw, shape, patches, names, nodes)
+    else:
+        view = (shape[0] // period, period, *shape[1:])
+        patches = [(((0, view[0]), *box), correction_nodes(sub, box, names, nodes, shift, period)) for box in block]
+        cur = _reshape(overwrite(_reshape(raw, view, names, nodes), view, patches, names, nodes), shape, names,
+                       nodes)
     last = nodes[-1]
     nodes[-1] = Node(last.op, last.params, last.inputs, out)
     if last.output != cur:
         raise CorrectionError("pet: the corrected output is not the last node written")  # never: overwrite ends so
     return Graph(g.inputs, g.weights, tuple(nodes), (out,), name=f"{g.name}_corrected")
+
+
+def blocks_of(fixes: list[Box], shape: Shape, period: int) -> list[Box] | None:
+    """Block 0's boxes (images ``[0, period)``) where ``fixes`` (over ``shape``) are exactly those repeated on
+    every block of ``period`` images, with more than one block; else None. Boxes must span the channels."""
+    batch = shape[0]
+    if not 1 < period < batch or batch % period or any(box[1] != (0, shape[1]) for box in fixes):
+        return None
+    cover = np.zeros((batch, *shape[2:]), dtype=bool)
+    for (n0, n1), _, *rest in fixes:
+        cover[(slice(n0, n1), *(slice(a, b) for a, b in rest))] = True
+    first = cover[:period]
+    if not all(np.array_equal(cover[k:k + period], first) for k in range(period, batch, period)):
+        return None
+    return merge_boxes([((max(n0, 0), min(n1, period)), *box[1:]) for box in fixes
+                        for (n0, n1) in [box[0]] if n0 < period])
 
 
 class Reference:
@@ -258,13 +308,14 @@ def correct(sub: Subprogram, mutant: Mutant, analysis: RegionAnalysis | None = N
         raise CorrectionError(f"pet: {mutant.name} is wrong on {analysis.wrong_fraction:.0%} of the output "
                               f"(at most {max_wrong_fraction:.0%} is corrected)")
     fixes = analysis.wrong
-    graph = corrected_graph(sub, mutant, fixes)
+    period = analysis.images  # the boxes repeat every block of the images the tests ran on
+    graph = corrected_graph(sub, mutant, fixes, period=period)
     exact = None
     if probe is not None:  # the same boxes over the probe's one channel (no box cuts the channels)
         if any(box[1] != (0, sub.graph.shapes[sub.output][1]) for box in fixes):
             raise CorrectionError(f"pet: {mutant.name} has a box of part of the channels, which a probe lacks")
         narrow = [box[:1] + ((0, 1),) + box[2:] for box in fixes]
-        exact = (probe[0].graph, corrected_graph(probe[0], probe[1], narrow))
+        exact = (probe[0].graph, corrected_graph(probe[0], probe[1], narrow, period=period))
     if not check_equal(sub.graph, graph, reference=reference, exact=exact):
         raise CorrectionError(f"pet: {mutant.name} corrected on {fixes} still differs from the original")
     shapes, before = graph.shapes, mutant.graph.shapes

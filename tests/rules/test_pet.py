@@ -301,3 +301,36 @@ def test_patches_are_written_over_their_boxes_in_one_pass_with_no_dead_node() ->
     read = {i for n in nodes for i in n.inputs}
     assert all(n.output in read for n in nodes[:-1])  # every node but the result feeds another
     assert sum(n.op == "concat" for n in nodes) < len(boxes)  # a concat per box before
+
+
+@pytest.mark.parametrize("chain", [False, True])
+def test_a_seam_repeated_on_every_image_pair_is_corrected_once_for_all_pairs(chain: bool) -> None:
+    from eqsat.rules.pet.corrections import blocks_of
+    from eqsat.rules.pet.program import chain_of
+
+    g = conv_graph(n=8, c=2, h=6, w=8, act=1)
+    if chain:
+        rng = np.random.default_rng(9)
+        w2, b2 = rng.standard_normal((3, 4, 3, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+        g = Graph(g.inputs, {**g.weights, "w2": w2, "b2": b2},
+                  (*g.nodes, make_node("conv2d", {"pads": (1, 1, 1, 1)}, ["y", "w2", "b2"], "z")), ("z",))
+    sub = chain_of(g, g.nodes[-1]) if chain else subprogram_of(g, g.nodes[0])
+    m = {x.name: x for x in generate_mutants(sub)}["batch_to_width(2) > " + ("conv2d+conv2d" if chain else "conv2d")
+                                                    + " > width_to_batch(2)"]
+    fixes = analyse(sub.graph, m.graph).wrong
+    assert len(fixes) == 8  # a box per image: each image pair's seam
+    assert blocks_of(fixes, sub.graph.shapes[sub.output], 2) is not None
+    assert blocks_of(fixes[1:], sub.graph.shapes[sub.output], 2) is None  # one pair's fix missing: no period
+    once = corrected_graph(sub, m, fixes, period=2)
+    convs = len(sub.windows)
+    fix_convs = [n for n in once.nodes if n.op == "conv2d" and n.output not in m.graph.shapes]
+    assert len(fix_convs) == 2 * convs  # one per side of the seam, over the four pairs
+    assert all(once.shapes[n.output][0] == 4 for n in fix_convs)
+    assert check_equal(sub.graph, once) and check_equal(sub.graph, corrected_graph(sub, m, fixes))
+    assert not check_equal(sub.graph, corrected_graph(sub, m, fixes, shift=1, period=2))
+    from eqsat.rules.pet.search import _analysis, _AtBatch, _fewer_images
+
+    analysis = _analysis(_AtBatch(sub, 4), m.name, 4, _fewer_images(sub, 4))  # find_rewrites' way
+    assert analysis is not None and analysis.images == 2  # tested on one pair: the period
+    fixed = correct(sub, m, analysis)
+    assert sum(n.op == "conv2d" for n in fixed.graph.nodes) == 3 * convs  # the mutant's and two fixes
