@@ -8,9 +8,11 @@ Needs torch, torchvision and onnxscript (see export_dynamic.py for the separate 
 built for CUDA on a CPU-only torch cannot load its C++ operators (``torchvision::nms does not exist``); the models
 need none, so :func:`load_torchvision` then imports it without registering them.
 
-Writes ``resnet18_b<B>.onnx`` and ``csrnet_b<B>.onnx`` into OUT.
+Writes ``resnet18_b<B>.onnx`` and ``csrnet_b<B>.onnx`` into OUT; with ``--batch dynamic``, ``<name>_bdyn.onnx``
+whose batch is a dynamic axis (``torch.export.Dim``), as a model served at several batch sizes is exported.
 
-Usage: /tmp/torchenv/bin/python benchmarks/export_convnets.py OUT [--batch 1,16] [--image 224] [resnet18 csrnet]
+Usage: /tmp/torchenv/bin/python benchmarks/export_convnets.py OUT [--batch 1,16,dynamic] [--image 224]
+       [resnet18 csrnet]
 """
 
 from __future__ import annotations
@@ -71,14 +73,16 @@ def build(name: str) -> torch.nn.Module:
     return model.eval()
 
 
-def export(name: str, batch: int, image: int, out: Path) -> Path:
-    """Export ``name`` at ``batch`` x 3 x ``image`` x ``image`` with the dynamo exporter."""
+def export(name: str, batch: int | None, image: int, out: Path) -> Path:
+    """Export ``name`` at ``batch`` x 3 x ``image`` x ``image`` with the dynamo exporter (``batch`` None: a
+    dynamic batch, traced at 2 images)."""
     model = build(name)
-    x = torch.randn(batch, 3, image, image, generator=torch.Generator().manual_seed(2))
-    path = out / f"{name}_b{batch}.onnx"
+    x = torch.randn(batch or 2, 3, image, image, generator=torch.Generator().manual_seed(2))
+    path = out / f"{name}_b{batch or 'dyn'}.onnx"
+    dynamic = None if batch else ({0: torch.export.Dim("batch")},)
     with torch.no_grad():
         program = torch.onnx.export(model, (x,), dynamo=True, opset_version=18, optimize=True,
-                                    input_names=["image"], output_names=["output"])
+                                    input_names=["image"], output_names=["output"], dynamic_shapes=dynamic)
     program.save(str(path))
     return path
 
@@ -87,7 +91,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("models", nargs="*", help=f"of {', '.join(MODELS)} (default: all)")
-    ap.add_argument("--batch", default="1,16", help="batch sizes, comma-separated")
+    ap.add_argument("--batch", default="1,16", help="batch sizes, comma-separated ('dynamic': a dynamic batch)")
     ap.add_argument("--image", type=int, default=224)
     args = ap.parse_args()
     out = Path(args.out)
@@ -96,7 +100,7 @@ def main() -> int:
     if unknown:
         ap.error(f"unknown model(s) {', '.join(unknown)}: choose from {', '.join(MODELS)}")
     for name in args.models or MODELS:
-        for b in (int(x) for x in args.batch.split(",")):
+        for b in (None if x == "dynamic" else int(x) for x in args.batch.split(",")):
             print(export(name, b, args.image, out), flush=True)
     return 0
 

@@ -162,10 +162,11 @@ class OptimizeOptions:
     ``result.cost_before`` is then the cost of the model as TASO and Tensat import it, the original their speedups
     are reported from (:mod:`eqsat.search.comparison`).
 
-    With ``pet`` (off by default) PET's corrected mutants of the graph's convolutions (:mod:`eqsat.rules.pet`:
-    a batch folded into the width or height, tiles or phase images on the batch, each with the correction of the
-    region where it differs, checked equal at every position) join the e-graph beside the convolutions they
-    compute again, so the extraction may choose them where the cost model finds them cheaper.
+    With ``pet`` (off by default) PET's corrected mutants of the graph's convolutions and chains of two
+    (:mod:`eqsat.rules.pet`: a batch folded into the width or height, tiles or phase images on the batch, each
+    with the correction of the region where it differs, checked equal at every position) join the e-graph beside
+    the convolutions they compute again, so the extraction may choose them where the cost model finds them
+    cheaper. A dynamic batch is searched at a few images; a subprogram over a dynamic height or width is left out.
 
     Invalid values raise ValueError (a negative, NaN or infinite limit: :class:`eqsat.engine.LimitError`, which
     names the limit and what it allows); a ``cost_model`` of another type raises TypeError.

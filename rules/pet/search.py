@@ -29,10 +29,12 @@ from eqsat.rules.pet.program import ROLES, NotMultiLinear, Subprogram, chain_of,
 from eqsat.rules.pet.regions import DEFAULT_TESTS, RegionAnalysis, analyse, repeats_along_batch
 
 __all__ = ["PetRewrite", "find_rewrites", "chosen_rewrites", "subprograms", "PET_RULE_PREFIX", "DEFAULT_CHAIN",
-           "BATCH_PROXY"]
+           "BATCH_PROXY", "MAX_FOOTPRINT_BYTES", "footprint_bytes"]
 
 #: the longest chain of window nodes one subprogram holds (2: a convolution and the one it reads)
 DEFAULT_CHAIN = 2
+#: the most memory one footprint of a probe may take (a chain's at batch 16 and 224x224: 578 MiB)
+MAX_FOOTPRINT_BYTES = 1 << 30
 
 #: the provenance name of a PET rewrite starts with this (``pet:<the mutant's steps>``)
 PET_RULE_PREFIX = "pet:"
@@ -127,7 +129,8 @@ def subprograms(graph: Graph, chain: int = DEFAULT_CHAIN) -> list[Subprogram]:
 
 def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT_TESTS,
                   max_wrong_fraction: float = MAX_WRONG_FRACTION, deadline: float | None = None,
-                  progress: Callable[[str], None] | None = None, chain: int = DEFAULT_CHAIN) -> list[PetRewrite]:
+                  progress: Callable[[str], None] | None = None, chain: int = DEFAULT_CHAIN,
+                  max_footprint_bytes: int = MAX_FOOTPRINT_BYTES) -> list[PetRewrite]:
     """Every corrected mutant of every subprogram of ``graph`` (:func:`subprograms`; see :mod:`eqsat.rules.pet`)
     that is wrong on at most ``max_wrong_fraction`` of its output before correction and equal to the original
     after it.
@@ -141,13 +144,14 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
     searched at :data:`BATCH_PROXY` images, and a corrected mutant is kept where each image is decided alone (its
     footprints repeat every image) and corrected alike (every box spans the batch), then written for the batch
     the symbol stands for. A subprogram over another dynamic axis is left out (its boxes would move with the
-    size) and ``progress`` hears how many."""
+    size), and so is one whose probe's footprint would take more than ``max_footprint_bytes``; ``progress``
+    hears how many."""
     names = NameAllocator(set(graph.shapes))
     found: list[PetRewrite] = []
     analyses: dict[tuple[object, ...], dict[str, RegionAnalysis | None]] = {}
     symbols = graph_symbols(graph)
     subs = subprograms(graph, chain)
-    dynamic = 0
+    dynamic = large = 0
     for k, sub in enumerate(subs):
         if deadline is not None and time.perf_counter() > deadline:
             if progress is not None:
@@ -156,6 +160,9 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
         axes = _symbolic_axes(sub, symbols)
         if axes - {0}:
             dynamic += 1
+            continue
+        if not axes and footprint_bytes(sub) > max_footprint_bytes:
+            large += 1
             continue
         if axes:
             proxy = at_batch(sub, BATCH_PROXY)
@@ -172,7 +179,22 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
     if dynamic and progress is not None:
         progress(f"pet: {dynamic} of {len(subs)} subprograms over a dynamic axis other than the batch left out "
                  "(their boxes would move with its size)")
+    if large and progress is not None:
+        progress(f"pet: {large} of {len(subs)} subprograms left out: a footprint would take more than "
+                 f"{max_footprint_bytes / 2**20:.3g} MiB")
     return found
+
+
+def footprint_bytes(sub: Subprogram) -> int:
+    """The bytes of the footprint of ``sub``'s probe (one channel): an int64 per output position and tap; a
+    window over a window's output reads its own taps, each with a mark and the taps before it."""
+    shapes = sub.graph.shapes
+    n, _, h, w = shapes[sub.output]
+    taps = 0
+    for node in sub.windows:
+        kh, kw = shapes[node.inputs[1]][2:]
+        taps = kh * kw * (1 + taps) if taps else kh * kw
+    return 8 * n * h * w * taps
 
 
 #: the images a subprogram of a dynamic batch is searched at (odd: a fold of image pairs needs an even batch)
