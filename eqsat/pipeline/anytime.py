@@ -21,7 +21,15 @@ from dataclasses import dataclass, replace
 from eqsat import engine
 from eqsat.costs import SUM, CostModel, Objective, graph_cost_keys
 from eqsat.engine import EGraph, Snapshot
-from eqsat.extract import Extraction, InvalidExtraction, NoFiniteChoice, SerializedEGraph, extract_cpsat, extract_greedy
+from eqsat.extract import (
+    Extraction,
+    InvalidExtraction,
+    NoFiniteChoice,
+    SerializedEGraph,
+    extract_cpsat,
+    extract_greedy,
+    validate_selection,
+)
 from eqsat.ir.graph import Graph
 from eqsat.ir.precision import in_precision, tensor_precisions
 from eqsat.ir.symbols import costed_at
@@ -165,6 +173,29 @@ class Anytime:
         terms = engine.input_terms(egraph, self.input)
         return None if terms.missing else dict(terms.selection)
 
+    def warm_start(self, egraph: EGraph, eg: SerializedEGraph) -> dict[str, str] | None:
+        """The warm start of the final extraction: the best graph so far, or the input graph's term."""
+        best = self.start_for(egraph)
+        if best is not None:
+            try:
+                validate_selection(eg, best)
+                return best
+            except InvalidExtraction as e:  # never expected: relocation keeps the terms and their order
+                log.warning("the best graph so far is no valid extraction of the final e-graph (%s)", e)
+        return self.valid_input_selection(egraph, eg)
+
+    def valid_input_selection(self, egraph: EGraph, eg: SerializedEGraph) -> dict[str, str] | None:
+        """The input graph's term as a selection of the costed e-graph, or None where it is not a complete, valid
+        one (an e-graph that lost a term; never for the engine's own)."""
+        start = self.input_selection(egraph)
+        if start is None:
+            return None
+        try:
+            validate_selection(eg, start)
+        except InvalidExtraction as e:
+            log.warning("the input graph's term is no valid extraction (%s); extracting without it", e)
+            return None
+        return start
     def start_for(self, egraph: EGraph) -> dict[str, str] | None:
         """The best graph so far as a selection of ``egraph`` (an e-graph holding its terms), or None where the
         best is still the input graph or its terms are not all there."""

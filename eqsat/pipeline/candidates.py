@@ -28,6 +28,9 @@ DEFAULT_CANDIDATES = 4
 #: models, never fewer than 7; more, up to MAX_ROUNDS, for small ones)
 LATENCY_BUDGET_S = 2.0
 MAX_ROUNDS = 21
+#: the fewest runs one end-to-end timing gives a model, however large: the run that allocates, the one that sizes
+#: the rounds, 2 warm-ups and 7 rounds (:func:`eqsat.costs.measured_cpu.end_to_end_rounds`)
+RUNS_PER_MODEL = 11
 #: the confidence of the speedups' intervals
 CONFIDENCE = 0.95
 
@@ -110,6 +113,16 @@ def other_candidates(extractions: Sequence[Extraction], egraph: EGraph, names: M
         seen.add(h)
         out.append(Candidate(rank, g, cost, onnx_io.to_onnx(g)))
     return out
+
+
+def models_timeable(left_s: float, run_s: float, models: int) -> int:
+    """How many of ``models`` (the original and the candidates) one :func:`race` can time within ``left_s``
+    seconds when a model runs ``run_s`` seconds: each takes at least :data:`RUNS_PER_MODEL` runs, and the winner
+    is timed once more against the original. 0 where not even the original and one candidate fit."""
+    for k in range(models, 1, -1):
+        if RUNS_PER_MODEL * (k + 2) * run_s <= left_s:
+            return k
+    return 0
 
 
 def race(original: onnx.ModelProto, candidates: Sequence[Candidate], graph: Graph, cost_model: CostModel,

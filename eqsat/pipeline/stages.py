@@ -26,7 +26,7 @@ from eqsat.costs import (
     graph_cost_keys,
     price_within,
 )
-from eqsat.extract import Extraction, InvalidExtraction, SerializedEGraph, validate_selection
+from eqsat.extract import Extraction, validate_selection
 from eqsat.inspect.dump import EGraphDump, build_dump
 from eqsat.ir.blocks import reduce_repeats
 from eqsat.ir.graph import Graph
@@ -217,10 +217,10 @@ def extract(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced) -> E
     # the best graph so far (or the input graph's own term) is a valid extraction: the answer is never costlier
     began, names = time.perf_counter(), engine.tensor_names_by_class(sat)
     anytime.attach(sat.egraph)  # a first answer no snapshot held: extraction starts from it where this one does
-    start = _start(loaded.anytime, sat.egraph, eg)
+    start = loaded.anytime.warm_start(sat.egraph, eg)
     if o.anytime and run.solver.exact:  # the cheap answer first: greedy on the final e-graph
         anytime.greedy(sat.egraph, eg, names, "greedy, final e-graph", start)
-        start = _start(loaded.anytime, sat.egraph, eg)
+        start = loaded.anytime.warm_start(sat.egraph, eg)
     seconds = max(0.05, seconds - (time.perf_counter() - began))
     began = time.perf_counter()
     progress = (lambda line: run.say(f"  {line}")) if o.progress else None  # the solver's lines, indented
@@ -233,32 +233,6 @@ def extract(run: Run, loaded: Loaded, saturated: Saturated, priced: Priced) -> E
     anytime.offer(sat.egraph, chosen.selection, names, chosen.solver, found)
     run.say(f"extracted: cost {chosen.cost:.6g} ({chosen.status})")
     return Extracted(eg, tuple(extractions), names)
-
-
-def _start(anytime: Anytime, egraph: engine.EGraph, eg: SerializedEGraph) -> dict[str, str] | None:
-    """The warm start of the final extraction: the best graph so far, or the input graph's term."""
-    best = anytime.start_for(egraph)
-    if best is not None:
-        try:
-            validate_selection(eg, best)
-            return best
-        except InvalidExtraction as e:  # never expected: relocation keeps the terms and their order
-            log.warning("the best graph so far is no valid extraction of the final e-graph (%s)", e)
-    return _input_start(anytime, egraph, eg)
-
-
-def _input_start(anytime: Anytime, egraph: engine.EGraph, eg: SerializedEGraph) -> dict[str, str] | None:
-    """The input graph's term as a selection of the costed e-graph, or None where it is not a complete, valid
-    one (an e-graph that lost a term; never for the engine's own)."""
-    start = anytime.input_selection(egraph)
-    if start is None:
-        return None
-    try:
-        validate_selection(eg, start)
-    except InvalidExtraction as e:
-        log.warning("the input graph's term is no valid extraction (%s); extracting without it", e)
-        return None
-    return start
 
 
 def keep_original(loaded: Loaded, reason: str, *, cost: float, extractions: tuple[Extraction, ...],
@@ -423,6 +397,16 @@ def time_latency(run: Run, loaded: Loaded, decision: Decision, saturated: Satura
     others = [] if saturated is None or extracted is None else candidates.other_candidates(
         decision.extractions[1:], saturated.result.egraph, extracted.names, loaded.engine_graph, decision.graph,
         decision.cost_before, cost_model, stitch=loaded.stitch)
+    # a large model's timing has a floor of runs: time only the candidates that fit in what the time limit leaves
+    # after the check (about as long as one timing), and none where even the first does not
+    run_s = max(decision.cost_before, decision.cost_after) / 1000
+    fit = candidates.models_timeable(0.75 * run.left(), run_s, 2 + len(others))
+    if fit < 2:
+        return keep_original(loaded, f"not timed end to end: a run takes about {run_s:.2g} s, and timing it against "
+                             f"the original about {candidates.RUNS_PER_MODEL * 4 * run_s:.0f} s, more than the time "
+                             f"limit leaves ({run.left():.0f} s)", cost=decision.cost_before,
+                             extractions=decision.extractions, chosen=decision.chosen, notes=decision.notes)
+    others = others[:fit - 2]
     # two timings share what the time limit leaves after the check (about as long as one timing)
     budget = max(0.5, min(candidates.LATENCY_BUDGET_S, run.left() / 4))
     race = candidates.race(loaded.original, [first, *others], loaded.graph, cost_model,
@@ -476,7 +460,7 @@ def _sum_graph(run: Run, loaded: Loaded, saturated: Saturated | None, priced: Pr
     if saturated is None or priced is None or extracted is None or _sizes_nobody_chose(run, loaded):
         return None
     sum_solver = dataclasses.replace(run.solver, parallel=None)
-    start = _input_start(loaded.anytime, saturated.result.egraph, extracted.costed)
+    start = loaded.anytime.valid_input_selection(saturated.result.egraph, extracted.costed)
     seconds = max(0.2, min(2.0, run.left() / 8))
     chosen = sum_solver.extract(extracted.costed, start=start, seconds=seconds, progress=None)
     _, graph = engine.graph_from_selection(saturated.result.egraph, chosen.selection, loaded.engine_graph,

@@ -41,7 +41,9 @@ class CorrectionError(ValueError):
 @dataclass(frozen=True)
 class CorrectedMutant:
     """A mutant with its corrections: ``graph`` computes the original's output (same input, weights and output
-    names) and passed :func:`check_equal`; ``fixes`` are the boxes recomputed, ``correction_flops`` their work."""
+    names) and passed :func:`check_equal`; ``fixes`` are the boxes recomputed, ``correction_flops`` their work,
+    ``corrections`` the correction kernels that do it (fewer than the boxes where one serves every block of
+    images, :func:`blocks_of`)."""
 
     sub: Subprogram
     mutant: Mutant
@@ -50,6 +52,7 @@ class CorrectedMutant:
     fixes: tuple[Box, ...]
     correction_flops: float
     evidence: dict[str, object] = field(default_factory=dict)
+    corrections: int = 0
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -321,6 +324,9 @@ def correct(sub: Subprogram, mutant: Mutant, analysis: RegionAnalysis | None = N
     shapes, before = graph.shapes, mutant.graph.shapes
     flops = sum(n.spec.flops_fn(n.p, [shapes[i] for i in n.inputs], shapes[n.output])
                 for n in graph.nodes if n.op == sub.node.op and n.output not in before)
+    block = blocks_of(fixes, sub.graph.shapes[sub.output], period) if period is not None else None
+    kernels = len(block) if block is not None else len(fixes)
     evidence = {**analysis.summary(), "mutant": mutant.name, "fixes": [list(map(list, b)) for b in fixes],
-                "correction_flops": flops, "checked_exactly_on": "probe" if probe is not None else "graph"}
-    return CorrectedMutant(sub, mutant, analysis, graph, tuple(fixes), float(flops), evidence)
+                "correction_flops": flops, "checked_exactly_on": "probe" if probe is not None else "graph",
+                "corrections": kernels}
+    return CorrectedMutant(sub, mutant, analysis, graph, tuple(fixes), float(flops), evidence, kernels)

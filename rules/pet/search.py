@@ -44,7 +44,8 @@ PET_RULE_PREFIX = "pet:"
 class PetRewrite:
     """A corrected mutant of one node of a graph: ``nodes`` compute the node's ``tensor`` again from the graph's
     own tensors (intermediate names fresh in the graph), the last one writing ``tensor``; ``name`` is its rule
-    name in the e-graph's provenance; ``evidence`` the region analysis and the corrections (plain data)."""
+    name in the e-graph's provenance; ``evidence`` the region analysis and the corrections (plain data);
+    ``fixes`` the correction kernels (one per wrong box, or per box of a block of images all blocks repeat)."""
 
     tensor: str
     name: str
@@ -174,7 +175,7 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
         for fixed in fixed_all:
             nodes = _renamed(fixed.nodes, set(sub.graph.shapes) - {sub.output}, names)
             found.append(PetRewrite(sub.node.output, PET_RULE_PREFIX + fixed.mutant.name, nodes,
-                                    fixed.correction_flops, len(fixed.fixes), fixed.evidence,
+                                    fixed.correction_flops, fixed.corrections, fixed.evidence,
                                     _windows_of(fixed.mutant.graph)))
     if dynamic and progress is not None:
         progress(f"pet: {dynamic} of {len(subs)} subprograms over a dynamic axis other than the batch left out "

@@ -124,6 +124,25 @@ def test_a_win_that_does_not_hold_when_timed_again_keeps_the_original(monkeypatc
     assert "when timed again (1.000x [0.990, 1.010])" in res.kept_reason and not res.latency.accepted
 
 
+def test_a_race_times_only_the_models_whose_least_timing_fits() -> None:
+    runs = candidates.RUNS_PER_MODEL
+    assert candidates.models_timeable(runs * 6 * 1.0, 1.0, 5) == 4  # 4 models and the winner's second timing
+    assert candidates.models_timeable(runs * 4 * 1.0, 1.0, 5) == 2
+    assert candidates.models_timeable(runs * 4 * 1.0 - 1, 1.0, 5) == 0  # not even the original and the first
+    assert candidates.models_timeable(60.0, 1e-4, 5) == 5
+
+
+@pytest.mark.slow  # optimize with four candidates (about 2.5 s)
+def test_a_model_too_slow_to_time_in_the_time_left_keeps_the_original_untimed(monkeypatch: pytest.MonkeyPatch,
+                                                                               nasrnn_rules: list[Any]) -> None:
+    calls = []
+    monkeypatch.setattr(candidates, "latencies", lambda models, *_: calls.append(models) or [[1.0]] * len(models))
+    monkeypatch.setattr(candidates, "RUNS_PER_MODEL", 10**9)  # as a model whose runs take longer than the limit
+    res = optimize(zoo.builtin_models()["nasrnn_cell"](), verify_latency=True, candidates=4, time_limit=60,
+                   rules=nasrnn_rules)
+    assert calls == [] and res.kept_original and "not timed end to end" in res.kept_reason
+
+
 def test_bad_candidate_counts_are_refused() -> None:
     with pytest.raises(ValueError, match="candidates"):
         optimize(zoo.builtin_models()["nasrnn_cell"](), candidates=0)

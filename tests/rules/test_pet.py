@@ -199,7 +199,7 @@ def test_the_families_are_found_on_blocks(block, families: set[str]) -> None:
         feeds = {"x": np.random.default_rng(0).standard_normal(g.inputs[0].shape).astype(np.float32)}
         want, got = host.evaluate(feeds)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        assert r.evidence["tests"] == 4 and r.fixes == len(r.evidence["fixes"])
+        assert r.evidence["tests"] == 4 and r.fixes == r.evidence["corrections"] <= len(r.evidence["fixes"])
 
 
 def test_a_graph_holding_a_corrected_mutant_is_found_to_have_chosen_it() -> None:
@@ -334,3 +334,4 @@ def test_a_seam_repeated_on_every_image_pair_is_corrected_once_for_all_pairs(cha
     assert analysis is not None and analysis.images == 2  # tested on one pair: the period
     fixed = correct(sub, m, analysis)
     assert sum(n.op == "conv2d" for n in fixed.graph.nodes) == 3 * convs  # the mutant's and two fixes
+    assert fixed.corrections == 2 and len(fixed.fixes) == 8
