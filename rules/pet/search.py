@@ -137,9 +137,10 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
     after it.
 
     Subprograms of one configuration (operators, parameters, shapes) share their mutants' region analyses, which
-    random weights decide; each corrected mutant is still checked with its own nodes' weights. With ``deadline``
-    (a :func:`time.perf_counter` time) no subprogram is begun past it, and ``progress`` hears how many were
-    left.
+    random weights decide; each corrected mutant is still checked with its own nodes' weights. They are searched
+    smallest first (their probe's footprint per image). With ``deadline`` (a :func:`time.perf_counter` time) no
+    subprogram is begun past it, nor one that the time per footprint byte so far says would end past it, and
+    ``progress`` hears how many were left.
 
     A dynamic batch (a graph with symbols, :mod:`eqsat.ir.symbols`, at its generic size): the subprogram is
     searched at :data:`BATCH_PROXY` images, and a corrected mutant is kept where each image is decided alone (its
@@ -151,10 +152,14 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
     found: list[PetRewrite] = []
     analyses: dict[tuple[object, ...], dict[str, RegionAnalysis | None]] = {}
     symbols = graph_symbols(graph)
-    subs = subprograms(graph, chain)
+    # the smallest first (a probe's footprint per image): a deadline then leaves out the largest, which cost most
+    subs = sorted(subprograms(graph, chain), key=lambda sub: footprint_bytes(sub) / sub.graph.inputs[0].shape[0])
     dynamic = large = 0
+    spent, done = 0.0, 0  # seconds and footprint bytes of the subprograms searched so far: the rate a next one
     for k, sub in enumerate(subs):
-        if deadline is not None and time.perf_counter() > deadline:
+        now = time.perf_counter()
+        # none is begun past the deadline, nor one the rate so far says would end past it (the rest are larger)
+        if deadline is not None and (now > deadline or (done and now + spent / done * footprint_bytes(sub) > deadline)):
             if progress is not None:
                 progress(f"pet: stopped at its deadline, {len(subs) - k} of {len(subs)} subprograms left")
             break
@@ -172,6 +177,8 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
                          if (f := _for_any_batch(sub, full, c)) is not None]
         else:
             fixed_all = _corrected(sub, depth, tests, max_wrong_fraction, analyses)
+        if not axes:
+            spent, done = spent + time.perf_counter() - now, done + footprint_bytes(sub)
         for fixed in fixed_all:
             nodes = _renamed(fixed.nodes, set(sub.graph.shapes) - {sub.output}, names)
             found.append(PetRewrite(sub.node.output, PET_RULE_PREFIX + fixed.mutant.name, nodes,

@@ -213,3 +213,16 @@ def test_a_dynamic_spatial_axis_is_left_out_and_said() -> None:
     assert find_rewrites(g, progress=said.append) == []
     assert said == ["pet: 1 of 1 subprograms over a dynamic axis other than the batch left out (their boxes would "
                     "move with its size)"]
+
+
+def test_the_smallest_subprograms_are_searched_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a deadline the largest are the ones left out: find_rewrites begins the subprograms in the order of
+    their probe's footprint per image, the graph's order among equals."""
+    from eqsat.rules.pet import search
+
+    g = chain_graph(k1=5, pad1=2, w=16)  # a 5x5 convolution, then a 3x3 one: the chain is the largest
+    begun: list[str] = []
+    real = search._corrected
+    monkeypatch.setattr(search, "_corrected", lambda sub, *a: begun.append(sub.graph.name) or real(sub, *a))
+    search.find_rewrites(g)
+    assert begun == ["pet_y", "pet_h", "pet_y_chain2"]  # 9 taps, 25 taps, 9 x (1 + 25) taps
