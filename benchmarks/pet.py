@@ -87,27 +87,24 @@ def priced_rewrites(path: str, costs: str) -> list[dict[str, Any]]:
     cheapest corrected mutant's (mutant and corrections) under ``costs``, as the extraction priced them (the model
     imported as optimize imports it); the subprograms the search reaches within :data:`PRICE_SECONDS`."""
     from eqsat.costs import get_cost_model, graph_cost
-    from eqsat.ir.graph import Graph, TensorInfo
+    from eqsat.ir.graph import Graph
     from eqsat.onnx_io import load_model
     from eqsat.rules.pet import find_rewrites
+    from eqsat.rules.pet.program import chain_of
 
     graph, model = load_model(path), get_cost_model(costs)
-    shapes = graph.shapes
     found = find_rewrites(graph, deadline=time.perf_counter() + PRICE_SECONDS,
                           progress=lambda m: print(f"  priced: {m}", file=sys.stderr, flush=True))
     out = []
     for tensor, length in dict.fromkeys((r.tensor, len(r.windows)) for r in found):
-        chain = [graph.producers[tensor]]
-        while len(chain) < length:
-            chain.insert(0, graph.producers[chain[0].inputs[0]])
-        x = chain[0].inputs[0]
-        inputs = (TensorInfo(x, shapes[x]),)
-        weights = {w: graph.weights[w] for n in chain for w in n.inputs[1:]}
-        alone = graph_cost(Graph(inputs, weights, tuple(chain), (tensor,)), model)
-        priced = sorted((graph_cost(Graph(inputs, weights, r.nodes, (tensor,)), model), r.name)
+        sub = chain_of(graph, graph.producers[tensor], length)  # the subprogram the rewrites compute again
+        assert sub is not None  # find_rewrites found it
+        g = sub.graph
+        alone = graph_cost(g, model)
+        priced = sorted((graph_cost(Graph(g.inputs, g.weights, r.nodes, g.outputs), model), r.name)
                         for r in found if (r.tensor, len(r.windows)) == (tensor, length))
-        out.append({"tensor": tensor, "convolutions": length, "shape": list(shapes[tensor]), "original_ms": alone,
-                    "best_mutant_ms": priced[0][0], "best_mutant": priced[0][1]})
+        out.append({"tensor": tensor, "convolutions": length, "shape": list(graph.shapes[tensor]),
+                    "original_ms": alone, "best_mutant_ms": priced[0][0], "best_mutant": priced[0][1]})
     return out
 
 

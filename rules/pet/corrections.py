@@ -106,7 +106,7 @@ def correction_nodes(sub: Subprogram, box: Box, names: NameAllocator, nodes: lis
     else:
         src = x if (n0, n1) == (0, xs[0]) else _split(x, 0, n0, n1 - n0, names, nodes)
     for i, (lo, hi) in enumerate(plan[0][1]):
-        if (lo, hi) != (0, shapes[x][2 + i]):
+        if (lo, hi) != (0, xs[2 + i]):
             src = _split(src, 2 + i, lo, hi - lo, names, nodes)
     for level, (node, _, pads) in enumerate(plan):
         w, b = node.inputs[1:]

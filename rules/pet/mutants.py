@@ -147,13 +147,13 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
     target = g.shapes[out]
     moves = moves_for(windows)
     found: dict[tuple[str, ...], Mutant] = {}
-    # a step: (label, whether it is the window operators, its nodes (Steps))
-    Step = tuple[str, bool, Steps]
+    # a step: (label, its nodes (Steps)); a window's nodes carry the weights they read
+    Step = tuple[str, Steps]
 
     def build(seq: list[Step]) -> Graph | None:
         names = NameAllocator(set(g.shapes))
         cur, nodes = x, []
-        for _, _, steps in seq:
+        for _, steps in seq:
             for op, params, *weights in steps:
                 dst = names.fresh(f"{out}_pet")
                 nodes.append(make_node(op, params, [cur, *(weights[0] if weights else ())], dst))
@@ -166,7 +166,7 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
             return None
 
     def walk(seq: list[Step], shape: Shape, used_window: bool, last_move: bool) -> None:
-        labels = tuple(label for label, _, _ in seq)
+        labels = tuple(label for label, _ in seq)
         original = labels == (_window_label(windows, "same"),)
         if used_window and shape == target and not original and labels not in found:
             if (mg := build(seq)) is not None:
@@ -177,7 +177,7 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
             for mv in moves:
                 steps = mv.steps(shape)
                 if steps is not None:
-                    walk(seq + [(mv.name, False, steps)], tuple(steps[-1][1]["shape"]), used_window, True)  # type: ignore[arg-type]
+                    walk(seq + [(mv.name, steps)], tuple(steps[-1][1]["shape"]), used_window, True)  # type: ignore[arg-type]
         if not used_window:
             for label, params in _window_variants(windows):
                 s: Shape | None = shape
@@ -189,7 +189,7 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
                         break
                 if s is not None:
                     steps = [(w.op, p, w.inputs[1:]) for w, p in zip(windows, params, strict=True)]
-                    walk(seq + [(_window_label(windows, label), True, steps)], s, True, False)
+                    walk(seq + [(_window_label(windows, label), steps)], s, True, False)
 
     walk([], g.shapes[x], False, False)
     return list(found.values())

@@ -94,12 +94,12 @@ def chain_of(graph: Graph, node: Node, length: int = 2) -> Subprogram | None:
     the one before (fused activations between them allowed), or ``None`` where there is no such chain. The chain's
     inner tensors may have other readers: the subprogram only computes ``node``'s tensor again."""
     chain = [node]
-    while len(chain) < length and _is_window(graph, chain[0]):
+    while len(chain) < length and _is_window(graph, chain[0]):  # each node checked before the one it reads joins
         before = graph.producers.get(chain[0].inputs[0])
         if before is None:
             return None
         chain.insert(0, before)
-    return _subprogram(graph, chain) if len(chain) == length and all(_is_window(graph, n) for n in chain) else None
+    return _subprogram(graph, chain) if len(chain) == length and _is_window(graph, chain[0]) else None
 
 
 def linear_core(graph: Graph) -> Graph:

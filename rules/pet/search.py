@@ -153,42 +153,42 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
     analyses: dict[tuple[object, ...], dict[str, RegionAnalysis | None]] = {}
     symbols = graph_symbols(graph)
     # the smallest first (a probe's footprint per image): a deadline then leaves out the largest, which cost most
-    subs = sorted(subprograms(graph, chain), key=lambda sub: footprint_bytes(sub) / sub.graph.inputs[0].shape[0])
+    sized = sorted(((footprint_bytes(sub), sub) for sub in subprograms(graph, chain)),
+                   key=lambda pair: pair[0] / pair[1].graph.inputs[0].shape[0])
     dynamic = large = 0
     spent, done = 0.0, 0  # seconds and footprint bytes of the subprograms searched so far: the rate a next one
-    for k, sub in enumerate(subs):
+    for k, (size, sub) in enumerate(sized):
         now = time.perf_counter()
         # none is begun past the deadline, nor one the rate so far says would end past it (the rest are larger)
-        if deadline is not None and (now > deadline or (done and now + spent / done * footprint_bytes(sub) > deadline)):
+        if deadline is not None and (now > deadline or (done and now + spent / done * size > deadline)):
             if progress is not None:
-                progress(f"pet: stopped at its deadline, {len(subs) - k} of {len(subs)} subprograms left")
+                progress(f"pet: stopped at its deadline, {len(sized) - k} of {len(sized)} subprograms left")
             break
         axes = _symbolic_axes(sub, symbols)
         if axes - {0}:
             dynamic += 1
-            continue
-        if not axes and footprint_bytes(sub) > max_footprint_bytes:
-            large += 1
             continue
         if axes:
             proxy = at_batch(sub, BATCH_PROXY)
             full = {m.name: m for m in generate_mutants(sub, depth)}
             fixed_all = [f for c in _corrected(proxy, depth, tests, max_wrong_fraction, analyses)
                          if (f := _for_any_batch(sub, full, c)) is not None]
+        elif size > max_footprint_bytes:
+            large += 1
+            continue
         else:
             fixed_all = _corrected(sub, depth, tests, max_wrong_fraction, analyses)
-        if not axes:
-            spent, done = spent + time.perf_counter() - now, done + footprint_bytes(sub)
+            spent, done = spent + time.perf_counter() - now, done + size
         for fixed in fixed_all:
             nodes = _renamed(fixed.nodes, set(sub.graph.shapes) - {sub.output}, names)
             found.append(PetRewrite(sub.node.output, PET_RULE_PREFIX + fixed.mutant.name, nodes,
                                     fixed.correction_flops, fixed.corrections, fixed.evidence,
                                     _windows_of(fixed.mutant.graph)))
     if dynamic and progress is not None:
-        progress(f"pet: {dynamic} of {len(subs)} subprograms over a dynamic axis other than the batch left out "
+        progress(f"pet: {dynamic} of {len(sized)} subprograms over a dynamic axis other than the batch left out "
                  "(their boxes would move with its size)")
     if large and progress is not None:
-        progress(f"pet: {large} of {len(subs)} subprograms left out: a footprint would take more than "
+        progress(f"pet: {large} of {len(sized)} subprograms left out: a footprint would take more than "
                  f"{max_footprint_bytes / 2**20:.3g} MiB")
     return found
 
