@@ -23,7 +23,7 @@ from eqsat.ir.graph import Graph, Node, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ops import Shape
 from eqsat.rules.pet.mutants import Mutant
-from eqsat.rules.pet.program import Subprogram, evaluate_mod, random_values
+from eqsat.rules.pet.program import ROLES, Subprogram, addend, evaluate_mod, random_values
 from eqsat.rules.pet.regions import Box, RegionAnalysis, analyse, merge_boxes
 
 __all__ = ["CorrectionError", "CorrectedMutant", "correct", "correction_nodes", "overwrite", "blocks_of", "check_equal",
@@ -77,7 +77,8 @@ def correction_nodes(sub: Subprogram, box: Box, names: NameAllocator, nodes: lis
     (blocks, period, ...), so one correction serves every block."""
     chain, shapes = sub.windows, sub.graph.shapes
     (n0, n1), (c0, c1), *spatial = box
-    plan: list[tuple[Node, list[tuple[int, int]], tuple[int, ...]]] = []  # per window: its input rows, its pads
+    # per window: its input rows, its pads, its output rows
+    plan: list[tuple[Node, list[tuple[int, int]], tuple[int, ...], list[tuple[int, int]]]] = []
     rows = list(spatial)
     for level in range(len(chain) - 1, -1, -1):  # from the last window back to the first
         node = chain[level]
@@ -93,29 +94,44 @@ def correction_nodes(sub: Subprogram, box: Box, names: NameAllocator, nodes: lis
                 raise CorrectionError(f"pet: box {box} of {node.output!r} reads only padding")
             pads[i], pads[i + 2] = lo - a, e - hi
             reads.append((lo, hi))
-        plan.insert(0, (node, reads, tuple(pads)))
+        plan.insert(0, (node, reads, tuple(pads), rows))
         rows = reads
-    x = chain[0].inputs[0]
-    xs = shapes[x]
-    if period is not None:  # images [n0, n1) of every block, as one batch
-        blocks = xs[0] // period
-        src = _reshape(x, (blocks, period, *xs[1:]), names, nodes)
-        if (n0, n1) != (0, period):
-            src = _split(src, 1, n0, n1 - n0, names, nodes)
-        src = _reshape(src, (blocks * (n1 - n0), *xs[1:]), names, nodes)
-    else:
-        src = x if (n0, n1) == (0, xs[0]) else _split(x, 0, n0, n1 - n0, names, nodes)
-    for i, (lo, hi) in enumerate(plan[0][1]):
-        if (lo, hi) != (0, xs[2 + i]):
-            src = _split(src, 2 + i, lo, hi - lo, names, nodes)
-    for level, (node, _, pads) in enumerate(plan):
-        w, b = node.inputs[1:]
-        if level == len(plan) - 1 and (c0, c1) != (0, shapes[w][0]):  # the box's output channels
-            w, b = _split(w, 0, c0, c1 - c0, names, nodes), _split(b, 0, c0, c1 - c0, names, nodes)
+
+    def take(t: str, channels: tuple[int, int] | None, spatial_rows: list[tuple[int, int]]) -> str:
+        """Input ``t`` (the activation, or a residual) on the box's images, ``channels`` and ``spatial_rows``."""
+        ts = shapes[t]
+        if period is not None:  # images [n0, n1) of every block, as one batch
+            blocks = ts[0] // period
+            src = _reshape(t, (blocks, period, *ts[1:]), names, nodes)
+            if (n0, n1) != (0, period):
+                src = _split(src, 1, n0, n1 - n0, names, nodes)
+            src = _reshape(src, (blocks * (n1 - n0), *ts[1:]), names, nodes)
+        else:
+            src = t if (n0, n1) == (0, ts[0]) else _split(t, 0, n0, n1 - n0, names, nodes)
+        if channels is not None and channels != (0, ts[1]):
+            src = _split(src, 1, channels[0], channels[1] - channels[0], names, nodes)
+        for i, (lo, hi) in enumerate(spatial_rows):
+            if (lo, hi) != (0, ts[2 + i]):
+                src = _split(src, 2 + i, lo, hi - lo, names, nodes)
+        return src
+
+    src = take(chain[0].inputs[0], None, plan[0][1])
+    for level, (node, _, pads, out_rows) in enumerate(plan):
+        last = level == len(plan) - 1
+        r = addend(node)
+        reads = []
+        for i in node.inputs[1:]:
+            if i == r:  # the residual on the positions this window computes
+                reads.append(take(i, (c0, c1) if last else None, out_rows))
+            elif last and (c0, c1) != (0, shapes[node.inputs[1]][0]):  # the box's output channels
+                reads.append(_split(i, 0, c0, c1 - c0, names, nodes))
+            else:
+                reads.append(i)
         dst = names.fresh(f"{node.output}_fix")
-        nodes.append(make_node(node.op, {**node.p, "pads": pads}, [src, w, b], dst))
+        nodes.append(make_node(node.op, {**node.p, "pads": pads}, [src, *reads], dst))
         src = dst
     if period is not None:
+        xs = shapes[chain[0].inputs[0]]
         rows_out = tuple(b - a for a, b in spatial)
         src = _reshape(src, (xs[0] // period, n1 - n0, c1 - c0, *rows_out), names, nodes)
     return src
@@ -323,7 +339,7 @@ def correct(sub: Subprogram, mutant: Mutant, analysis: RegionAnalysis | None = N
         raise CorrectionError(f"pet: {mutant.name} corrected on {fixes} still differs from the original")
     shapes, before = graph.shapes, mutant.graph.shapes
     flops = sum(n.spec.flops_fn(n.p, [shapes[i] for i in n.inputs], shapes[n.output])
-                for n in graph.nodes if n.op == sub.node.op and n.output not in before)
+                for n in graph.nodes if ROLES.get(n.op) == "window" and n.output not in before)
     block = blocks_of(fixes, sub.graph.shapes[sub.output], period) if period is not None else None
     kernels = len(block) if block is not None else len(fixes)
     evidence = {**analysis.summary(), "mutant": mutant.name, "fixes": [list(map(list, b)) for b in fixes],

@@ -3,7 +3,9 @@
 original's weights and compound reshape/transpose (R/T) moves, each counting one step of depth as in PET.
 
 A chain of window operators (:func:`~eqsat.rules.pet.program.chain_of`) is one step: its nodes in order, so a
-mutant moves the data once around all of them (PET's R/T amortized over a subprogram of several operators).
+mutant moves the data once around all of them (PET's R/T amortized over a subprogram of several operators). A
+residual a window adds (:func:`~eqsat.rules.pet.program.addend`: its input that is no weight) is moved by the
+moves before the window step, so the window adds it in the layout it computes in.
 
 The moves are the layout changes of an NCHW tensor PET's families are made of: fold part of the batch into
 the width or the height (one image twice as wide), cut the width or the height into tiles stacked on the
@@ -138,6 +140,16 @@ class Mutant:
         return " > ".join(self.steps)
 
 
+def _moved_shape(shape: Shape, moves: list[Move]) -> Shape | None:
+    """``shape`` after ``moves`` in turn, or None where one does not apply."""
+    for mv in moves:
+        steps = mv.steps(shape)
+        if steps is None:
+            return None
+        shape = tuple(steps[-1][1]["shape"])
+    return shape
+
+
 def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant]:
     """Every mutant of ``sub`` of at most ``depth`` steps (see the module docstring), each once, in the order of
     the depth-first enumeration; the shapes are the registry's shape functions'."""
@@ -147,17 +159,44 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
     target = g.shapes[out]
     moves = moves_for(windows)
     found: dict[tuple[str, ...], Mutant] = {}
-    # a step: (label, its nodes (Steps)); a window's nodes carry the weights they read
-    Step = tuple[str, Steps]
+    # a step: (label, its nodes (Steps), the move or None for the window step); a window's nodes carry the other
+    # inputs they read
+    Step = tuple[str, Steps, Move | None]
 
     def build(seq: list[Step]) -> Graph | None:
         names = NameAllocator(set(g.shapes))
         cur, nodes = x, []
-        for _, steps in seq:
-            for op, params, *weights in steps:
+        before: list[Move] = []  # the moves before the window step: its residuals are moved by them too
+        moved: dict[str, str] = {}
+
+        def residual(r: str) -> str | None:
+            if r not in moved:
+                src, shape = r, g.shapes[r]
+                for mv in before:
+                    steps = mv.steps(shape)
+                    if steps is None:
+                        return None
+                    for op, params in steps:
+                        dst = names.fresh(f"{r}_pet")
+                        nodes.append(make_node(op, params, [src], dst))
+                        src = dst
+                    shape = tuple(steps[-1][1]["shape"])
+                moved[r] = src
+            return moved[r]
+
+        for _, steps, move in seq:
+            if move is None:  # the window step: the activation as moved so far is its own residual, moved
+                moved[x] = cur
+            for op, params, *reads in steps:
+                # a window's other inputs: its weights, and a residual it adds (moved as its activation was)
+                others = [i if i in g.weights else residual(i) for i in (reads[0] if reads else ())]
+                if None in others:
+                    return None
                 dst = names.fresh(f"{out}_pet")
-                nodes.append(make_node(op, params, [cur, *(weights[0] if weights else ())], dst))
+                nodes.append(make_node(op, params, [cur, *others], dst))
                 cur = dst
+            if move is not None:
+                before.append(move)
         nodes[-1] = Node(nodes[-1].op, nodes[-1].params, nodes[-1].inputs, out)
         try:
             mg = Graph(g.inputs, g.weights, tuple(nodes), (out,), name=g.name)
@@ -166,7 +205,7 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
             return None
 
     def walk(seq: list[Step], shape: Shape, used_window: bool, last_move: bool) -> None:
-        labels = tuple(label for label, _ in seq)
+        labels = tuple(label for label, _, _ in seq)
         original = labels == (_window_label(windows, "same"),)
         if used_window and shape == target and not original and labels not in found:
             if (mg := build(seq)) is not None:
@@ -177,19 +216,24 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
             for mv in moves:
                 steps = mv.steps(shape)
                 if steps is not None:
-                    walk(seq + [(mv.name, steps)], tuple(steps[-1][1]["shape"]), used_window, True)  # type: ignore[arg-type]
+                    walk(seq + [(mv.name, steps, mv)], tuple(steps[-1][1]["shape"]), used_window, True)  # type: ignore[arg-type]
         if not used_window:
+            before = [mv for _, _, mv in seq if mv is not None]
             for label, params in _window_variants(windows):
                 s: Shape | None = shape
                 for w, p in zip(windows, params, strict=True):
+                    reads = [g.shapes[i] if i in g.weights else _moved_shape(g.shapes[i], before)
+                             for i in w.inputs[1:]]
                     try:
-                        s = w.spec.shape(w.spec.normalize(dict(p)), [s, *[g.shapes[i] for i in w.inputs[1:]]])
+                        if any(r is None for r in reads):
+                            raise ValueError("a residual the moves do not apply to")
+                        s = w.spec.shape(w.spec.normalize(dict(p)), [s, *reads])
                     except ValueError:
                         s = None
                         break
                 if s is not None:
                     steps = [(w.op, p, w.inputs[1:]) for w, p in zip(windows, params, strict=True)]
-                    walk(seq + [(_window_label(windows, label), steps)], s, True, False)
+                    walk(seq + [(_window_label(windows, label), steps, None)], s, True, False)
 
     walk([], g.shapes[x], False, False)
     return list(found.values())

@@ -1,10 +1,11 @@
 """Multi-linear subprograms (PET's MLTPs) over registry operators: what they are made of, their exact evaluation
 modulo a prime, and their footprints (which activation element each output position reads through each tap).
 
-A subprogram is an IR :class:`~eqsat.ir.graph.Graph` with one activation input, its weights and one output,
-built only from the operators of :data:`ROLES`: window operators (convolutions) and operators that move data
-(reshape, transpose, split, concat, zero padding). A host graph's subprogram is one convolution, or a chain of
-them (each reading the one before), which PET's mutants then transform as one (one R/T around two convolutions).
+A subprogram is an IR :class:`~eqsat.ir.graph.Graph` with one activation input (the first), the residuals its
+windows add (:func:`addend`), its weights and one output, built only from the operators of :data:`ROLES`: window
+operators (convolutions, one with its residual add) and operators that move data (reshape, transpose, split,
+concat, zero padding). A host graph's subprogram is one convolution, or a chain of them (each reading the one
+before), which PET's mutants then transform as one (one R/T around two convolutions).
 
 A fused activation (``act``) is element-wise. The analysis runs on the linear core (``act`` 0), and what it
 decides holds with the activations on: where the two linear cores agree as polynomials of the inputs and weights,
@@ -25,7 +26,7 @@ from eqsat.ir.graph import Graph, Node, TensorInfo, make_node
 from eqsat.ops.conv import patches
 
 __all__ = ["PRIME", "ROLES", "Subprogram", "subprogram_of", "chain_of", "linear_core", "random_values", "evaluate_mod",
-           "footprint", "NotMultiLinear"]
+           "footprint", "NotMultiLinear", "addend", "image_elements"]
 
 #: The field the random tests compute in: 2^13 - 1, a Mersenne prime. Values below it, products below 2^26 and
 #: sums of up to 2^27 products are exact in float64, so the tests run on BLAS (PET uses 2^31 - 1 in integers).
@@ -33,9 +34,11 @@ PRIME = 8191
 
 #: PET's operator set as far as this slice handles it (PET's Table 1 has more), and each one's role in a
 #: footprint: ``window`` reads a window of its first input per output position (a convolution), ``move`` only
-#: moves data, ``padding`` moves it and reads nothing at its borders (zero padding).
-ROLES: dict[str, str] = {"conv2d": "window", "reshape": "move", "transpose": "move", "split": "move",
-                         "concat": "move", "pad": "padding"}
+#: moves data, ``padding`` moves it and reads nothing at its borders (zero padding). A window operator that is a
+#: fused form (``OpSpec.fuses``: conv2d_add, a convolution and the residual add after it) adds its last input at
+#: each output position (:func:`addend`); the sum stays linear in every input.
+ROLES: dict[str, str] = {"conv2d": "window", "conv2d_add": "window", "reshape": "move", "transpose": "move",
+                         "split": "move", "concat": "move", "pad": "padding"}
 
 
 class NotMultiLinear(ValueError):
@@ -44,9 +47,9 @@ class NotMultiLinear(ValueError):
 
 @dataclass(frozen=True)
 class Subprogram:
-    """One multi-linear subprogram: ``graph`` reads the activation ``graph.inputs[0]`` and weights, and computes
-    ``graph.outputs[0]``; ``node`` is the node of the host graph whose tensor it computes (the last of a chain; the
-    tensor names are the host's)."""
+    """One multi-linear subprogram: ``graph`` reads the activation ``graph.inputs[0]``, the residuals its windows
+    add (the other inputs, :attr:`residuals`) and weights, and computes ``graph.outputs[0]``; ``node`` is the node
+    of the host graph whose tensor it computes (the last of a chain; the tensor names are the host's)."""
 
     graph: Graph
     node: Node
@@ -62,23 +65,42 @@ class Subprogram:
         return self.graph.inputs[0].name
 
     @property
+    def residuals(self) -> tuple[str, ...]:
+        """The names of the inputs a window adds at each of its output positions (none for plain convolutions)."""
+        return tuple(i.name for i in self.graph.inputs[1:])
+
+    @property
     def output(self) -> str:
         """The name of the output tensor."""
         return self.graph.outputs[0]
 
 
+def addend(node: Node) -> str | None:
+    """The input a window node of :data:`ROLES` adds at each output position (a fused residual add's: the fused
+    form's last input, ``OpSpec.fuses``), or None."""
+    return node.inputs[-1] if ROLES.get(node.op) == "window" and node.spec.fuses is not None else None
+
+
 def _is_window(graph: Graph, node: Node) -> bool:
-    """Whether ``node`` is a window operator of :data:`ROLES` without groups, over an activation and weights."""
+    """Whether ``node`` is a window operator of :data:`ROLES` without groups, over an activation and weights (and
+    an activation it adds, :func:`addend`)."""
     if ROLES.get(node.op) != "window" or node.p.get("groups", 1) != 1:
         return False
     x, *rest = node.inputs
-    return x not in graph.weights and all(r in graph.weights for r in rest)
+    r = addend(node)
+    return (x not in graph.weights and (r is None or r not in graph.weights)
+            and all(i in graph.weights for i in rest if i != r))
 
 
-def _subprogram(graph: Graph, chain: list[Node]) -> Subprogram:
+def _subprogram(graph: Graph, chain: list[Node]) -> Subprogram | None:
     x, shapes = chain[0].inputs[0], graph.shapes
-    weights = {r: graph.weights[r] for n in chain for r in n.inputs[1:]}
-    sub = Graph((TensorInfo(x, shapes[x], graph.dtypes[x]),), weights, tuple(chain), (chain[-1].output,),
+    inner = {n.output for n in chain}
+    residuals = list(dict.fromkeys(r for n in chain if (r := addend(n)) is not None and r != x))
+    if inner & set(residuals):  # a window adding what the chain computes: not one activation in
+        return None
+    weights = {r: graph.weights[r] for n in chain for r in n.inputs[1:] if r in graph.weights}
+    inputs = tuple(TensorInfo(t, shapes[t], graph.dtypes[t]) for t in (x, *residuals))
+    sub = Graph(inputs, weights, tuple(chain), (chain[-1].output,),
                 name=f"pet_{chain[-1].output}" + (f"_chain{len(chain)}" if len(chain) > 1 else ""))
     return Subprogram(sub, chain[-1])
 
@@ -138,19 +160,40 @@ def evaluate_mod(graph: Graph, values: Mapping[str, np.ndarray]) -> np.ndarray:
 READS_INTERMEDIATE = -1
 
 
+def image_elements(graph: Graph) -> int:
+    """The elements one image holds over all of ``graph``'s inputs: the step between images in a footprint's
+    element ids (:func:`footprint`)."""
+    return sum(int(np.prod(i.shape[1:])) for i in graph.inputs)
+
+
+def _input_ids(graph: Graph) -> dict[str, np.ndarray]:
+    """Each input's element ids (flat index plus one, a tap axis of one), image by image over all inputs: image
+    ``n`` of every input lies in ``[n * image, (n + 1) * image)``, so a batch block's ids are block 0's moved by
+    its images (:func:`~eqsat.rules.pet.regions.repeats_along_batch`)."""
+    batch = {i.shape[0] for i in graph.inputs}
+    if len(batch) != 1:
+        raise NotMultiLinear(f"pet: inputs of different batches {sorted(batch)}")
+    (n,), image, base = batch, image_elements(graph), 0
+    out = {}
+    for i in graph.inputs:
+        per = int(np.prod(i.shape[1:]))
+        ids = np.arange(n, dtype=np.int64)[:, None] * image + base + np.arange(per, dtype=np.int64)[None, :] + 1
+        out[i.name] = ids.reshape(i.shape + (1,))
+        base += per
+    return out
+
+
 def footprint(graph: Graph) -> np.ndarray:
-    """Which activation element each output position reads through each tap: an int array of the output's shape
-    plus a tap axis, holding the element's flat index plus one (0: nothing, a zero of padding). A window node
-    reads its window's ``C x kh x kw`` taps, every output channel the same; a move reads one. A window over a
-    window's output reads, through each of its taps, :data:`READS_INTERMEDIATE` (or 0 at padding) and then
-    what that position's own taps read.
+    """Which input element each output position reads through each tap: an int array of the output's shape plus
+    a tap axis, holding the element's id (:func:`_input_ids`; 0: nothing, a zero of padding). A window node
+    reads its window's ``C x kh x kw`` taps, every output channel the same, and then what its addend's position
+    reads (a residual); a move reads one. A window over a window's output reads, through each of its taps,
+    :data:`READS_INTERMEDIATE` (or 0 at padding) and then what that position's own taps read.
 
     Raises :class:`NotMultiLinear` for another operator, or for zero padding of a window's output (a pad would
     read 0 where a position whose taps read padding holds the bias)."""
-    x = graph.inputs[0].name
     shapes = graph.shapes
-    env: dict[str, np.ndarray] = {x: (np.arange(int(np.prod(shapes[x])), dtype=np.int64) + 1).reshape(
-        shapes[x] + (1,))}
+    env: dict[str, np.ndarray] = _input_ids(graph)
     windowed: set[str] = set()  # the tensors computed from a window's output
     for n in graph.nodes:
         role = ROLES.get(n.op)
@@ -165,7 +208,12 @@ def footprint(graph: Graph) -> np.ndarray:
                             for t in range(ids.shape[-1])], axis=-1)  # N,C,kh,kw,OH,OW,taps
             nb, c, _, _, oh, ow, t = win.shape
             taps = win.transpose(0, 4, 5, 1, 2, 3, 6).reshape(nb, 1, oh, ow, c * kh * kw * t)
-            env[n.output] = np.broadcast_to(taps, (nb, shapes[n.output][1], oh, ow, c * kh * kw * t))
+            taps = np.broadcast_to(taps, (nb, shapes[n.output][1], oh, ow, c * kh * kw * t))
+            if (r := addend(n)) is not None:  # the residual, read at the output position
+                if r in windowed:
+                    raise NotMultiLinear(f"pet: {n.output!r} adds a window's output")
+                taps = np.concatenate([taps, env[r]], axis=-1)
+            env[n.output] = taps
             windowed.add(n.output)
         else:
             if any(i in windowed for i in n.inputs):

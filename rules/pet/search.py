@@ -25,7 +25,16 @@ from eqsat.rules.pet.corrections import (
     corrected_graph,
 )
 from eqsat.rules.pet.mutants import DEFAULT_DEPTH, Mutant, generate_mutants
-from eqsat.rules.pet.program import ROLES, NotMultiLinear, Subprogram, chain_of, footprint, subprogram_of
+from eqsat.rules.pet.program import (
+    ROLES,
+    NotMultiLinear,
+    Subprogram,
+    addend,
+    chain_of,
+    footprint,
+    image_elements,
+    subprogram_of,
+)
 from eqsat.rules.pet.regions import DEFAULT_TESTS, RegionAnalysis, analyse, repeats_along_batch
 
 __all__ = ["PetRewrite", "find_rewrites", "chosen_rewrites", "subprograms", "PET_RULE_PREFIX", "DEFAULT_CHAIN",
@@ -77,17 +86,17 @@ def probe(sub: Subprogram) -> Subprogram:
     """``sub`` with one input and one output channel: the window and the moves read every channel alike (the moves
     regroup batch, height and width only), so each output channel's footprint is the probe's, at a fraction of the
     size (a 64-channel 3x3 convolution's footprint has 64 x 576 entries per pixel, its probe's 9)."""
-    g, x = sub.graph, sub.graph.inputs[0]
+    g = sub.graph
     weights = {k: w[(slice(0, 1),) * min(2, w.ndim)] for k, w in g.weights.items()}
-    return Subprogram(Graph((TensorInfo(x.name, (x.shape[0], 1, *x.shape[2:]), x.dtype),), weights, g.nodes,
-                            g.outputs, name=g.name), sub.node)
+    inputs = tuple(TensorInfo(i.name, (i.shape[0], 1, *i.shape[2:]), i.dtype) for i in g.inputs)  # residuals too
+    return Subprogram(Graph(inputs, weights, g.nodes, g.outputs, name=g.name), sub.node)
 
 
 def at_batch(sub: Subprogram, batch: int) -> Subprogram:
     """``sub`` on a batch of ``batch`` images (a window node's parameters do not depend on the batch)."""
-    g, x = sub.graph, sub.graph.inputs[0]
-    return Subprogram(Graph((TensorInfo(x.name, (batch, *x.shape[1:]), x.dtype),), g.weights, g.nodes, g.outputs,
-                            name=g.name), sub.node)
+    g = sub.graph
+    inputs = tuple(TensorInfo(i.name, (batch, *i.shape[1:]), i.dtype) for i in g.inputs)
+    return Subprogram(Graph(inputs, g.weights, g.nodes, g.outputs, name=g.name), sub.node)
 
 
 class _AtBatch:
@@ -195,13 +204,14 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
 
 def footprint_bytes(sub: Subprogram) -> int:
     """The bytes of the footprint of ``sub``'s probe (one channel): an int64 per output position and tap; a
-    window over a window's output reads its own taps, each with a mark and the taps before it."""
+    window over a window's output reads its own taps, each with a mark and the taps before it, and a residual
+    it adds one more."""
     shapes = sub.graph.shapes
     n, _, h, w = shapes[sub.output]
     taps = 0
     for node in sub.windows:
         kh, kw = shapes[node.inputs[1]][2:]
-        taps = kh * kw * (1 + taps) if taps else kh * kw
+        taps = (kh * kw * (1 + taps) if taps else kh * kw) + (addend(node) is not None)
     return 8 * n * h * w * taps
 
 
@@ -210,11 +220,11 @@ BATCH_PROXY = 3
 
 
 def _symbolic_axes(sub: Subprogram, symbols: Symbols) -> set[int]:
-    """The axes of ``sub``'s activation or output whose size stands for a symbol's (a dynamic axis)."""
+    """The axes of ``sub``'s inputs or output whose size stands for a symbol's (a dynamic axis)."""
     if not symbols:
         return set()
     shapes = sub.graph.shapes
-    return {ax for t in (sub.activation, sub.output) for ax, v in enumerate(shapes[t])
+    return {ax for t in (sub.activation, *sub.residuals, sub.output) for ax, v in enumerate(shapes[t])
             if not isinstance(symbols.decode(v), int)}
 
 
@@ -278,7 +288,7 @@ def _analysis(full: _AtBatch, name: str, tests: int, fewer: Sequence[_AtBatch] =
         if name not in full.small:
             return analyse(sub.graph, mutant.graph, tests)
         prints = (full.footprint(""), full.footprint(name))
-        image = int(np.prod(full.probed.graph.inputs[0].shape[1:]))
+        image = image_elements(full.probed.graph)
         for f in fewer:
             if name in f.small and all(repeats_along_batch(whole, f.footprint(n), image)
                                        for whole, n in zip(prints, ("", name), strict=True)):
