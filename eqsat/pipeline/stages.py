@@ -55,6 +55,7 @@ from eqsat.pipeline.result import (
     OptimizeResult,
 )
 from eqsat.pipeline.transforms import Recalled
+from eqsat.rules.pet.edges import move_rules
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,9 @@ def saturate(run: Run, loaded: Loaded, rules: tuple[Rule, ...]) -> Saturated:
         best = loaded.anytime.best
         descent = Descent(best.graph if best.source == MERGES else loaded.graph, rules, loaded.cost_model,
                           loaded.anytime, deadline=deadline, say=run.say)
-    sat = engine.saturate(loaded.engine_graph, list(rules), limits, provenance=bool(o.provenance and o.dump_egraph),
+    # PET's rewrites come with the rules that join consecutive ones (their moves cancel where they meet)
+    engine_rules = [*rules, *(move_rules() if found else ())]
+    sat = engine.saturate(loaded.engine_graph, engine_rules, limits, provenance=bool(o.provenance and o.dump_egraph),
                           progress=lambda it: run.say(f"  iteration {it.iteration}: {it.enodes} e-nodes, "
                                                       f"{it.eclasses} e-classes ({it.seconds:.2f} s)"),
                           on_snapshot=_on_snapshot(run, loaded.anytime, descent) if snapshots else None,

@@ -26,7 +26,7 @@ from eqsat.ir.names import NameAllocator
 from eqsat.ops import Shape
 from eqsat.rules.pet.program import Subprogram
 
-__all__ = ["Move", "Mutant", "moves_for", "generate_mutants", "DEFAULT_DEPTH"]
+__all__ = ["Move", "Mutant", "moves_for", "moves_over", "generate_mutants", "DEFAULT_DEPTH"]
 
 #: PET's default depth
 DEFAULT_DEPTH = 4
@@ -99,7 +99,12 @@ def _batch_to_phases(d: int) -> Move:
 def moves_for(windows: tuple[Node, ...]) -> list[Move]:
     """The R/T moves tried around ``windows``: batch folds and spatial tiles by 2, and phase gathers by 2 and by
     the windows' dilations."""
-    dil = sorted({2} | {int(d) for w in windows for d in w.p["dilations"] if int(d) > 1})
+    return moves_over({int(d) for w in windows for d in w.p["dilations"]})
+
+
+def moves_over(dilations: set[int]) -> list[Move]:
+    """The R/T moves tried around windows of these ``dilations`` (:func:`moves_for`)."""
+    dil = sorted({2} | {d for d in dilations if d > 1})
     return ([_batch_to(a, 2) for a in (2, 3)] + [_to_batch(a, 2) for a in (2, 3)]
             + [_phases_to_batch(d) for d in dil] + [_batch_to_phases(d) for d in dil])
 
