@@ -41,3 +41,25 @@ def assert_rule_holds(rule: Any, bindings: list[dict[str, Any]], params: set[str
         for d in rule.directions():
             left, right = evaluate(parse(d.lhs[0]), env), evaluate(parse(d.rhs[0]), env)
             np.testing.assert_allclose(left, right, rtol=1e-9, atol=1e-9, err_msg=f"{d.name} {binding}")
+
+
+def assert_rewrites_run_as_the_original(model: onnx.ModelProto, graph: Graph, rewrites: list[Any],
+                                        image: tuple[int, ...], batches: tuple[int, ...] = (1, 2, 5)) -> None:
+    """Each PET rewrite (``eqsat.rules.pet.PetRewrite`` of ``graph``, imported from ``model`` with a dynamic
+    batch) written into the graph in place of the node it computes again, exported, and run in onnxruntime at
+    each of ``batches`` (images of shape ``image``), gives the original model's output."""
+    import onnxruntime as ort
+
+    from eqsat.onnx_io import to_onnx
+
+    providers = ["CPUExecutionProvider"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=providers)
+    (name,) = [i.name for i in graph.inputs]
+    for r in rewrites:
+        nodes = [m for n in graph.nodes for m in (r.nodes if n.output == r.tensor else (n,))]
+        written = to_onnx(Graph(graph.inputs, graph.weights, tuple(nodes), graph.outputs, meta=graph.meta).live())
+        sess = ort.InferenceSession(written.SerializeToString(), providers=providers)
+        for n in batches:
+            x = {name: np.random.default_rng(n).standard_normal((n, *image)).astype(np.float32)}
+            np.testing.assert_allclose(sess.run(None, x)[0], want.run(None, x)[0], rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{r.name} at batch {n}")
