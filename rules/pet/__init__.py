@@ -8,7 +8,8 @@ e-graph is fully equivalent. Imports ``eqsat.ops`` and ``eqsat.ir`` only; see do
 * :mod:`~eqsat.rules.pet.regions`: boxes and their equal / non-equal decisions, with the evidence;
 * :mod:`~eqsat.rules.pet.corrections`: correction kernels, the corrected mutant and its check;
 * :mod:`~eqsat.rules.pet.search`: all of it over a graph, as alternatives for the e-graph;
-* :mod:`~eqsat.rules.pet.edges`: the rules that join consecutive mutants where their moves cancel.
+* :mod:`~eqsat.rules.pet.edges`: the rules that join consecutive mutants where their moves cancel;
+* :mod:`~eqsat.rules.pet.symbolic`: Z3's proof that a rewrite searched at a few images holds at every batch.
 """
 
 from eqsat.rules.pet.corrections import CorrectedMutant, CorrectionError, check_equal, correct

@@ -36,6 +36,7 @@ from eqsat.rules.pet.program import (
     subprogram_of,
 )
 from eqsat.rules.pet.regions import DEFAULT_TESTS, RegionAnalysis, analyse, repeats_along_batch
+from eqsat.rules.pet.symbolic import batch_scaling, proved_for_any_batch
 
 __all__ = ["PetRewrite", "find_rewrites", "chosen_rewrites", "subprograms", "PET_RULE_PREFIX", "DEFAULT_CHAIN",
            "BATCH_PROXY", "MAX_FOOTPRINT_BYTES", "footprint_bytes"]
@@ -160,6 +161,7 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
     names = NameAllocator(set(graph.shapes))
     found: list[PetRewrite] = []
     analyses: dict[tuple[object, ...], dict[str, RegionAnalysis | None]] = {}
+    proofs: dict[tuple[object, ...], bool] = {}  # by configuration, mutant and boxes: the weights play no part
     symbols = graph_symbols(graph)
     # the smallest first (a probe's footprint per image): a deadline then leaves out the largest, which cost most
     sized = sorted(((footprint_bytes(sub), sub) for sub in subprograms(graph, chain)),
@@ -181,7 +183,7 @@ def find_rewrites(graph: Graph, depth: int = DEFAULT_DEPTH, tests: int = DEFAULT
             proxy = at_batch(sub, BATCH_PROXY)
             full = {m.name: m for m in generate_mutants(sub, depth)}
             fixed_all = [f for c in _corrected(proxy, depth, tests, max_wrong_fraction, analyses)
-                         if (f := _for_any_batch(sub, full, c)) is not None]
+                         if (f := _for_any_batch(sub, full, c, proofs)) is not None]
         elif size > max_footprint_bytes:
             large += 1
             continue
@@ -232,7 +234,7 @@ def _corrected(sub: Subprogram, depth: int, tests: int, max_wrong_fraction: floa
                analyses: dict[tuple[object, ...], dict[str, RegionAnalysis | None]]) -> list[CorrectedMutant]:
     """``sub``'s corrected mutants; ``analyses`` holds the region analyses by configuration, shared."""
     mutants = generate_mutants(sub, depth)
-    config = tuple((n.op, n.params, tuple(sub.graph.shapes[i] for i in n.inputs)) for n in sub.windows)
+    config = _config(sub)
     at = _AtBatch(sub, depth, mutants)
     if config not in analyses:
         fewer = _fewer_images(sub, depth)
@@ -254,7 +256,16 @@ def _corrected(sub: Subprogram, depth: int, tests: int, max_wrong_fraction: floa
     return out
 
 
-def _for_any_batch(sub: Subprogram, mutants: dict[str, Mutant], fixed: CorrectedMutant) -> CorrectedMutant | None:
+def _config(sub: Subprogram) -> tuple[object, ...]:
+    """What a subprogram's analyses depend on: its windows' operators, parameters and input shapes, and which
+    of its inputs each one adds (the activation itself, or another: the inputs PET's bound counts)."""
+    inputs = [i.name for i in sub.graph.inputs]
+    return tuple((n.op, n.params, tuple(sub.graph.shapes[i] for i in n.inputs),
+                  None if (r := addend(n)) is None else inputs.index(r)) for n in sub.windows)
+
+
+def _for_any_batch(sub: Subprogram, mutants: dict[str, Mutant], fixed: CorrectedMutant,
+                   proofs: dict[tuple[object, ...], bool]) -> CorrectedMutant | None:
     """``fixed`` (a corrected mutant of ``sub`` at :data:`BATCH_PROXY` images) written for ``sub``'s own batch,
     where each image was decided alone and every correction spans the batch; else None. Its correction FLOPs
     are one image's."""
@@ -262,14 +273,34 @@ def _for_any_batch(sub: Subprogram, mutants: dict[str, Mutant], fixed: Corrected
         return None
     if any(box[0] != (0, BATCH_PROXY) for box in fixed.fixes):
         return None
+    key = (_config(fixed.sub), fixed.mutant.name, fixed.fixes)
+    if key not in proofs:
+        proofs[key] = _proved_for_any_batch(fixed)
+    if not proofs[key]:
+        return None
     batch = sub.graph.inputs[0].shape[0]
     fixes = tuple(((0, batch), *box[1:]) for box in fixed.fixes)
     mutant = mutants[fixed.mutant.name]
     evidence = {**fixed.evidence, "fixes": [list(map(list, b)) for b in fixes], "searched_at_batch": BATCH_PROXY,
-                "batch": "dynamic", "correction_flops": fixed.correction_flops / BATCH_PROXY}
+                "batch": "dynamic", "correction_flops": fixed.correction_flops / BATCH_PROXY,
+                "proved_for_any_batch": "z3: the same reads outside the corrected boxes at every batch"}
     return dataclasses.replace(fixed, sub=sub, mutant=mutant, graph=corrected_graph(sub, mutant, list(fixes)),
                                fixes=fixes, correction_flops=fixed.correction_flops / BATCH_PROXY,
                                evidence=evidence)
+
+
+def _proved_for_any_batch(fixed: CorrectedMutant) -> bool:
+    """Whether Z3 proves ``fixed`` (at :data:`BATCH_PROXY` images) right for every batch: its probe reads what the
+    original's probe reads outside the corrected boxes (:func:`~eqsat.rules.pet.symbolic.proved_for_any_batch`),
+    both programs scaling with the batch as the proof models them (checked at twice the images)."""
+    name, small = fixed.mutant.name, probe(fixed.sub)
+    large = probe(at_batch(fixed.sub, 2 * BATCH_PROXY))
+    ms, ml = ({m.name: m for m in generate_mutants(p)} for p in (small, large))
+    if name not in ms or name not in ml:
+        return False
+    if batch_scaling(small.graph, large.graph) != 2 or batch_scaling(ms[name].graph, ml[name].graph) != 2:
+        return False
+    return proved_for_any_batch(small.graph, ms[name].graph, list(fixed.fixes), BATCH_PROXY)
 
 
 def _fewer_images(sub: Subprogram, depth: int) -> list[_AtBatch]:

@@ -183,6 +183,7 @@ def test_a_dynamic_batch_is_searched_at_a_few_images_and_written_for_any() -> No
     found = find_rewrites(g, progress=said.append)
     assert found and not said
     assert all(r.evidence["searched_at_batch"] == 3 and r.evidence["tested_on_images"] == 1 for r in found)
+    assert all(r.evidence["proved_for_any_batch"].startswith("z3") for r in found)
     assert all(box[0] == [0, g.shapes["x"][0]] for r in found for box in r.evidence["fixes"])
     assert {r.name for r in found} >= {"pet:width_to_batch(2) > conv2d+conv2d > batch_to_width(2)"}
     assert_rewrites_run_as_the_original(model, g, found, (4, 8, 16))
