@@ -124,6 +124,8 @@ def correction_nodes(sub: Subprogram, box: Box, names: NameAllocator, nodes: lis
             if i == r:  # the residual on the positions this window computes
                 reads.append(take(i, (c0, c1) if last else None, out_rows))
             elif last and (c0, c1) != (0, shapes[node.inputs[1]][0]):  # the box's output channels
+                if node.p.get("groups", 1) != 1:
+                    raise CorrectionError(f"pet: box {box} holds part of a grouped convolution's channels")
                 reads.append(_split(i, 0, c0, c1 - c0, names, nodes))
             else:
                 reads.append(i)

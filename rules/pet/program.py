@@ -82,9 +82,10 @@ def addend(node: Node) -> str | None:
 
 
 def _is_window(graph: Graph, node: Node) -> bool:
-    """Whether ``node`` is a window operator of :data:`ROLES` without groups, over an activation and weights (and
-    an activation it adds, :func:`addend`)."""
-    if ROLES.get(node.op) != "window" or node.p.get("groups", 1) != 1:
+    """Whether ``node`` is a window operator of :data:`ROLES` over an activation and weights (and an activation it
+    adds, :func:`addend`). Grouped convolutions are windows too: each output channel reads its group's channels
+    with the same taps, as a plain convolution reads all of them."""
+    if ROLES.get(node.op) != "window":
         return False
     x, *rest = node.inputs
     r = addend(node)
@@ -107,7 +108,7 @@ def _subprogram(graph: Graph, chain: list[Node]) -> Subprogram | None:
 
 def subprogram_of(graph: Graph, node: Node) -> Subprogram | None:
     """The subprogram of one window node of ``graph`` over its activation and weights, or ``None`` where the node
-    is not a window operator of :data:`ROLES` (or reads no activation and weights, or has groups)."""
+    is not a window operator of :data:`ROLES` (or reads no activation and weights)."""
     return _subprogram(graph, [node]) if _is_window(graph, node) else None
 
 
@@ -186,7 +187,9 @@ def _input_ids(graph: Graph) -> dict[str, np.ndarray]:
 def footprint(graph: Graph) -> np.ndarray:
     """Which input element each output position reads through each tap: an int array of the output's shape plus
     a tap axis, holding the element's id (:func:`_input_ids`; 0: nothing, a zero of padding). A window node
-    reads its window's ``C x kh x kw`` taps, every output channel the same, and then what its addend's position
+    reads its window's ``C x kh x kw`` taps, every output channel the same (a grouped one: all ``C`` channels, more
+    than it reads, so the search takes grouped windows' boxes from one-channel probes only), and then what its
+    addend's position
     reads (a residual); a move reads one. A window over a window's output reads, through each of its taps,
     :data:`READS_INTERMEDIATE` (or 0 at padding) and then what that position's own taps read.
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from eqsat.ir.graph import Alternative, Graph, Node, TensorInfo
+from eqsat.ir.graph import Alternative, Graph, Node, TensorInfo, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ir.symbols import Symbols, graph_symbols
 from eqsat.rules.pet.corrections import (
@@ -90,7 +90,10 @@ def probe(sub: Subprogram) -> Subprogram:
     g = sub.graph
     weights = {k: w[(slice(0, 1),) * min(2, w.ndim)] for k, w in g.weights.items()}
     inputs = tuple(TensorInfo(i.name, (i.shape[0], 1, *i.shape[2:]), i.dtype) for i in g.inputs)  # residuals too
-    return Subprogram(Graph(inputs, weights, g.nodes, g.outputs, name=g.name), sub.node)
+    # a grouped window's group of one channel reads one channel: a plain window in the probe
+    nodes = tuple(make_node(n.op, {**n.p, "groups": 1}, n.inputs, n.output) if n.p.get("groups", 1) != 1 else n
+                  for n in g.nodes)
+    return Subprogram(Graph(inputs, weights, nodes, g.outputs, name=g.name), sub.node)
 
 
 def at_batch(sub: Subprogram, batch: int) -> Subprogram:
@@ -316,8 +319,9 @@ def _analysis(full: _AtBatch, name: str, tests: int, fewer: Sequence[_AtBatch] =
     along the batch (``fewer``: :func:`_fewer_images`), if any."""
     sub, mutant = full.sub, full.mutants[name]
     try:
-        if name not in full.small:
-            return analyse(sub.graph, mutant.graph, tests)
+        if name not in full.small:  # a grouped window's full footprint reads more than it does: none then
+            grouped = any(n.p.get("groups", 1) != 1 for n in sub.windows)
+            return None if grouped else analyse(sub.graph, mutant.graph, tests)
         prints = (full.footprint(""), full.footprint(name))
         image = image_elements(full.probed.graph)
         for f in fewer:
