@@ -8,11 +8,12 @@ Needs torch, torchvision and onnxscript (see export_dynamic.py for the separate 
 built for CUDA on a CPU-only torch cannot load its C++ operators (``torchvision::nms does not exist``); the models
 need none, so :func:`load_torchvision` then imports it without registering them.
 
-Writes ``resnet18_b<B>.onnx`` and ``csrnet_b<B>.onnx`` into OUT; with ``--batch dynamic``, ``<name>_bdyn.onnx``
-whose batch is a dynamic axis (``torch.export.Dim``), as a model served at several batch sizes is exported.
+Writes ``resnet18_b<B>.onnx`` and ``csrnet_b<B>.onnx`` into OUT (and ``mobilenet_v2_b<B>.onnx``, torchvision's,
+where named); with ``--batch dynamic``, ``<name>_bdyn.onnx`` whose batch is a dynamic axis (``torch.export.Dim``),
+as a model served at several batch sizes is exported.
 
 Usage: /tmp/torchenv/bin/python benchmarks/export_convnets.py OUT [--batch 1,16,dynamic] [--image 224]
-       [resnet18 csrnet]
+       [resnet18 csrnet mobilenet_v2]
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from typing import Any
 
 import torch
 
+#: the default models (PET's measurements), then the held-out ones exported on demand
 MODELS = ("resnet18", "csrnet")
+OTHER_MODELS = ("mobilenet_v2",)
 
 
 def load_torchvision() -> Any:
@@ -68,7 +71,7 @@ def build(name: str) -> torch.nn.Module:
     """The model ``name`` with seeded random weights, in eval mode."""
     torch.manual_seed(0)
     tv = load_torchvision()
-    model = tv.models.resnet18() if name == "resnet18" else csrnet(tv)
+    model = csrnet(tv) if name == "csrnet" else getattr(tv.models, name)()
     _randomize_batch_norms(model, torch.Generator().manual_seed(1))
     return model.eval()
 
@@ -90,15 +93,16 @@ def export(name: str, batch: int | None, image: int, out: Path) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
-    ap.add_argument("models", nargs="*", help=f"of {', '.join(MODELS)} (default: all)")
+    ap.add_argument("models", nargs="*", help=f"of {', '.join(MODELS + OTHER_MODELS)} (default: "
+                                               f"{', '.join(MODELS)})")
     ap.add_argument("--batch", default="1,16", help="batch sizes, comma-separated ('dynamic': a dynamic batch)")
     ap.add_argument("--image", type=int, default=224)
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    unknown = sorted(set(args.models) - set(MODELS))
+    unknown = sorted(set(args.models) - set(MODELS + OTHER_MODELS))
     if unknown:
-        ap.error(f"unknown model(s) {', '.join(unknown)}: choose from {', '.join(MODELS)}")
+        ap.error(f"unknown model(s) {', '.join(unknown)}: choose from {', '.join(MODELS + OTHER_MODELS)}")
     for name in args.models or MODELS:
         for b in (None if x == "dynamic" else int(x) for x in args.batch.split(",")):
             print(export(name, b, args.image, out), flush=True)
