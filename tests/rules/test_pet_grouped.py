@@ -93,3 +93,27 @@ def test_a_depthwise_rewrite_for_a_dynamic_batch_is_proved() -> None:
         small = probe(fixed.sub)
         m = {x.name: x for x in generate_mutants(small)}[fixed.mutant.name]
         assert proved_for_any_batch(small.graph, m.graph, list(fixed.fixes), BATCH_PROXY), fixed.mutant.name
+
+
+def test_a_depthwise_block_of_a_dynamic_batch_is_written_for_any_batch() -> None:
+    """ONNX Conv (1x1), Relu, Conv (depthwise), Relu, Conv (1x1) of a dynamic batch: each rewrite written into the
+    model, exported, runs in onnxruntime at batches 1, 2 and 5 as the original does."""
+    from _onnx_checks import assert_rewrites_run_as_the_original
+    from onnx import TensorProto, helper, numpy_helper
+
+    from eqsat.onnx_io import load_with_axes
+
+    g0 = mobilenet_block(w=16)
+    inits = [numpy_helper.from_array(v, k) for k, v in g0.weights.items()]
+    onnx_nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]), helper.make_node("Relu", ["c1"], ["h1"]),
+                  helper.make_node("Conv", ["h1", "w2", "b2"], ["c2"], pads=[1] * 4, group=6),
+                  helper.make_node("Relu", ["c2"], ["h2"]), helper.make_node("Conv", ["h2", "w3", "b3"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        onnx_nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6, 8, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, 8, 16])], inits),
+        opset_imports=[helper.make_opsetid("", 13)])
+    g, _ = load_with_axes(model, label="dyn")
+    found = find_rewrites(g)
+    assert any(dict(w[1]).get("groups") == 6 for r in found for w in r.windows)  # through the depthwise one
+    assert all(r.evidence["proved_for_any_batch"].startswith("z3") for r in found)
+    assert_rewrites_run_as_the_original(model, g, found, (6, 8, 16))
