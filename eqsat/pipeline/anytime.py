@@ -196,6 +196,7 @@ class Anytime:
             log.warning("the input graph's term is no valid extraction (%s); extracting without it", e)
             return None
         return start
+
     def start_for(self, egraph: EGraph) -> dict[str, str] | None:
         """The best graph so far as a selection of ``egraph`` (an e-graph holding its terms), or None where the
         best is still the input graph or its terms are not all there."""

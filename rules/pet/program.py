@@ -189,9 +189,8 @@ def footprint(graph: Graph) -> np.ndarray:
     a tap axis, holding the element's id (:func:`_input_ids`; 0: nothing, a zero of padding). A window node
     reads its window's ``C x kh x kw`` taps, every output channel the same (a grouped one: all ``C`` channels, more
     than it reads, so the search takes grouped windows' boxes from one-channel probes only), and then what its
-    addend's position
-    reads (a residual); a move reads one. A window over a window's output reads, through each of its taps,
-    :data:`READS_INTERMEDIATE` (or 0 at padding) and then what that position's own taps read.
+    addend's position reads (a residual); a move reads one. A window over a window's output reads, through each
+    of its taps, :data:`READS_INTERMEDIATE` (or 0 at padding) and then what that position's own taps read.
 
     Raises :class:`NotMultiLinear` for another operator, or for zero padding of a window's output (a pad would
     read 0 where a position whose taps read padding holds the bias)."""

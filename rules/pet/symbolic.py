@@ -7,11 +7,14 @@ both read padding, at every window of a chain), and the same residual element. E
 equal sums of products, whatever the inputs and weights; an element-wise activation of equal values is equal.
 
 Each program's reads are its index maps walked back from the output: a transpose permutes the position, a
-reshape flattens it in the output's shape and unflattens it in the input's, and a window reads position
-``o * stride - pad + tap * dilation`` of its input, valid inside it. Only the leading axis of a tensor is
-symbolic (``N`` times a constant); the others are the programs' own sizes, so every division is by a constant
-and the query is linear integer arithmetic, which Z3 decides. The programs are the probes (one channel in and
-out, :func:`eqsat.rules.pet.search.probe`); every channel reads alike.
+reshape regroups the few axes a split or a merge touches (flattened in the output's sizes, unflattened in the
+input's), and a window reads position ``o * stride - pad + tap * dilation`` of its input, valid inside it. Only
+the leading axis of a tensor grows with the batch; the others are the programs' own sizes, so every division is
+by a constant. The output's image is written ``P * m + j`` (``0 <= j < P``, ``P`` the product of the factors
+the reshapes change the leading axis by), so the one unbounded variable ``m`` is only ever multiplied by a
+constant and drops out of every comparison: the query is linear integer arithmetic over bounded variables, which
+Z3 decides. The programs are the probes (one channel in and out, :func:`eqsat.rules.pet.search.probe`); every
+channel reads alike.
 """
 
 from __future__ import annotations
@@ -202,8 +205,8 @@ def proved_for_any_batch(original: Graph, mutant: Graph, fixes: list[Box], scale
     ``fixes`` (boxes spanning the batch and the channels, as every correction of a dynamic batch does) and every
     tap: Z3 finds no batch, position and tap where they differ. Both programs are probes (one channel) built at
     a batch of ``scale`` images; at a batch of ``N`` images each leading axis is ``N / scale`` times its size
-    here and the other axes are the same (:func:`batch_scaling` checks that at two batches), so only the output
-    position's image is bounded by the symbol."""
+    here (a whole number for every ``N``: each is a multiple of ``scale``) and the other axes are the same
+    (:func:`batch_scaling` checks that at two batches), so the claim is over every image of every batch."""
     shapes = original.shapes
     out = original.outputs[0]
     if any(s[0] % scale for g in (original, mutant) for t, s in g.shapes.items() if t not in g.weights):
