@@ -1,5 +1,6 @@
-"""Checks shared by the operator tests: the IR operators of a graph, and an exported model that computes what
-the original does (both run in onnxruntime on the same random inputs)."""
+"""Checks shared by the operator and rule tests: the IR operators of a graph, an exported model that computes what
+the original does (both run in onnxruntime on the same random inputs), a rule on random tensors, and PET's
+rewrites (each computes its tensor, in the IR and exported at several batches) and probes."""
 
 from __future__ import annotations
 
@@ -63,3 +64,32 @@ def assert_rewrites_run_as_the_original(model: onnx.ModelProto, graph: Graph, re
             x = {name: np.random.default_rng(n).standard_normal((n, *image)).astype(np.float32)}
             np.testing.assert_allclose(sess.run(None, x)[0], want.run(None, x)[0], rtol=1e-4, atol=1e-4,
                                        err_msg=f"{r.name} at batch {n}")
+
+
+def assert_rewrites_compute_their_tensors(graph: Graph, rewrites: list[Any], feeds: dict[str, np.ndarray]) -> None:
+    """Each PET rewrite (``eqsat.rules.pet.PetRewrite`` of ``graph``), its nodes added to the graph beside the node
+    they compute again, gives that node's tensor on ``feeds``."""
+    from eqsat.ir.graph import make_node
+
+    for r in rewrites:
+        last = r.nodes[-1]
+        host = Graph(graph.inputs, graph.weights, graph.nodes + r.nodes[:-1] + (
+            make_node(last.op, last.p, last.inputs, "alt"),), (r.tensor, "alt"))
+        want, got = host.evaluate(feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=r.name)
+
+
+def assert_probe_decides_as_the_full_footprints(sub: Any) -> None:
+    """For each mutant of a PET subprogram ``sub``, the analysis from its one-channel probe's footprints (what
+    ``find_rewrites`` does) has the same boxes and decisions as the analysis from the full footprints."""
+    from eqsat.rules.pet import analyse, generate_mutants
+    from eqsat.rules.pet.program import footprint
+    from eqsat.rules.pet.search import probe
+
+    small = probe(sub)
+    assert all(i.shape[1] == 1 for i in small.graph.inputs)
+    minis = {m.name: m for m in generate_mutants(small)}
+    for m in generate_mutants(sub):
+        full = analyse(sub.graph, m.graph)
+        fast = analyse(sub.graph, m.graph, prints=(footprint(small.graph), footprint(minis[m.name].graph)))
+        assert [(d.box, d.equal) for d in fast.decisions] == [(d.box, d.equal) for d in full.decisions], m.name

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _onnx_checks import assert_rewrites_run_as_the_original
+from _onnx_checks import (
+    assert_probe_decides_as_the_full_footprints,
+    assert_rewrites_compute_their_tensors,
+    assert_rewrites_run_as_the_original,
+)
 
 from eqsat.ir.graph import Graph, Node, TensorInfo, make_node
 from eqsat.rules.pet import analyse, check_equal, correct, find_rewrites, generate_mutants
 from eqsat.rules.pet.corrections import CorrectionError, corrected_graph
 from eqsat.rules.pet.mutants import Mutant
 from eqsat.rules.pet.program import chain_of, footprint, subprogram_of
-from eqsat.rules.pet.search import probe
 
 WIDE = "batch_to_width(2) > conv2d_add > width_to_batch(2)"
 WIDE2 = "batch_to_width(2) > conv2d+conv2d_add > width_to_batch(2)"
@@ -112,13 +115,7 @@ def test_a_correction_reading_the_residual_one_column_off_is_refused() -> None:
 def test_the_probes_footprints_cut_the_boxes_the_full_footprints_cut() -> None:
     g = residual_block(c=3)
     for sub in (subprogram_of(g, g.nodes[1]), chain_of(g, g.nodes[1])):
-        small = probe(sub)
-        assert all(i.shape[1] == 1 for i in small.graph.inputs)
-        minis = {m.name: m for m in generate_mutants(small)}
-        for m in generate_mutants(sub):
-            full = analyse(sub.graph, m.graph)
-            fast = analyse(sub.graph, m.graph, prints=(footprint(small.graph), footprint(minis[m.name].graph)))
-            assert [(d.box, d.equal) for d in fast.decisions] == [(d.box, d.equal) for d in full.decisions], m.name
+        assert_probe_decides_as_the_full_footprints(sub)
 
 
 def test_a_resnet_block_gets_rewrites_for_its_residual_convolution_and_the_chain_into_it() -> None:
@@ -126,11 +123,7 @@ def test_a_resnet_block_gets_rewrites_for_its_residual_convolution_and_the_chain
     found = find_rewrites(g)
     names = {(r.tensor, len(r.windows), r.name.removeprefix("pet:")) for r in found}
     assert ("y", 1, WIDE) in names and ("y", 2, WIDE2) in names
-    for r in found:  # each computes its tensor in the host graph's terms, equal to it
-        host = Graph(g.inputs, g.weights, g.nodes + r.nodes[:-1] + (
-            make_node(r.nodes[-1].op, r.nodes[-1].p, r.nodes[-1].inputs, "alt"),), (r.tensor, "alt"))
-        want, got = host.evaluate(_feeds(g))
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=r.name)
+    assert_rewrites_compute_their_tensors(g, found, _feeds(g))  # each in the host graph's terms, equal to it
     # a batch of 4 folded by pairs: the seam is corrected once per pair block, residual included
     wide = next(r for r in found if r.tensor == "y" and r.name == "pet:" + WIDE)
     assert wide.evidence["tested_on_images"] == 2 and wide.fixes == 2
