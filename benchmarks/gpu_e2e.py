@@ -19,9 +19,15 @@ middle one on the GPU machine (it needs PyTorch, onnx, onnxruntime and eqsat's w
 Usage::
 
     python benchmarks/gpu_e2e.py prepare taso_bert ... --measured benchmarks/results/gpu_measured_h200.json \\
-        --bundle gpu_bundle [--dims batch=1,sequence=128] [--candidates 4]
+        --bundle gpu_bundle [--dims batch=1,sequence=128] [--candidates 4] [--regroup taso_resnext50]
+        [--pet CONVNET.onnx ... --pet-limit 6] [--append]
     python benchmarks/gpu_e2e.py time gpu_bundle --out times.json [--device cuda]          # on the GPU machine
     python benchmarks/gpu_e2e.py report gpu_bundle times.json [--out benchmarks/results] [--stem gpu_e2e]
+        [--reprice measured.json,grouped.json]
+
+``--regroup`` adds a model's grouped convolutions written with fewer groups (TASO's regrouping, :mod:`_regroup`),
+``--pet`` PET's subprograms of a model alone and as their cheapest corrected mutants (:mod:`_pet_variants`):
+variants of one function, timed like the rest and reported in tables of their own.
 """
 
 from __future__ import annotations
@@ -107,20 +113,107 @@ def _recording_candidates(seen: list[tuple[list[Any], Any]]) -> Iterator[None]:
         candidates.latencies = real
 
 
+def _write_graphs(folder: Path, models: list[Any], roles: list[str], shapes: dict[str, list[int]],
+                  measured: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each model of ``models`` priced under ``measured`` and written into ``folder`` without its large weights;
+    the manifest's rows of them (the first is the original)."""
+    import onnx
+    from gpu_replay import Replayed
+
+    from eqsat.costs import graph_cost
+    from eqsat.onnx_io import load_model
+
+    graphs = []
+    for k, (m, role) in enumerate(zip(models, roles, strict=True)):
+        priced = Replayed(measured)
+        ms = graph_cost(load_model(m, input_shapes=dict(shapes)), priced)
+        file = f"{k}_{'original' if k == 0 else f'candidate{k - 1}'}.onnx"
+        onnx.save(strip_weights(m), str(folder / file))
+        graphs.append({"file": file, "role": role, "predicted_ms": ms, "nodes": len(m.graph.node),
+                       "missed": len(priced.missed)})
+    return graphs
+
+
+def _regrouped_entry(name: str, build: Any, measured: dict[str, Any], bundle: Path) -> dict[str, Any]:
+    """The bundle's entry of ``name``'s grouped convolutions regrouped (:mod:`_regroup`): the original, then each
+    group count it divides into, down to one group."""
+    from _regroup import group_counts, regrouped
+
+    original = build()
+    counts = group_counts(original)
+    if len(counts) != 1:
+        raise SystemExit(f"{name}: --regroup needs one group count, found {counts}")
+    groups = counts[0]
+    factors = list(dict.fromkeys(f for f in (2, 4, 8, groups) if f <= groups and groups % f == 0))
+    return _variant_entry(f"{name}_regrouped", "regrouped", [original, *(regrouped(original, f) for f in factors)],
+                          [f"{groups // f} group{'s' if groups // f > 1 else ''}" for f in (1, *factors)],
+                          measured, bundle)
+
+
+def _variant_entry(name: str, kind: str, models: list[Any], roles: list[str], measured: dict[str, Any],
+                   bundle: Path) -> dict[str, Any]:
+    """A bundle entry of variants of one function (the first is the reference), each checked against it in
+    onnxruntime on random inputs."""
+    import onnxruntime as ort
+
+    from eqsat.onnx_io import random_feeds
+
+    t0, feeds = time.perf_counter(), random_feeds(models[0], seed=0)
+    ref = ort.InferenceSession(models[0].SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for m in models[1:]:
+        got = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        for a, b in zip(ref, got, strict=True):  # the same function, up to float32 summation order
+            np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-3 * float(np.abs(a).max()))
+    folder = bundle / name
+    folder.mkdir(exist_ok=True)
+    shapes = {k: list(v.shape) for k, v in feeds.items()}
+    return {"name": name, "kind": kind, "shapes": shapes, "numeric_ok": True,
+            "drawn_inputs": _save_inputs(folder, feeds),
+            "graphs": _write_graphs(folder, models, roles, shapes, measured), "seconds": time.perf_counter() - t0}
+
+
+def _save_inputs(folder: Path, feeds: dict[str, np.ndarray]) -> list[str]:
+    """``feeds`` saved into ``folder``, but for the float32 ones of :data:`DRAWN_ELEMENTS` or more, which the
+    bundle leaves out (activations of a batch are megabytes) and :func:`load_inputs` draws again; their names."""
+    drawn = [k for k, v in feeds.items() if v.dtype == np.float32 and v.size >= DRAWN_ELEMENTS]
+    np.savez(folder / "inputs.npz", **{k: v for k, v in feeds.items() if k not in drawn})
+    return drawn
+
+
+def load_inputs(folder: Path, entry: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The inputs of a bundle's entry: those saved, and those left out drawn from a standard normal
+    distribution (seeded by the name)."""
+    import zlib
+
+    arrays = dict(np.load(folder / "inputs.npz"))
+    for k in entry.get("drawn_inputs", []):
+        rng = np.random.default_rng(zlib.crc32(k.encode()))
+        arrays[k] = rng.standard_normal(entry["shapes"][k]).astype(np.float32)
+    return arrays
+
+
 def prepare(args: argparse.Namespace) -> None:
     """Step 1, here: optimize, keep the candidates, price them, write the bundle."""
-    import onnx
-    from gpu_replay import Replayed, _models
+    from gpu_replay import Replayed, _models, merged
 
     import eqsat
-    from eqsat.costs import graph_cost
-    from eqsat.onnx_io import load_model, random_feeds
+    from eqsat.onnx_io import random_feeds
 
-    measured = _merged([json.loads(Path(p).read_text(encoding="utf-8")) for p in args.measured])
+    measured = merged([json.loads(Path(p).read_text(encoding="utf-8")) for p in args.measured])
     bundle = Path(args.bundle)
     bundle.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"gpu_costs": measured["identity"], "commit": git_commit(mark_uncommitted=True),
                                 "models": []}
+    if args.append and (bundle / "manifest.json").is_file():  # the entries of an earlier prepare stay
+        manifest["models"] = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))["models"]
+
+    def add(entry: dict[str, Any]) -> None:
+        manifest["models"].append(entry)
+        print(f"{entry['name']}: {len(entry['graphs'])} graphs, predicted " +
+              ", ".join(f"{g['predicted_ms']:.4g}" for g in entry["graphs"]) + f" ms ({entry['seconds']:.0f} s)",
+              flush=True)
+        (bundle / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+
     for name, (build, kw) in _models(args.models, args.dims).items():
         t0, seen = time.perf_counter(), []
         with _recording_candidates(seen):
@@ -133,29 +226,16 @@ def prepare(args: argparse.Namespace) -> None:
         folder = bundle / name
         folder.mkdir(exist_ok=True)
         np.savez(folder / "inputs.npz", **feeds)
-        graphs = []
-        for k, m in enumerate(models):
-            priced = Replayed(measured)
-            ms = graph_cost(load_model(m, input_shapes={i: s for i, s in shapes.items()}), priced)
-            file = f"{k}_{'original' if k == 0 else f'candidate{k - 1}'}.onnx"
-            onnx.save(strip_weights(m), str(folder / file))
-            graphs.append({"file": file, "role": "original" if k == 0 else ("first choice" if k == 1 else
-                                                                               "other candidate"),
-                           "predicted_ms": ms, "nodes": len(m.graph.node), "missed": len(priced.missed)})
-        manifest["models"].append({"name": name, "shapes": shapes, "graphs": graphs,
-                                   "numeric_ok": bool(res.numeric and res.numeric.ok),
-                                   "seconds": time.perf_counter() - t0})
-        print(f"{name}: {len(graphs)} graphs, predicted " +
-              ", ".join(f"{g['predicted_ms']:.4g}" for g in graphs) + f" ms ({time.perf_counter() - t0:.0f} s)",
-              flush=True)
-        (bundle / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+        roles = ["original", "first choice", *["other candidate"] * (len(models) - 2)][:len(models)]
+        add({"name": name, "shapes": shapes, "graphs": _write_graphs(folder, models, roles, shapes, measured),
+             "numeric_ok": bool(res.numeric and res.numeric.ok), "seconds": time.perf_counter() - t0})
+    for name, (build, _) in _models(args.regroup).items():
+        add(_regrouped_entry(name, build, measured, bundle))
+    for path in args.pet:
+        from _pet_variants import pet_variants
 
-
-def _merged(tables: list[dict[str, Any]]) -> dict[str, Any]:
-    """Several measured tables (of one GPU) as one: every configuration, the first table's calibration."""
-    out = dict(tables[0])
-    out["costs"] = [e for t in tables for e in t["costs"]]
-    return out
+        for tensor, models, roles in pet_variants(path, Replayed(measured), args.pet_limit):
+            add(_variant_entry(f"{Path(path).stem}_pet_{tensor}", "pet", models, roles, measured, bundle))
 
 
 # -- timing --------------------------------------------------------------------------------------------------------
@@ -185,7 +265,7 @@ def time_bundle(args: argparse.Namespace) -> None:
     for entry in manifest["models"]:
         if wanted and entry["name"] not in wanted:
             continue
-        arrays = dict(np.load(bundle / entry["name"] / "inputs.npz"))
+        arrays = load_inputs(bundle / entry["name"], entry)
         timed = []
         for g in entry["graphs"]:
             model = draw_weights(onnx.load(str(bundle / entry["name"] / g["file"])))
@@ -242,7 +322,7 @@ def report(args: argparse.Namespace) -> None:
     rows, pooled, within = [], {k: ([], []) for k in modes}, {k: [] for k in modes}
     for entry in manifest["models"]:
         timed = by_name.get(entry["name"])
-        if not timed:
+        if not timed or entry.get("kind") in ("regrouped", "pet"):
             continue
         graphs = entry["graphs"]
         orig, first = graphs[0], graphs[min(1, len(graphs) - 1)]  # the original alone: kept
@@ -298,21 +378,95 @@ def report(args: argparse.Namespace) -> None:
             "graph's float32 output is checked against onnxruntime's on the CPU with the same weights (worst "
             "relative error in the last column). Spearman: the rank correlation of predicted and measured "
             "latency over the original, the first choice and the other candidates.\n\n")
-    save_results(args.out, args.stem, head, table + "\n".join(lines) + "\n",
-                 {"device": times, "rows": rows, "commit": manifest["commit"]})
-    print(table + "\n".join(lines))
+    regroup_text, regroup_rows = _regrouped_report(args, manifest, by_name, cols)
+    pet_text, pet_rows = _pet_report(manifest, by_name, cols)
+    save_results(args.out, args.stem, head, table + "\n".join(lines) + "\n" + regroup_text + pet_text,
+                 {"device": times, "rows": rows, "regrouped": regroup_rows, "pet": pet_rows,
+                  "commit": manifest["commit"]})
+    print(table + "\n".join(lines) + "\n" + regroup_text + pet_text)
+
+
+def _pet_report(manifest: dict[str, Any], by_name: dict[str, Any],
+                cols: list[tuple[str, str]]) -> tuple[str, list[dict[str, Any]]]:
+    """The table of PET's subprograms (``prepare --pet``): each one's cheapest corrected mutant against the
+    subprogram, predicted and measured."""
+    rows = []
+    for entry in (e for e in manifest["models"] if e.get("kind") == "pet" and e["name"] in by_name):
+        timed, (orig, mutant) = by_name[entry["name"]], entry["graphs"]
+        row = {"subprogram": entry["name"], "mutant": mutant["role"],
+               "predicted_speedup": orig["predicted_ms"] / mutant["predicted_ms"]}
+        for k, _ in cols:
+            before, after = _median(timed.get(orig["file"], {}), k), _median(timed.get(mutant["file"], {}), k)
+            row[f"{k}_before_ms"], row[f"{k}_speedup"] = before, before / after
+        rows.append(row)
+    if not rows:
+        return "", rows
+    text = ("\n### PET's corrected mutants, each subprogram alone\n\n| subprogram | the mutant | predicted speedup | "
+            + " | ".join(f"{label} before (ms) | speedup" for _, label in cols) + " |\n|"
+            + "---|" * (3 + 2 * len(cols)) + "\n")
+    for r in rows:
+        text += (f"| {r['subprogram']} | {r['mutant']} | {r['predicted_speedup']:.3f}x | "
+                 + " | ".join(f"{r[f'{k}_before_ms']:.4g} | {r[f'{k}_speedup']:.3f}x" for k, _ in cols) + " |\n")
+    for k, label in cols:
+        ups = [r[f"{k}_speedup"] for r in rows if not math.isnan(r[f"{k}_speedup"])]
+        text += (f"\n- {label}: {sum(u > 1 for u in ups)} of {len(ups)} mutants faster, geometric mean "
+                 f"{geomean(ups):.3f}x")
+    return text + "\n", rows
+
+
+def _regrouped_report(args: argparse.Namespace, manifest: dict[str, Any], by_name: dict[str, Any],
+                      cols: list[tuple[str, str]]) -> tuple[str, list[dict[str, Any]]]:
+    """The table of the regrouped variants (``prepare --regroup``): each one's predicted and measured times and
+    its speedup over the original's group count; predicted again under ``--reprice``'s tables where given (the
+    grouped convolutions measured as operators in the same GPU run)."""
+    import onnx
+    from gpu_replay import Replayed, read_measured
+
+    from eqsat.costs import graph_cost
+    from eqsat.onnx_io import load_model
+
+    repriced = read_measured(args.reprice) if args.reprice else None
+    text, out = "", []
+    for entry in (e for e in manifest["models"] if e.get("kind") == "regrouped" and e["name"] in by_name):
+        timed, base = by_name[entry["name"]], entry["graphs"][0]
+        rows = []
+        for g in entry["graphs"]:
+            row = {"groups": g["role"], "predicted_ms": g["predicted_ms"]}
+            if repriced is not None:
+                model = draw_weights(onnx.load(str(Path(args.bundle) / entry["name"] / g["file"])))
+                row["repriced_ms"] = graph_cost(load_model(model, input_shapes=entry["shapes"]), Replayed(repriced))
+            for k, _ in cols:
+                row[f"{k}_ms"] = _median(timed.get(g["file"], {}), k)
+                row[f"{k}_speedup"] = _median(timed.get(base["file"], {}), k) / row[f"{k}_ms"]
+            rows.append(row)
+        text += (f"\n### {entry['name']}: the grouped convolutions regrouped (block-diagonal kernels)\n\n"
+                 "| groups | predicted (ms) | " + ("predicted, grouped ops measured (ms) | " if repriced else "")
+                 + " | ".join(f"{label} (ms) | speedup" for _, label in cols) + " |\n|"
+                 + "---|" * (2 + (repriced is not None) + 2 * len(cols)) + "\n")
+        for r in rows:
+            text += (f"| {r['groups']} | {r['predicted_ms']:.4g} | "
+                     + (f"{r['repriced_ms']:.4g} | " if repriced is not None else "")
+                     + " | ".join(f"{r[f'{k}_ms']:.4g} | {r[f'{k}_speedup']:.3f}x" for k, _ in cols) + " |\n")
+        out.append({"model": entry["name"], "rows": rows})
+    return text, out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="step", required=True)
     p = sub.add_parser("prepare")
-    p.add_argument("models", nargs="+")
+    p.add_argument("models", nargs="*")
     p.add_argument("--measured", nargs="+", required=True)
     p.add_argument("--bundle", required=True)
     p.add_argument("--dims", default="")
     p.add_argument("--candidates", type=int, default=4)
     p.add_argument("--time-limit", type=float, default=TIME_LIMIT)
+    p.add_argument("--regroup", nargs="*", default=[],
+                   help="models whose grouped convolutions are also timed regrouped into fewer groups")
+    p.add_argument("--pet", nargs="*", default=[], help="ONNX models whose PET subprograms are also timed, each "
+                   "alone and as its cheapest corrected mutant")
+    p.add_argument("--append", action="store_true", help="add to the bundle's entries instead of replacing them")
+    p.add_argument("--pet-limit", type=int, default=8, help="subprograms per --pet model (the largest first)")
     t = sub.add_parser("time")
     t.add_argument("bundle")
     t.add_argument("--out", required=True)
@@ -327,6 +481,8 @@ def main() -> None:
     r.add_argument("times")
     r.add_argument("--out", default="benchmarks/results")
     r.add_argument("--stem", default="gpu_e2e")
+    r.add_argument("--reprice", default="", help="measured tables (comma-separated) to price the regrouped "
+                   "variants again with")
     args = ap.parse_args()
     {"prepare": prepare, "time": time_bundle, "report": report}[args.step](args)
 

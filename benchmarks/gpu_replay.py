@@ -14,9 +14,9 @@ convolutions, PyTorch: not egglog or OR-Tools):
 
 Usage::
 
-    python benchmarks/gpu_replay.py collect taso_bert taso_nasrnn ... --keys keys.json
+    python benchmarks/gpu_replay.py collect taso_bert taso_nasrnn ... --keys keys.json [--as-written]
     python benchmarks/gpu_replay.py measure keys.json --out measured.json          # on the GPU machine
-    python benchmarks/gpu_replay.py replay measured.json taso_bert ... [--out benchmarks/results]
+    python benchmarks/gpu_replay.py replay measured.json[,more.json] taso_bert ... [--as-written] [--out DIR]
 """
 
 from __future__ import annotations
@@ -89,9 +89,23 @@ class Replayed(CostModel):
         return ms
 
 
-def _models(names: list[str], dims: str = "") -> dict[str, tuple[Any, dict[str, Any]]]:
+def merged(tables: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several measured tables (of one GPU) as one: every configuration, the first table's identity and
+    calibration."""
+    out = dict(tables[0])
+    out["costs"] = [e for t in tables for e in t["costs"]]
+    return out
+
+
+def read_measured(paths: str) -> dict[str, Any]:
+    """The measured tables at ``paths`` (comma-separated), merged."""
+    return merged([json.loads(Path(p).read_text(encoding="utf-8")) for p in paths.split(",")])
+
+
+def _models(names: list[str], dims: str = "", as_written: bool = False) -> dict[str, tuple[Any, dict[str, Any]]]:
     """Name -> (builder, ``optimize``'s keywords) of each model: a built-in model's name, or an ONNX file, whose
-    symbolic dimensions named in ``dims`` (``NAME=SIZE,...``) are costed at those sizes."""
+    symbolic dimensions named in ``dims`` (``NAME=SIZE,...``) are costed at those sizes; with ``as_written``
+    each is imported as written (no fusions folded in before the search, as TASO and Tensat import it)."""
     import onnx
 
     from eqsat.models.registry import builtin_models
@@ -107,6 +121,9 @@ def _models(names: list[str], dims: str = "") -> dict[str, tuple[Any, dict[str, 
             out[Path(name).stem] = (lambda path=name: onnx.load(path), kw)
         else:
             raise SystemExit(f"unknown model {name!r}: neither an ONNX file nor built-in ({', '.join(known)})")
+    if as_written:
+        for _, kw in out.values():
+            kw["as_written"] = True
     return out
 
 
@@ -116,7 +133,7 @@ def collect(args: argparse.Namespace) -> None:
     from eqsat.costs import get_cost_model
 
     rec = Recording(get_cost_model("gpu-sim"))
-    for name, (build, kw) in _models(args.models, args.dims).items():
+    for name, (build, kw) in _models(args.models, args.dims, args.as_written).items():
         t = time.perf_counter()
         eqsat.optimize(build(), cost_model=rec, time_limit=TIME_LIMIT, cache=False, **kw)
         print(f"{name}: {len(rec.keys)} configurations so far ({time.perf_counter() - t:.1f} s)", flush=True)
@@ -157,9 +174,9 @@ def replay(args: argparse.Namespace) -> None:
     import eqsat
     from eqsat.costs import get_cost_model, graph_cost
 
-    measured = json.loads(Path(args.measured).read_text(encoding="utf-8"))
+    measured = read_measured(args.measured)
     rows = []
-    for name, (build, kw) in _models(args.models, args.dims).items():
+    for name, (build, kw) in _models(args.models, args.dims, args.as_written).items():
         gpu = Replayed(measured)
         res = eqsat.optimize(build(), cost_model=gpu, time_limit=TIME_LIMIT, cache=False, **kw)
         sim = eqsat.optimize(build(), cost_model=get_cost_model("gpu-sim"), time_limit=TIME_LIMIT, cache=False, **kw)
@@ -216,13 +233,15 @@ def main() -> None:
     c.add_argument("models", nargs="+", help="built-in models' names or ONNX files")
     c.add_argument("--keys", required=True, help="JSON file to write")
     c.add_argument("--dims", default="", help="sizes of the files' symbolic dimensions, NAME=SIZE,...")
+    c.add_argument("--as-written", action="store_true", help="import each model as written (no folds)")
     m = sub.add_parser("measure", help="on the GPU machine: time every configuration")
     m.add_argument("keys")
     m.add_argument("--out", required=True, help="JSON file to write")
     r = sub.add_parser("replay", help="optimize with the measured times; compare with gpu-sim")
-    r.add_argument("measured")
+    r.add_argument("measured", help="the measured table (several: comma-separated, merged)")
     r.add_argument("models", nargs="+", help="built-in models' names or ONNX files")
     r.add_argument("--dims", default="", help="sizes of the files' symbolic dimensions, NAME=SIZE,...")
+    r.add_argument("--as-written", action="store_true", help="import each model as written (no folds)")
     r.add_argument("--stem", default="gpu_replay", help="results files' name (default gpu_replay)")
     r.add_argument("--out", default=None, help="results folder (default: print only)")
     args = ap.parse_args()
