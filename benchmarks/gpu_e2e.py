@@ -236,6 +236,25 @@ def prepare(args: argparse.Namespace) -> None:
 
         for tensor, models, roles in pet_variants(path, Replayed(measured), args.pet_limit):
             add(_variant_entry(f"{Path(path).stem}_pet_{tensor}", "pet", models, roles, measured, bundle))
+    _write_keys(bundle, manifest)
+
+
+def _write_keys(bundle: Path, manifest: dict[str, Any]) -> None:
+    """Every operator configuration the bundle's graphs price, for ``gpu_replay.py measure`` (``keys_bundle.json``;
+    the time step measures them launched and in CUDA graphs, for ``report --graph-costs``)."""
+    import onnx
+    from gpu_replay import key_to_json
+
+    from eqsat.costs.graph import graph_cost_keys
+    from eqsat.onnx_io import load_model
+
+    keys = set()
+    for e in manifest["models"]:
+        for g in e["graphs"]:
+            graph = load_model(draw_weights(onnx.load(str(bundle / e["name"] / g["file"]))), input_shapes=e["shapes"])
+            keys |= {k for ks in graph_cost_keys(graph) for k in ks if k.op != "opaque"}
+    ordered = sorted(keys, key=lambda k: k.as_str())
+    (bundle / "keys_bundle.json").write_text(json.dumps([key_to_json(k) for k in ordered]), encoding="utf-8")
 
 
 # -- timing --------------------------------------------------------------------------------------------------------
@@ -378,12 +397,78 @@ def report(args: argparse.Namespace) -> None:
             "graph's float32 output is checked against onnxruntime's on the CPU with the same weights (worst "
             "relative error in the last column). Spearman: the rank correlation of predicted and measured "
             "latency over the original, the first choice and the other candidates.\n\n")
+    graph_text, graph_rows = _graph_costs_report(args, manifest, by_name, cols)
     regroup_text, regroup_rows = _regrouped_report(args, manifest, by_name, cols)
     pet_text, pet_rows = _pet_report(manifest, by_name, cols)
-    save_results(args.out, args.stem, head, table + "\n".join(lines) + "\n" + regroup_text + pet_text,
-                 {"device": times, "rows": rows, "regrouped": regroup_rows, "pet": pet_rows,
-                  "commit": manifest["commit"]})
-    print(table + "\n".join(lines) + "\n" + regroup_text + pet_text)
+    text = table + "\n".join(lines) + "\n" + graph_text + regroup_text + pet_text
+    save_results(args.out, args.stem, head, text, {"device": times, "rows": rows, "graph_costs": graph_rows,
+                                                   "regrouped": regroup_rows, "pet": pet_rows,
+                                                   "commit": manifest["commit"]})
+    print(text)
+
+
+def _priced(bundle: Path, entry: dict[str, Any], graph: dict[str, Any], table: dict[str, Any]) -> float:
+    """A bundle's graph priced under a measured table (:class:`gpu_replay.Replayed`)."""
+    import onnx
+    from gpu_replay import Replayed
+
+    from eqsat.costs import graph_cost
+    from eqsat.onnx_io import load_model
+
+    model = draw_weights(onnx.load(str(bundle / entry["name"] / graph["file"])))
+    return graph_cost(load_model(model, input_shapes=entry["shapes"]), Replayed(table))
+
+
+def _graph_costs_report(args: argparse.Namespace, manifest: dict[str, Any], by_name: dict[str, Any],
+                        cols: list[tuple[str, str]]) -> tuple[str, list[dict[str, Any]]]:
+    """Every graph priced again under ``--graph-costs`` (operators timed as a CUDA graph runs them,
+    ``gpu_replay.py measure --replayed``): the rank correlations with each measured mode, and what choosing
+    among each model's candidates by those costs gains, measured."""
+    if not args.graph_costs:
+        return "", []
+    from gpu_replay import read_measured
+
+    table, bundle = read_measured(args.graph_costs), Path(args.bundle)
+    rows, pooled = [], {k: ([], []) for k, _ in cols}
+    everything = {k: ([], []) for k, _ in cols}
+    for entry in (e for e in manifest["models"] if e["name"] in by_name):
+        timed = by_name[entry["name"]]
+        priced = [_priced(bundle, entry, g, table) for g in entry["graphs"]]
+        for k, _ in cols:
+            meas = [_median(timed.get(g["file"], {}), k) for g in entry["graphs"]]
+            for p, m in zip(priced, meas, strict=True):
+                if not math.isnan(m):
+                    everything[k][0].append(p)
+                    everything[k][1].append(m)
+                    if entry.get("kind") not in ("regrouped", "pet"):
+                        pooled[k][0].append(p)
+                        pooled[k][1].append(m)
+        if entry.get("kind") in ("regrouped", "pet"):
+            continue
+        pick = min(range(len(priced)), key=lambda i: (priced[i], i))  # ties keep the original
+        row = {"model": entry["name"], "predicted_speedup": priced[0] / priced[pick], "choice": pick,
+               "first_choice_predicted_speedup": priced[0] / priced[min(1, len(priced) - 1)]}
+        for k, _ in cols:
+            row[f"{k}_speedup"] = (_median(timed.get(entry["graphs"][0]["file"], {}), k)
+                                   / _median(timed.get(entry["graphs"][pick]["file"], {}), k))
+        rows.append(row)
+    text = ("\n### Priced as a CUDA graph runs the operators\n\n"
+            f"Every graph priced again under `{args.graph_costs}`: each operator timed as a CUDA graph of 20 launches "
+            "runs it (`gpu_replay.py measure --replayed 20`; no launch from Python in the time). Choice: the "
+            "candidate these costs price cheapest (0 is the original).\n\n"
+            "| model | first choice, predicted | choice | its predicted speedup | "
+            + " | ".join(f"{label} speedup" for _, label in cols) + " |\n|" + "---|" * (4 + len(cols)) + "\n")
+    for r in rows:
+        text += (f"| {r['model']} | {r['first_choice_predicted_speedup']:.3f}x | {r['choice']} | "
+                 f"{r['predicted_speedup']:.3f}x | "
+                 + " | ".join(f"{r[f'{k}_speedup']:.3f}x" for k, _ in cols) + " |\n")
+    text += f"\nGeometric mean predicted {geomean([r['predicted_speedup'] for r in rows]):.3f}x"
+    for k, label in cols:
+        ups = [r[f"{k}_speedup"] for r in rows if not math.isnan(r[f"{k}_speedup"])]
+        text += (f"\n- {label}: the choices measured {geomean(ups):.3f}x; Spearman of these costs and the "
+                 f"measured latency over the {len(pooled[k][0])} candidates {spearman(*pooled[k]):.3f}, over all "
+                 f"{len(everything[k][0])} graphs (with the variants below) {spearman(*everything[k]):.3f}")
+    return text + "\n", rows
 
 
 def _pet_report(manifest: dict[str, Any], by_name: dict[str, Any],
@@ -419,13 +504,11 @@ def _regrouped_report(args: argparse.Namespace, manifest: dict[str, Any], by_nam
     """The table of the regrouped variants (``prepare --regroup``): each one's predicted and measured times and
     its speedup over the original's group count; predicted again under ``--reprice``'s tables where given (the
     grouped convolutions measured as operators in the same GPU run)."""
-    import onnx
-    from gpu_replay import Replayed, read_measured
+    from gpu_replay import read_measured
 
-    from eqsat.costs import graph_cost
-    from eqsat.onnx_io import load_model
 
     repriced = read_measured(args.reprice) if args.reprice else None
+    bundle = Path(args.bundle)
     text, out = "", []
     for entry in (e for e in manifest["models"] if e.get("kind") == "regrouped" and e["name"] in by_name):
         timed, base = by_name[entry["name"]], entry["graphs"][0]
@@ -433,8 +516,7 @@ def _regrouped_report(args: argparse.Namespace, manifest: dict[str, Any], by_nam
         for g in entry["graphs"]:
             row = {"groups": g["role"], "predicted_ms": g["predicted_ms"]}
             if repriced is not None:
-                model = draw_weights(onnx.load(str(Path(args.bundle) / entry["name"] / g["file"])))
-                row["repriced_ms"] = graph_cost(load_model(model, input_shapes=entry["shapes"]), Replayed(repriced))
+                row["repriced_ms"] = _priced(bundle, entry, g, repriced)
             for k, _ in cols:
                 row[f"{k}_ms"] = _median(timed.get(g["file"], {}), k)
                 row[f"{k}_speedup"] = _median(timed.get(base["file"], {}), k) / row[f"{k}_ms"]
@@ -481,6 +563,8 @@ def main() -> None:
     r.add_argument("times")
     r.add_argument("--out", default="benchmarks/results")
     r.add_argument("--stem", default="gpu_e2e")
+    r.add_argument("--graph-costs", default="", help="a measured table of operators timed in CUDA graphs "
+                   "(gpu_replay.py measure --replayed) to price every graph again with")
     r.add_argument("--reprice", default="", help="measured tables (comma-separated) to price the regrouped "
                    "variants again with")
     args = ap.parse_args()

@@ -16,7 +16,9 @@
 #   bash benchmarks/gpu_e2e.sh time              there, with gpu_bundle/ and .whl/ beside it: writes the
 #                                                configurations' times, the models' times, the GPU's identity and
 #                                                the log into $OUT (or gpu_e2e_out/)
-#   python benchmarks/gpu_e2e.py report gpu_bundle OUT/gpu_e2e_times.json   here again: the table
+#   python benchmarks/gpu_e2e.py report gpu_bundle OUT/gpu_e2e_times.json --reprice \
+#     benchmarks/results/gpu_measured_h200.json,OUT/gpu_measured_grouped.json \
+#     --graph-costs OUT/gpu_measured_bundle_20.json                          here again: the tables
 #
 # Both folders are ignored by git (add them to .git/info/exclude) and travel with the working tree (about 12 MB).
 set -euo pipefail
@@ -61,6 +63,10 @@ print(len(keys), "configurations of ResNeXt-50 to measure")' gpu_bundle/keys_fol
       --out "$out/gpu_measured_grouped.json" > "$out/measure_log.txt" 2>&1 || status=$?
     tail -3 "$out/measure_log.txt"
     echo "measure step exited $status"
+    for replayed in 0 20; do  # the bundle's operators launched from Python, and in CUDA graphs (--graph-costs)
+      timeout 120 python3 benchmarks/gpu_replay.py measure gpu_bundle/keys_bundle.json --replayed $replayed \
+        --out "$out/gpu_measured_bundle_$replayed.json" >> "$out/measure_log.txt" 2>&1 || status=$?
+    done
     timeout "${E2E_TIMEOUT:-430}" python3 benchmarks/gpu_e2e.py time gpu_bundle --out "$out/gpu_e2e_times.json" \
       --device cuda --budget 0.25 > "$out/log.txt" 2>&1 || status=$?
     grep -v '^{' "$out/log.txt" | tail -20

@@ -148,20 +148,23 @@ def measure(args: argparse.Namespace) -> None:
     from eqsat.gpu import CupyCostModel
     from eqsat.gpu.cupy_measure import nhwc_conv_as_written
 
-    m = CupyCostModel()
+    m = CupyCostModel(replayed=args.replayed)
     keys = [key_from_json(d) for d in json.loads(Path(args.keys).read_text(encoding="utf-8"))]
     costs, t0 = [], time.perf_counter()
     for k, key in enumerate(keys):
         # timed as a kernel, or priced from ones (an NHWC convolution as what export writes), or a view (free)
         timed = nhwc_conv_as_written(key)[1] if key.op == "conv2d_nhwc" else key
         kernel = key.op not in ("reshape", "opaque") and m._kernel(timed) is not None
-        costs.append({"key": key.as_str(), "op": key.op, "ms": m.cost(key), "kernel": kernel})
+        failures = m.capture_failures
+        costs.append({"key": key.as_str(), "op": key.op, "ms": m.cost(key), "kernel": kernel,
+                      **({"captured": kernel and m.capture_failures == failures} if args.replayed else {})})
         if (k + 1) % 200 == 0:
             print(f"{k + 1}/{len(keys)} in {time.perf_counter() - t0:.0f} s", flush=True)
     c = m.calibration
     out = {"identity": m.device_identity(), "cudnn_backend": m.cudnn_backend,
            "calibration": {"gflops": c.gflops, "bandwidth_gbs": c.bandwidth_gbs, "launch_ms": c.launch_ms,
                            "resident_threads": c.resident_threads},
+           "replayed": args.replayed, "capture_failures": m.capture_failures,
            "seconds": time.perf_counter() - t0, "costs": costs}
     Path(args.out).write_text(json.dumps(out, indent=0) + "\n", encoding="utf-8")
     timed, views = sum(e["kernel"] for e in costs), sum(e["op"] == "reshape" for e in costs)
@@ -237,6 +240,8 @@ def main() -> None:
     m = sub.add_parser("measure", help="on the GPU machine: time every configuration")
     m.add_argument("keys")
     m.add_argument("--out", required=True, help="JSON file to write")
+    m.add_argument("--replayed", type=int, default=0, help="time each configuration as a CUDA graph of this many "
+                   "launches runs it (as a deployment that captures the model), not as launched from Python")
     r = sub.add_parser("replay", help="optimize with the measured times; compare with gpu-sim")
     r.add_argument("measured", help="the measured table (several: comma-separated, merged)")
     r.add_argument("models", nargs="+", help="built-in models' names or ONNX files")

@@ -96,7 +96,8 @@ def _costs_option(p: argparse.ArgumentParser, default: str) -> None:
     """``--costs`` of optimize, demo and compare."""
     p.add_argument("--costs", default=default, metavar="NAME",
                    help=f"cost model (default {default}): analytic, gpu-sim (a simulated V100: computed, not "
-                        "measured), measured (onnxruntime's timings on this CPU; cpu is the same), gpu")
+                        "measured), measured (onnxruntime's timings on this CPU; cpu is the same), gpu, gpu-graph "
+                        "(each operator timed as a CUDA graph runs it, for a deployment that captures the model)")
 
 
 def _choices_help(table: Mapping[str, Any], default: str) -> str:

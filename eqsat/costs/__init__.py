@@ -18,20 +18,21 @@ from eqsat.costs.measured_cpu import OnnxRuntimeCostModel
 from eqsat.costs.parallel import SUM, Objective, ParallelFigures, graph_parallel_cost
 
 #: the names :func:`get_cost_model` knows
-COST_MODEL_NAMES = ("analytic", "gpu-sim", "measured", "cpu", "gpu")
+COST_MODEL_NAMES = ("analytic", "gpu-sim", "measured", "cpu", "gpu", "gpu-graph")
 
 
 def check_cost_model_name(name: str) -> None:
     """Raise ValueError unless :func:`get_cost_model` knows ``name``."""
     if name not in COST_MODEL_NAMES:
-        raise ValueError(f"unknown cost model {name!r}; use analytic, gpu-sim (simulated V100), measured (cpu) "
-                         "or gpu")
+        raise ValueError(f"unknown cost model {name!r}; use analytic, gpu-sim (simulated V100), measured (cpu), "
+                         "gpu or gpu-graph")
 
 
 def get_cost_model(name: str = "analytic", **kw: Any) -> CostModel:
     """A cost model by name: ``analytic`` (default), ``gpu-sim`` (a simulated V100 roofline: computed, not cached),
-    ``measured``/``cpu`` (onnxruntime, cached) or ``gpu`` (CuPy, cached). ``cache_dir`` overrides the cache
-    location."""
+    ``measured``/``cpu`` (onnxruntime, cached), ``gpu`` (CuPy, cached) or ``gpu-graph`` (CuPy, each operator
+    timed as a CUDA graph runs it, for a deployment that captures the model; cached). ``cache_dir`` overrides the
+    cache location."""
     check_cost_model_name(name)
     cache_dir = kw.pop("cache_dir", None)
     if name == "analytic":

@@ -117,6 +117,8 @@ def test_prepare_time_and_report_run_on_the_cpu(tmp_path: Path) -> None:
     entry, variants, pet = manifest["models"]
     assert pet["kind"] == "pet" and pet["name"].startswith("dilated_pet_") and len(pet["graphs"]) == 2
     assert pet["graphs"][1]["role"].startswith("mutant ")
+    keys = json.loads((bundle / "keys_bundle.json").read_text())  # every graph's configurations, the mutant's too
+    assert {"matmul", "conv2d"} <= {k["op"] for k in keys} and len(keys) == len({json.dumps(k) for k in keys})
     assert variants["kind"] == "regrouped" and [g["role"] for g in variants["graphs"]] == [
         "8 groups", "4 groups", "2 groups", "1 group"]
     assert entry["name"] == "two_matmul_shared_input" and entry["numeric_ok"]
@@ -132,7 +134,7 @@ def test_prepare_time_and_report_run_on_the_cpu(tmp_path: Path) -> None:
         assert g["error_float32"] < 1e-5 and g["error_float16"] < 1e-2
         assert g["eager_float32"]["median_ms"] > 0 and "graph_float32" not in g  # no CUDA graphs on the CPU
     e2e.report(argparse.Namespace(bundle=str(bundle), times=str(times), out=str(out), stem="e2e",
-                                  reprice=str(measured)))
+                                  reprice=str(measured), graph_costs=str(measured)))
     saved = json.loads((out / "e2e.json").read_text())
     rows, regrouped = saved["rows"], saved["regrouped"][0]["rows"]
     assert len(rows) == 1  # the variants are not an optimization: their own table
@@ -152,6 +154,10 @@ def test_prepare_time_and_report_run_on_the_cpu(tmp_path: Path) -> None:
     assert pet_row["subprogram"] == pet["name"] and pet_row["eager_float32_speedup"] == pytest.approx(
         timed_pet[0]["eager_float32"]["median_ms"] / timed_pet[1]["eager_float32"]["median_ms"])
     assert "PET's corrected mutants, each subprogram alone" in text
+    graph_rows = saved["graph_costs"]  # priced again by the same table: the same prices, the same choice
+    assert [r["model"] for r in graph_rows] == ["two_matmul_shared_input"]
+    assert graph_rows[0]["first_choice_predicted_speedup"] == pytest.approx(rows[0]["predicted_speedup"])
+    assert "Priced as a CUDA graph runs the operators" in text
 
 
 def test_a_graph_it_cannot_run_is_recorded_not_fatal(tmp_path: Path) -> None:

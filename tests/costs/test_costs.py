@@ -98,6 +98,30 @@ def test_unknown_cost_model_name() -> None:
         get_cost_model("abacus")
 
 
+def test_the_gpu_models_are_found_through_their_entry_points_and_time_alike_but_for_the_launch() -> None:
+    from eqsat.costs import _plugin
+    from eqsat.gpu import CupyCostModel, CupyGraphCostModel
+
+    assert _plugin("gpu") is CupyCostModel and _plugin("gpu-graph") is CupyGraphCostModel
+    # another name: a cached cost of one is never read as the other's
+    assert issubclass(CupyGraphCostModel, CupyCostModel) and CupyGraphCostModel.name != CupyCostModel.name
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_a_kernel_timed_in_a_cuda_graph_costs_less_than_launched_from_python() -> None:
+    from eqsat.gpu import CupyCostModel, CupyGraphCostModel
+
+    try:
+        launched, replayed = CupyCostModel(warmup=1, repeats=5), CupyGraphCostModel(warmup=1, repeats=5)
+    except RuntimeError as e:
+        pytest.skip(f"CUDA/CuPy not available: {e}")
+    small = _mm((16, 16), (16, 16))  # a launch's time, nearly all of it
+    assert replayed.calibration.launch_ms < launched.calibration.launch_ms
+    failed = replayed.capture_failures  # the calibration's large product (CuPy's cuBLAS) is timed as launched
+    assert 0 < replayed.cost(small) < launched.cost(small) and replayed.capture_failures == failed
+
+
 @pytest.mark.gpu
 @pytest.mark.slow  # 7.6 s on an H200: the roofline's calibration and cuDNN's autotuning
 def test_cupy_model_on_a_gpu() -> None:
@@ -364,7 +388,7 @@ def test_the_gpu_model_picks_each_operators_kernel_from_its_table() -> None:
     from eqsat.gpu.cupy_measure import KERNELS, CupyCostModel
 
     m = object.__new__(CupyCostModel)
-    m.cp, m._cudnn, m._torch = np, None, None
+    m.cp, m._cudnn, m._torch, m.replayed = np, None, None, 0
 
     def key(op: str, params: dict, shapes: list) -> CostKey:
         spec = ops.get(op)
@@ -372,6 +396,7 @@ def test_the_gpu_model_picks_each_operators_kernel_from_its_table() -> None:
         return spec.cost_key(p, shapes, spec.shape(p, shapes))
 
     cases = [key("matmul", {}, [(4, 8), (8, 3)]), key("matmul_t", {"trans_a": 1, "trans_b": 0}, [(8, 4), (8, 3)]),
+             key("matmul_t", {"trans_a": 0, "trans_b": 1}, [(4, 8), (3, 8)]),
              key("ewadd", {}, [(2, 5), (2, 5)]), key("relu", {}, [(2, 5)]), key("sigmoid", {}, [(2, 5)]),
              key("transpose", {"perm": (1, 0)}, [(2, 5)]), key("concat", {"axis": 1}, [(2, 5), (2, 3)]),
              key("split", {"axis": 1, "start": 1, "size": 3}, [(2, 5)]), key("avgpool", {"kernel": (2, 2),
@@ -379,8 +404,8 @@ def test_the_gpu_model_picks_each_operators_kernel_from_its_table() -> None:
     ran = {}
     for k in cases:
         fn = m._kernel(k)
-        ran[k.op] = fn is not None and np.shape(fn()) == k.output_shape
-    assert ran == {k.op: k.op != "avgpool" for k in cases}
+        ran[k] = fn is not None and np.shape(fn()) == k.output_shape
+    assert ran == {k: k.op != "avgpool" for k in cases}
     assert {"conv2d", "conv2d_add", "maxpool", "avgpool", "split"} <= KERNELS.keys() <= ops.REGISTRY.keys()
 
 
