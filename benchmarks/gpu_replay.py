@@ -172,6 +172,18 @@ def measure(args: argparse.Namespace) -> None:
           f"{len(costs) - timed - views} priced by the calibrated roofline; wrote {args.out}")
 
 
+def _timed_how(measured: dict[str, Any]) -> str:
+    """How a measured table's operators were timed, in a sentence."""
+    launch_us = measured["calibration"]["launch_ms"] * 1e3
+    if measured.get("replayed"):
+        return (f"Each operator is timed as a CUDA graph of {measured['replayed']} launches runs it (a kernel "
+                f"{launch_us:.1f} us at least; configurations whose capture failed, "
+                f"{measured.get('capture_failures', 0)} with the calibration's, are timed as launched from Python).")
+    return (f"Each operator is timed alone, launched from Python (an empty launch takes {launch_us:.1f} us there), "
+            "so a graph of fewer kernels gains more here than in a runtime that launches them from C++ or a CUDA "
+            "graph.")
+
+
 def replay(args: argparse.Namespace) -> None:
     """Step 3, here: optimize each model with the times; compare with gpu-sim's choices."""
     import eqsat
@@ -209,12 +221,10 @@ def replay(args: argparse.Namespace) -> None:
             f"{measured['calibration']['launch_ms'] * 1e3:.1f} us a launch); collected under `gpu-sim`, measured "
             f"with `measure` on the GPU machine, replayed here. Speedups are predicted from the operator costs "
             f"(sums of per-operator times over each graph, priced alike), not timed end to end; the extraction's "
-            f"own estimate is beside them. Each operator is timed alone, launched from "
-            f"Python (an empty launch takes {measured['calibration']['launch_ms'] * 1e3:.1f} us there), so a graph "
-            f"of fewer kernels gains more here than in a runtime that launches them from C++ or a CUDA graph. "
-            f"The last columns price with the same measured costs the graph `gpu-sim` chose, and count the "
-            f"configurations of the replayed runs that were not measured (opaque ONNX nodes, which CuPy's model cannot "
-            f"run, such as hf_bert's mask arithmetic; priced by the roofline).\n\n")
+            f"own estimate is beside them. " + _timed_how(measured) + " "
+            "The last columns price with the same measured costs the graph `gpu-sim` chose, and count the "
+            "configurations of the replayed runs that were not measured (opaque ONNX nodes, which CuPy's model cannot "
+            "run, such as hf_bert's mask arithmetic; priced by the roofline).\n\n")
     table = ("| model | cost before (ms) | after (ms) | speedup | the extraction's estimate | gpu-sim's predicted "
              "speedup | gpu-sim's choice under the measured costs | configurations not measured | numeric check |\n"
              "|---|---|---|---|---|---|---|---|---|\n")
