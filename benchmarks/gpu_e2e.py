@@ -23,7 +23,7 @@ Usage::
         [--pet CONVNET.onnx ... --pet-limit 6] [--append]
     python benchmarks/gpu_e2e.py time gpu_bundle --out times.json [--device cuda]          # on the GPU machine
     python benchmarks/gpu_e2e.py report gpu_bundle times.json [--out benchmarks/results] [--stem gpu_e2e]
-        [--reprice measured.json,grouped.json]
+        [--reprice measured.json,grouped.json] [--graph-costs graph.json]
 
 ``--regroup`` adds a model's grouped convolutions written with fewer groups (TASO's regrouping, :mod:`_regroup`),
 ``--pet`` PET's subprograms of a model alone and as their cheapest corrected mutants (:mod:`_pet_variants`):
@@ -194,12 +194,12 @@ def load_inputs(folder: Path, entry: dict[str, Any]) -> dict[str, np.ndarray]:
 
 def prepare(args: argparse.Namespace) -> None:
     """Step 1, here: optimize, keep the candidates, price them, write the bundle."""
-    from gpu_replay import Replayed, _models, merged
+    from gpu_replay import Replayed, _models, read_measured
 
     import eqsat
     from eqsat.onnx_io import random_feeds
 
-    measured = merged([json.loads(Path(p).read_text(encoding="utf-8")) for p in args.measured])
+    measured = read_measured(args.measured)
     bundle = Path(args.bundle)
     bundle.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"gpu_costs": measured["identity"], "commit": git_commit(mark_uncommitted=True),
@@ -239,20 +239,27 @@ def prepare(args: argparse.Namespace) -> None:
     _write_keys(bundle, manifest)
 
 
+def _bundle_graph(bundle: Path, entry: dict[str, Any], graph: dict[str, Any]) -> Any:
+    """A bundle's graph as an IR graph at its entry's input shapes, its left-out weights drawn again."""
+    import onnx
+
+    from eqsat.onnx_io import load_model
+
+    model = draw_weights(onnx.load(str(bundle / entry["name"] / graph["file"])))
+    return load_model(model, input_shapes=entry["shapes"])
+
+
 def _write_keys(bundle: Path, manifest: dict[str, Any]) -> None:
     """Every operator configuration the bundle's graphs price, for ``gpu_replay.py measure`` (``keys_bundle.json``;
     the time step measures them launched and in CUDA graphs, for ``report --graph-costs``)."""
-    import onnx
     from gpu_replay import key_to_json
 
     from eqsat.costs.graph import graph_cost_keys
-    from eqsat.onnx_io import load_model
 
     keys = set()
     for e in manifest["models"]:
         for g in e["graphs"]:
-            graph = load_model(draw_weights(onnx.load(str(bundle / e["name"] / g["file"]))), input_shapes=e["shapes"])
-            keys |= {k for ks in graph_cost_keys(graph) for k in ks if k.op != "opaque"}
+            keys |= {k for ks in graph_cost_keys(_bundle_graph(bundle, e, g)) for k in ks if k.op != "opaque"}
     ordered = sorted(keys, key=lambda k: k.as_str())
     (bundle / "keys_bundle.json").write_text(json.dumps([key_to_json(k) for k in ordered]), encoding="utf-8")
 
@@ -409,14 +416,11 @@ def report(args: argparse.Namespace) -> None:
 
 def _priced(bundle: Path, entry: dict[str, Any], graph: dict[str, Any], table: dict[str, Any]) -> float:
     """A bundle's graph priced under a measured table (:class:`gpu_replay.Replayed`)."""
-    import onnx
     from gpu_replay import Replayed
 
     from eqsat.costs import graph_cost
-    from eqsat.onnx_io import load_model
 
-    model = draw_weights(onnx.load(str(bundle / entry["name"] / graph["file"])))
-    return graph_cost(load_model(model, input_shapes=entry["shapes"]), Replayed(table))
+    return graph_cost(_bundle_graph(bundle, entry, graph), Replayed(table))
 
 
 def _graph_costs_report(args: argparse.Namespace, manifest: dict[str, Any], by_name: dict[str, Any],
@@ -506,7 +510,6 @@ def _regrouped_report(args: argparse.Namespace, manifest: dict[str, Any], by_nam
     grouped convolutions measured as operators in the same GPU run)."""
     from gpu_replay import read_measured
 
-
     repriced = read_measured(args.reprice) if args.reprice else None
     bundle = Path(args.bundle)
     text, out = "", []
@@ -548,7 +551,8 @@ def main() -> None:
     p.add_argument("--pet", nargs="*", default=[], help="ONNX models whose PET subprograms are also timed, each "
                    "alone and as its cheapest corrected mutant")
     p.add_argument("--append", action="store_true", help="add to the bundle's entries instead of replacing them")
-    p.add_argument("--pet-limit", type=int, default=8, help="subprograms per --pet model (the largest first)")
+    p.add_argument("--pet-limit", type=int, default=8, help="subprograms per --pet model (those with a "
+                   "dilated convolution first, then the largest)")
     t = sub.add_parser("time")
     t.add_argument("bundle")
     t.add_argument("--out", required=True)

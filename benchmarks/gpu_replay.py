@@ -89,17 +89,14 @@ class Replayed(CostModel):
         return ms
 
 
-def merged(tables: list[dict[str, Any]]) -> dict[str, Any]:
-    """Several measured tables (of one GPU) as one: every configuration, the first table's identity and
-    calibration."""
+def read_measured(paths: str | list[str]) -> dict[str, Any]:
+    """The measured tables at ``paths`` (a list, or comma-separated; of one GPU) as one: every configuration, the
+    first table's identity and calibration."""
+    names = paths.split(",") if isinstance(paths, str) else paths
+    tables = [json.loads(Path(p).read_text(encoding="utf-8")) for p in names]
     out = dict(tables[0])
     out["costs"] = [e for t in tables for e in t["costs"]]
     return out
-
-
-def read_measured(paths: str) -> dict[str, Any]:
-    """The measured tables at ``paths`` (comma-separated), merged."""
-    return merged([json.loads(Path(p).read_text(encoding="utf-8")) for p in paths.split(",")])
 
 
 def _models(names: list[str], dims: str = "", as_written: bool = False) -> dict[str, tuple[Any, dict[str, Any]]]:

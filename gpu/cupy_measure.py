@@ -123,6 +123,14 @@ def _symmetric_pads(cp: Any, x: Any, pads: tuple[int, ...], fill: float) -> tupl
     return x, (pads[0], pads[1])
 
 
+def _transposed(xs: list[Any], p: dict[str, Any]) -> tuple[Any, Any]:
+    """A product's two operands with the transposes its ``trans_a``/``trans_b`` flags ask for, as views:
+    Fortran-ordered, so that cuBLAS gets them with transpose flags and no copy."""
+    a = xs[0].swapaxes(-1, -2) if p.get("trans_a") else xs[0]
+    b = xs[1].swapaxes(-1, -2) if p.get("trans_b") else xs[1]
+    return a, b
+
+
 class CupyCostModel(CostModel):
     """Median CUDA-event time (ms) of each configuration on the current GPU."""
 
@@ -166,9 +174,7 @@ class CupyCostModel(CostModel):
     def _matmul(self, key: CostKey, xs: list[Any], p: dict[str, Any]) -> Callable[[], Any]:
         """A matrix product through cuBLAS: CuPy's, or PyTorch's when timed in a CUDA graph (CuPy's cuBLAS calls
         are not captured)."""
-        # transposed views are Fortran-ordered: CuPy hands them to cuBLAS with transpose flags, no copy
-        a = xs[0].swapaxes(-1, -2) if p.get("trans_a") else xs[0]
-        b = xs[1].swapaxes(-1, -2) if p.get("trans_b") else xs[1]
+        a, b = _transposed(xs, p)
         if self.replayed:
             torch = self._torch
             ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
@@ -182,9 +188,7 @@ class CupyCostModel(CostModel):
         if not self.replayed:
             return self._reference(key, xs)
         torch = self._torch
-        a = xs[0].swapaxes(-1, -2) if p.get("trans_a") else xs[0]
-        b = xs[1].swapaxes(-1, -2) if p.get("trans_b") else xs[1]
-        ta, tb, tc = (torch.from_dlpack(v) for v in (a, b, xs[2]))
+        ta, tb, tc = (torch.from_dlpack(v) for v in (*_transposed(xs, p), xs[2]))
         return lambda: torch.addmm(tc, ta, tb)
 
     def _any_pool(self, key: CostKey, xs: list[Any], p: dict[str, Any], maximum: bool) -> Any:
