@@ -239,10 +239,22 @@ def test_a_split_piece_costs_its_share_of_one_split(monkeypatch) -> None:
 
 
 def test_end_to_end_timing_fits_its_budget_with_a_floor_of_rounds(monkeypatch) -> None:
+    import types
+
     from eqsat import models
+    from eqsat.costs import measured_cpu
     from eqsat.costs.measured_cpu import end_to_end_latency
     from eqsat.onnx_io import random_feeds
 
+    # a clock that moves 2**-10 s (about 1 ms, exact in binary) a reading: a run "takes" that long, so each batch
+    # is 5 runs whatever the machine's load (the batch size comes from one timed run, and a hiccup in it on a
+    # loaded machine once changed the counts below)
+    clock = {"t": 0.0}
+
+    def tick() -> float:
+        clock["t"] += 2.0 ** -10
+        return clock["t"]
+    monkeypatch.setattr(measured_cpu, "time", types.SimpleNamespace(perf_counter=tick))
     model = models.builtin_models()["two_matmul_shared_input"]()
     feeds = random_feeds(model, seed=0)
     calls = {"n": 0}
@@ -260,6 +272,8 @@ def test_end_to_end_timing_fits_its_budget_with_a_floor_of_rounds(monkeypatch) -
     calls["n"] = 0
     end_to_end_latency([model, model], [feeds, feeds], rounds=15)
     assert calls["n"] > few  # a tiny budget: 7 rounds and 2 warm-up runs instead of 15 and 5
+    # per model: 2 untimed runs, the warm-up, and the rounds of 5-run batches
+    assert (few, calls["n"]) == (2 * (2 + 2 + 7 * 5), 2 * (2 + 5 + 15 * 5))
 
 
 
