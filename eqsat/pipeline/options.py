@@ -164,7 +164,8 @@ class OptimizeOptions:
 
     With ``pet`` (off by default) PET's corrected mutants of the graph's convolutions and chains of two
     (:mod:`eqsat.rules.pet`: a batch folded into the width or height, tiles or phase images on the batch, each
-    with the correction of the region where it differs, checked equal at every position) join the e-graph beside
+    with the correction of the region where it differs, or a fold with zero gaps between the images that needs
+    none; checked equal at every position) join the e-graph beside
     the convolutions they compute again, so the extraction may choose them where the cost model finds them
     cheaper. A dynamic batch is searched at a few images; a subprogram over a dynamic height or width is left out.
 

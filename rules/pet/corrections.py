@@ -217,7 +217,7 @@ def corrected_graph(sub: Subprogram, mutant: Mutant, fixes: list[Box], shift: in
     raw = names.fresh(f"{out}_mutant")
     nodes = [Node(n.op, n.params, n.inputs, raw if n.output == out else n.output) for n in mutant.graph.nodes]
     nodes = [Node(n.op, n.params, tuple(raw if i == out else i for i in n.inputs), n.output) for n in nodes]
-    block = None if period is None else blocks_of(fixes, shape, period)
+    block = None if period is None or not fixes else blocks_of(fixes, shape, period)
     if block is None:
         patches = [(box, correction_nodes(sub, box, names, nodes, shift)) for box in fixes]
         cur = overwrite(raw, shape, patches, names, nodes)

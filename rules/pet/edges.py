@@ -8,14 +8,18 @@ scatter, however long the run: what a chain of two (:func:`~eqsat.rules.pet.prog
 convolutions, for any number. A reshape of a reshape is one reshape (to the last shape, the same row-major
 order); a reshape to its input's shape is its input (``reshape-identity``, a default rule); and a transpose
 of a transpose is its input where the two permutations of PET's moves are inverses (:func:`move_rules`).
+Where an element-wise operator stands between two moves (a ReLU the rules split off a convolution), the moves
+pass it as PET's post-optimization moves R/T past activations, so they meet: a transpose or a reshape of a
+unary element-wise operator's output is that operator of the moved input (:func:`elementwise_rules`).
 ``optimize(pet=True)`` adds them where the search found a rewrite."""
 
 from __future__ import annotations
 
+from eqsat import ops
 from eqsat.ir.rule import Rule
-from eqsat.rules.pet.mutants import TRANSPOSE, moves_over
+from eqsat.rules.pet.mutants import RESHAPE, TRANSPOSE, moves_over
 
-__all__ = ["move_rules", "move_permutations"]
+__all__ = ["move_rules", "move_permutations", "elementwise_rules"]
 
 
 def move_permutations() -> list[tuple[int, ...]]:
@@ -46,4 +50,14 @@ def move_rules() -> tuple[Rule, ...]:
         Rule(f"pet-transpose-inverse-{''.join(map(str, p))}-{''.join(map(str, q))}",
              (f"(transpose {_vector(p)} (transpose {_vector(q)} ?x))",), ("?x",))
         for p in perms for q in perms if _inverse(p, q))
-    return (Rule("pet-reshape-reshape", ("(reshape ?r (reshape ?t ?x))",), ("(reshape ?r ?x)",)), *inverse)
+    return (Rule("pet-reshape-reshape", ("(reshape ?r (reshape ?t ?x))",), ("(reshape ?r ?x)",)), *inverse,
+            *elementwise_rules())
+
+
+def elementwise_rules() -> tuple[Rule, ...]:
+    """``pet-<move>-past-<op>``, both ways, for each unary element-wise operator of the registry without
+    parameters: ``move(op(x)) = op(move(x))`` for a transpose or a reshape (each entry is moved alone)."""
+    unary = sorted(s.name for s in ops.REGISTRY.values() if s.elementwise and len(s.inputs) == 1 and not s.params)
+    return tuple(Rule(f"pet-{move}-past-{op}", (f"({move} ?p ({op} ?x))",), (f"({op} ({move} ?p ?x))",),
+                      bidirectional=True)
+                 for move in (TRANSPOSE, RESHAPE) for op in unary)

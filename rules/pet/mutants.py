@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from eqsat import ops
 from eqsat.ir.graph import Graph, Node, make_node
 from eqsat.ir.names import NameAllocator
 from eqsat.ops import Shape
@@ -33,18 +34,22 @@ DEFAULT_DEPTH = 4
 
 #: nodes as (operator, parameters) of a move, or (operator, parameters, the weights it reads) of a window
 Steps = list[tuple[Any, ...]]
-#: the registry operators an R/T move is written with
+#: the registry operators a move is written with
 RESHAPE = "reshape"
 TRANSPOSE = "transpose"
+PAD = "pad"
+SPLIT = "split"
 
 
 @dataclass(frozen=True)
 class Move:
     """A compound R/T step: ``name`` says what it does, ``steps`` the reshape/transpose nodes for an input shape
-    (``None`` where it does not apply)."""
+    (``None`` where it does not apply); ``side``: ``"before"`` or ``"after"`` where it only goes before or after
+    the window step (a gap padded in goes before it, the gap's outputs dropped after it), else ``""``."""
 
     name: str
     steps: Callable[[Shape], Steps | None]
+    side: str = ""
 
 
 def _batch_to(axis: int, k: int) -> Move:
@@ -74,6 +79,34 @@ def _to_batch(axis: int, k: int) -> Move:
     return Move(f"{'height' if axis == 2 else 'width'}_to_batch({k})", steps)
 
 
+def _gapped_batch_to(axis: int, k: int, gap: int) -> Move:
+    """Fold the batch by ``k`` into spatial ``axis`` with ``gap`` zero rows or columns after each image: PET's seam
+    correction fused into the main kernel (its input joined to the main one, one convolution, the result split).
+    A window of stride 1 whose pads are at most ``gap`` then reads zeros across the seam, as the original reads
+    its padding, so the mutant needs no correction kernel; :func:`_gapped_to_batch` drops the gap's outputs."""
+    fold = _batch_to(axis, k)
+
+    def steps(s: Shape) -> Steps | None:
+        pads = [0] * 8
+        pads[4 + axis] = gap  # after the image, along axis
+        rest = fold.steps((*s[:axis], s[axis] + gap, *s[axis + 1:]))
+        return None if rest is None else [(PAD, {"pads": tuple(pads)}), *rest]
+    return Move(f"batch_to_{'height' if axis == 2 else 'width'}_gapped({k},{gap})", steps, "before")
+
+
+def _gapped_to_batch(axis: int, k: int, gap: int) -> Move:
+    """The inverse of :func:`_gapped_batch_to`: ``k`` images cut back onto the batch, each one's last ``gap`` rows
+    or columns dropped."""
+    cut = _to_batch(axis, k)
+
+    def steps(s: Shape) -> Steps | None:
+        rest = cut.steps(s)
+        if rest is None or s[axis] // k <= gap:
+            return None
+        return [*rest, (SPLIT, {"axis": axis, "start": 0, "size": s[axis] // k - gap})]
+    return Move(f"{'height' if axis == 2 else 'width'}_gapped_to_batch({k},{gap})", steps, "after")
+
+
 def _phases_to_batch(d: int) -> Move:
     """Gather every ``d``-th pixel into ``d x d`` sub-images stacked on the batch (PET's dilated-conv family)."""
     def steps(s: Shape) -> Steps | None:
@@ -97,9 +130,19 @@ def _batch_to_phases(d: int) -> Move:
 
 
 def moves_for(windows: tuple[Node, ...]) -> list[Move]:
-    """The R/T moves tried around ``windows``: batch folds and spatial tiles by 2, and phase gathers by 2 and by
-    the windows' dilations."""
-    return moves_over({int(d) for w in windows for d in w.p["dilations"]})
+    """The moves tried around ``windows``: batch folds and spatial tiles by 2, and phase gathers by 2 and by the
+    windows' dilations (:func:`moves_over`); around one window of stride 1 and some padding along an axis, also
+    the fold into that axis with a gap as wide as its pads and its inverse (:func:`_gapped_batch_to`). A chain
+    gets no gap: the first window's outputs in it are not zeros, so the next window's seam would still be
+    wrong."""
+    out = moves_over({int(d) for w in windows for d in w.p["dilations"]})
+    if len(windows) == 1:
+        p = windows[0].p
+        for axis in (2, 3):
+            gap = max(p["pads"][axis - 2], p["pads"][axis])
+            if gap and p["strides"][axis - 2] == 1:
+                out += [_gapped_batch_to(axis, 2, gap), _gapped_to_batch(axis, 2, gap)]
+    return out
 
 
 def moves_over(dilations: set[int]) -> list[Move]:
@@ -145,13 +188,21 @@ class Mutant:
         return " > ".join(self.steps)
 
 
+def _after(shape: Shape, steps: Steps) -> Shape:
+    """The shape a move's ``steps`` make of ``shape`` (the registry's shape functions)."""
+    for op, params, *_ in steps:
+        spec = ops.get(op)
+        shape = tuple(spec.shape(spec.normalize(dict(params)), [shape]))
+    return shape
+
+
 def _moved_shape(shape: Shape, moves: list[Move]) -> Shape | None:
     """``shape`` after ``moves`` in turn, or None where one does not apply."""
     for mv in moves:
         steps = mv.steps(shape)
         if steps is None:
             return None
-        shape = tuple(steps[-1][1]["shape"])
+        shape = _after(shape, steps)
     return shape
 
 
@@ -185,7 +236,7 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
                         dst = names.fresh(f"{r}_pet")
                         nodes.append(make_node(op, params, [src], dst))
                         src = dst
-                    shape = tuple(steps[-1][1]["shape"])
+                    shape = _after(shape, steps)
                 moved[r] = src
             return moved[r]
 
@@ -219,9 +270,11 @@ def generate_mutants(sub: Subprogram, depth: int = DEFAULT_DEPTH) -> list[Mutant
             return
         if not last_move and len(shape) == 4:  # two moves in a row would be one R/T
             for mv in moves:
+                if mv.side and mv.side != ("after" if used_window else "before"):
+                    continue
                 steps = mv.steps(shape)
                 if steps is not None:
-                    walk(seq + [(mv.name, steps, mv)], tuple(steps[-1][1]["shape"]), used_window, True)  # type: ignore[arg-type]
+                    walk(seq + [(mv.name, steps, mv)], _after(shape, steps), used_window, True)  # type: ignore[arg-type]
         if not used_window:
             before = [mv for _, _, mv in seq if mv is not None]
             for label, params in _window_variants(windows):

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _onnx_checks import assert_probe_decides_as_the_full_footprints, assert_rewrites_run_as_the_original
+from _onnx_checks import (
+    assert_probe_decides_as_the_full_footprints,
+    assert_rewrites_compute_their_tensors,
+    assert_rewrites_run_as_the_original,
+)
 
 from eqsat.ir.graph import Graph, TensorInfo, make_node
 from eqsat.rules.pet import analyse, check_equal, chosen_rewrites, correct, find_rewrites, generate_mutants
@@ -211,3 +215,23 @@ def test_the_smallest_subprograms_are_searched_first(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(search, "_corrected", lambda sub, *a: begun.append(sub.graph.name) or real(sub, *a))
     search.find_rewrites(g)
     assert begun == ["pet_y", "pet_h", "pet_y_chain2"]  # 9 taps, 25 taps, 9 x (1 + 25) taps
+
+
+def test_a_chain_of_three_is_searched_as_one_with_its_seam_three_columns_wide() -> None:
+    """find_rewrites(chain=3): one fold around three 3x3 convolutions, wrong on three columns of each image at the
+    seam (one per kernel), corrected through all three, and equal to the original."""
+    rng = np.random.default_rng(4)
+    ws, nodes, cur = {}, [], "x"
+    for i in range(3):
+        ws[f"w{i}"], ws[f"b{i}"] = (rng.standard_normal((3, 3, 3, 3)).astype(np.float32) * 0.3,
+                                    rng.standard_normal(3).astype(np.float32))
+        out = "y" if i == 2 else f"h{i}"
+        nodes.append(make_node("conv2d", {"pads": (1,) * 4, "act": int(i < 2)}, [cur, f"w{i}", f"b{i}"], out))
+        cur = out
+    g = Graph((TensorInfo("x", (2, 3, 12, 12)),), ws, tuple(nodes), ("y",))
+    three = [r for r in find_rewrites(g, chain=3) if len(r.windows) == 3]
+    assert not any(len(r.windows) == 3 for r in find_rewrites(g))  # chains of two by default
+    wide = {r.name: r for r in three}["pet:batch_to_width(2) > conv2d+conv2d+conv2d > width_to_batch(2)"]
+    assert [b[3] for b in wide.evidence["wrong_boxes"]] == [[9, 12], [0, 3]]
+    feeds = {"x": rng.standard_normal((2, 3, 12, 12)).astype(np.float32)}
+    assert_rewrites_compute_their_tensors(g, three, feeds)
