@@ -9,7 +9,9 @@ moves before the window step, so the window adds it in the layout it computes in
 
 The moves are the layout changes of an NCHW tensor PET's families are made of: fold part of the batch into
 the width or the height (one image twice as wide), cut the width or the height into tiles stacked on the
-batch, and gather every ``d``-th pixel into ``d x d`` sub-images on the batch (and each one's inverse). The
+batch, and gather every ``d``-th pixel into ``d x d`` sub-images on the batch (and each one's inverse); around
+one convolution, also the fold with a zero gap between the images (a pad before it) and its inverse (a split
+dropping the gap's outputs after the window), which PET's fused seam correction comes to. The
 window operators come with the original's parameters, or with their dilation made 1 (pads divided alike). A
 mutant is any sequence of at most ``depth`` steps, no two moves in a row (they would be one R/T), holding the
 window operator once, whose output has the original's shape; the original itself is left out.
@@ -43,9 +45,10 @@ SPLIT = "split"
 
 @dataclass(frozen=True)
 class Move:
-    """A compound R/T step: ``name`` says what it does, ``steps`` the reshape/transpose nodes for an input shape
-    (``None`` where it does not apply); ``side``: ``"before"`` or ``"after"`` where it only goes before or after
-    the window step (a gap padded in goes before it, the gap's outputs dropped after it), else ``""``."""
+    """A compound move (one step of depth): ``name`` says what it does, ``steps`` its nodes for an input shape
+    (reshapes and transposes, and a gap's pad or split; ``None`` where it does not apply); ``side``:
+    ``"before"`` or ``"after"`` where it only goes before or after the window step (a gap padded in goes before
+    it, the gap's outputs dropped after it), else ``""``."""
 
     name: str
     steps: Callable[[Shape], Steps | None]
